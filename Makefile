@@ -1,0 +1,42 @@
+# pyserini-moe: every target installs what it needs first (`setup`), so each works on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# A CPU wheel of this torch lies on the project machines; install it before anything that
+# depends on torch, or pip pulls a multi-GB CUDA build. GPU users may override TORCH_SPEC.
+TORCH_SPEC ?= torch==2.13.0
+STAMP  := $(VENV)/.installed
+WORK   ?= work
+
+.PHONY: setup demo test test-fast regress regress-dry clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/python -m pyserini_moe._java --install-pth
+	touch $(STAMP)
+
+# The main job on the embedded default: BM25 on SciFact test through Pyserini, evaluated with
+# ranx and cross-checked with Pyserini's trec_eval.
+demo: setup
+	$(BIN)/python -m pyserini_moe.index --retriever bm25 --corpus scifact \
+		--index $(WORK)/demo/scifact-bm25 --overwrite
+	$(BIN)/python -m pyserini_moe.search --retriever bm25 --index $(WORK)/demo/scifact-bm25 \
+		--topics scifact:test --output $(WORK)/demo/bm25.scifact.test.trec --hits 1000
+	$(BIN)/python -m pyserini_moe.eval --run $(WORK)/demo/bm25.scifact.test.trec \
+		--qrels scifact:test --trec-eval
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+regress: setup
+	$(BIN)/python -m pyserini_moe.regress --scale all regressions/*.yaml
+
+regress-dry: setup
+	$(BIN)/python -m pyserini_moe.regress --dry-run regressions/*.yaml
+
+clean:
+	rm -rf $(WORK) .pytest_cache

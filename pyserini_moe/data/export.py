@@ -1,0 +1,65 @@
+"""Write documents, topics and qrels in the formats Pyserini/Anserini and trec_eval read."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from pyserini_moe.data.beir import Document
+from pyserini_moe.io import atomic_path
+
+_FIELD_BREAKS = re.compile(r"[\t\r\n]")
+
+
+def _checked_id(value: str, kind: str) -> str:
+    """Ids end up in whitespace-separated files (runs, TREC qrels), so blanks would corrupt them."""
+    if not value or any(c.isspace() for c in value):
+        raise ValueError(f"invalid {kind} id {value!r}: ids must be non-empty and contain no whitespace")
+    return value
+
+
+def write_json_collection(docs: Iterable[Document], out_dir: str | os.PathLike) -> Path:
+    """Write ``docs`` as a Pyserini JsonCollection: ``out_dir/docs.jsonl``, one ``{"id", "contents"}``
+    per line. ``out_dir`` is replaced atomically, so an indexer never sees a half-written collection.
+
+    Returns ``out_dir``. Raises ValueError if ``docs`` is empty (Anserini would build an empty index).
+    """
+    out_dir = Path(out_dir)
+    with atomic_path(out_dir, directory=True) as tmp:
+        count = 0
+        with (tmp / "docs.jsonl").open("w", encoding="utf-8") as f:
+            for doc in docs:
+                record = {"id": _checked_id(doc.id, "document"), "contents": doc.contents}
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+                count += 1
+        if count == 0:
+            raise ValueError(f"no documents to write to {out_dir}")
+    return out_dir
+
+
+def write_topics_tsv(topics: Mapping[str, str], path: str | os.PathLike) -> Path:
+    """Write ``qid<TAB>text`` lines (Anserini's TsvString topic reader); tabs and newlines inside a
+    text become spaces because they would split the record. Returns ``path``."""
+    path = Path(path)
+    if not topics:
+        raise ValueError(f"no topics to write to {path}")
+    with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as f:
+        for qid, text in topics.items():
+            f.write(f"{_checked_id(qid, 'query')}\t{_FIELD_BREAKS.sub(' ', text)}\n")
+    return path
+
+
+def write_trec_qrels(qrels: Mapping[str, Mapping[str, int]], path: str | os.PathLike) -> Path:
+    """Write TREC qrels (``qid 0 docid rel``), the format trec_eval expects. Returns ``path``."""
+    path = Path(path)
+    if not any(qrels.values()):
+        raise ValueError(f"no judgments to write to {path}")
+    with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as f:
+        for qid, judged in qrels.items():
+            _checked_id(qid, "query")
+            for docid, rel in judged.items():
+                f.write(f"{qid} 0 {_checked_id(docid, 'document')} {int(rel)}\n")
+    return path

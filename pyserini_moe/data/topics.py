@@ -1,0 +1,210 @@
+"""The one place that turns a user's ``--topics`` / ``--qrels`` argument into data.
+
+A spec is, in this order: an existing file; ``COLLECTION:SPLIT`` (a local collection name, a
+directory or a public BEIR name, e.g. ``scifact:test``); or a Pyserini topics/qrels name (e.g.
+``beir-v1.0.0-scifact-test``, ``dl19-passage``). Ids are always ``str``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from pyserini_moe.data.beir import (
+    QRELS_HEADER,
+    BeirCollection,
+    add_judgment,
+    cache_root,
+    check_id,
+    first_line,
+    iter_lines,
+    read_beir_qrels,
+    read_queries,
+)
+from pyserini_moe.data.errors import DataFormatError
+from pyserini_moe.data.export import write_trec_qrels
+
+TOPICS_FORMS = (
+    "accepted forms: COLLECTION:SPLIT (a local collection name or directory, or a public BEIR name; "
+    "e.g. scifact:test), a topics file (TSV 'qid<TAB>text', optionally .gz, or JSONL with "
+    '{"_id", "text"}), or a Pyserini topics name (e.g. beir-v1.0.0-scifact-test, dl19-passage, '
+    "msmarco-passage-dev-subset)")
+QRELS_FORMS = (
+    "accepted forms: COLLECTION:SPLIT (e.g. scifact:test), a qrels file (TREC 'qid iter docid rel' "
+    "or BEIR TSV with a 'query-id<TAB>corpus-id<TAB>score' header), or a Pyserini qrels name "
+    "(e.g. beir-v1.0.0-scifact-test, dl19-passage, msmarco-passage-dev-subset)")
+_FILE_SUFFIXES = (".tsv", ".txt", ".jsonl", ".json", ".gz", ".qrels")
+
+
+def _collection_split(spec: str) -> tuple[str, str] | None:
+    """``(collection, split)`` for ``COLLECTION:SPLIT``, else None."""
+    collection, sep, split = spec.rpartition(":")
+    if sep and collection and split and os.sep not in split:
+        return collection, split
+    return None
+
+
+def _looks_like_path(spec: str) -> bool:
+    """A missing file should say so rather than be looked up as a Pyserini name."""
+    return os.sep in spec or spec.startswith(("~", ".")) or spec.endswith(_FILE_SUFFIXES)
+
+
+def _first_error_line(e: Exception) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+# --------------------------------------------------------------------------- topics
+
+
+def read_topics_file(path: Path) -> dict[str, str]:
+    """Topics from a TSV (``qid<TAB>text``, gz allowed) or BEIR-style JSONL file, in file order."""
+    head = first_line(path)
+    if head is None:
+        raise DataFormatError(path, "no topics (the file is empty)")
+    if head.lstrip().startswith("{"):
+        return read_queries(path)
+    topics: dict[str, str] = {}
+    lines: dict[str, int] = {}
+    for lineno, line in iter_lines(path):
+        cols = line.split("\t")
+        if len(cols) != 2:
+            raise DataFormatError(path, f"expected 2 tab-separated columns (qid, text), "
+                                        f"found {len(cols)}", lineno)
+        qid = check_id(path, lineno, cols[0].strip(), "query")
+        text = cols[1].strip()
+        if qid in lines:
+            raise DataFormatError(path, f"duplicate query id {qid!r} (first seen at line {lines[qid]})",
+                                  lineno)
+        if not text:
+            raise DataFormatError(path, f"empty text for query {qid!r}", lineno)
+        topics[qid] = text
+        lines[qid] = lineno
+    return topics
+
+
+def _pyserini_topics(name: str) -> dict[str, str]:
+    from pyserini_moe._java import bootstrap  # noqa: PLC0415 - starts a JVM; only when needed
+
+    bootstrap()
+    from pyserini.search import get_topics  # noqa: PLC0415
+
+    try:
+        raw = get_topics(name)
+    except ValueError as e:
+        raise ValueError(f"unknown topics {name!r}: not a file, not COLLECTION:SPLIT and not a "
+                         f"Pyserini topics name; {TOPICS_FORMS}") from e
+    except Exception as e:  # jnius.JavaException: Anserini could not download the topics
+        raise RuntimeError(f"Pyserini could not load topics {name!r} ({_first_error_line(e)}); "
+                           "offline, pass a topics file or COLLECTION:SPLIT instead") from e
+    topics: dict[str, str] = {}
+    for qid, fields in raw.items():
+        title = fields.get("title") or ""
+        if not title.strip():
+            raise ValueError(f"Pyserini topics {name!r}: topic {qid} has no title "
+                             f"(fields: {', '.join(fields) or 'none'})")
+        topics[str(qid)] = title
+    if not topics:
+        raise ValueError(f"Pyserini topics {name!r} are empty")
+    return topics
+
+
+def load_topics(spec: str | os.PathLike) -> dict[str, str]:
+    """``{qid: query text}`` for a topics spec (file, ``COLLECTION:SPLIT`` or Pyserini name)."""
+    text = str(spec)
+    path = Path(text).expanduser()
+    if path.is_file():
+        return read_topics_file(path)
+    pair = _collection_split(text)
+    if pair is not None:
+        return BeirCollection.load(pair[0]).topics(pair[1])
+    if _looks_like_path(text):
+        raise FileNotFoundError(f"topics file not found: {text}")
+    return _pyserini_topics(text)
+
+
+# --------------------------------------------------------------------------- qrels
+
+
+def read_trec_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """TREC qrels (``qid iter docid rel``) as ``{qid: {docid: rel}}``, queries in file order."""
+    qrels: dict[str, dict[str, int]] = {}
+    for lineno, line in iter_lines(path):
+        cols = line.split()
+        if len(cols) != 4:
+            raise DataFormatError(path, f"expected 4 whitespace-separated columns "
+                                        f"(qid iter docid rel), found {len(cols)}", lineno)
+        add_judgment(qrels, path, lineno, cols[0], cols[2], cols[3])
+    if not qrels:
+        raise DataFormatError(path, "no judgments")
+    return qrels
+
+
+def _is_beir_tsv(path: Path) -> bool:
+    head = first_line(path)
+    return head is not None and tuple(c.strip() for c in head.split("\t")) == QRELS_HEADER
+
+
+def read_qrels_file(path: Path) -> dict[str, dict[str, int]]:
+    """A qrels file in either format: BEIR TSV (recognised by its header) or TREC."""
+    return read_beir_qrels(path) if _is_beir_tsv(path) else read_trec_qrels(path)
+
+
+def _pyserini_qrels_path(name: str) -> Path:
+    from pyserini_moe._java import bootstrap  # noqa: PLC0415 - starts a JVM; only when needed
+
+    bootstrap()
+    from pyserini.search import get_qrels_file  # noqa: PLC0415
+
+    try:
+        return Path(get_qrels_file(name))
+    except FileNotFoundError as e:
+        raise ValueError(f"unknown qrels {name!r}: not a file, not COLLECTION:SPLIT and not a "
+                         f"Pyserini qrels name; {QRELS_FORMS}") from e
+    except Exception as e:  # jnius.JavaException: Anserini could not download the qrels
+        raise RuntimeError(f"Pyserini could not load qrels {name!r} ({_first_error_line(e)}); "
+                           "offline, pass a qrels file or COLLECTION:SPLIT instead") from e
+
+
+def load_qrels(spec: str | os.PathLike) -> dict[str, dict[str, int]]:
+    """``{qid: {docid: grade}}`` for a qrels spec (file, ``COLLECTION:SPLIT`` or Pyserini name)."""
+    text = str(spec)
+    path = Path(text).expanduser()
+    if path.is_file():
+        return read_qrels_file(path)
+    pair = _collection_split(text)
+    if pair is not None:
+        return BeirCollection.load(pair[0]).qrels(pair[1])
+    if _looks_like_path(text):
+        raise FileNotFoundError(f"qrels file not found: {text}")
+    return read_trec_qrels(_pyserini_qrels_path(text))
+
+
+def qrels_file(spec: str | os.PathLike, workdir: str | os.PathLike | None = None) -> Path:
+    """A TREC-format qrels file for ``spec``, for trec_eval.
+
+    A TREC file or a Pyserini name gives the existing file; a BEIR TSV file or ``COLLECTION:SPLIT``
+    is converted into ``workdir`` (default: ``<cache>/qrels``). The converted file is rewritten on
+    every call, so it can never be stale; its name carries a hash of the source's location so two
+    collections with the same name do not overwrite each other.
+    """
+    text = str(spec)
+    path = Path(text).expanduser()
+    pair = _collection_split(text)
+    if path.is_file():
+        if not _is_beir_tsv(path):
+            read_trec_qrels(path)  # fail here, readably, rather than inside trec_eval
+            return path
+        qrels = read_beir_qrels(path)
+        label, source = path.name.removesuffix(".tsv"), str(path.resolve())
+    elif pair is not None:
+        collection = BeirCollection.load(pair[0])
+        qrels = collection.qrels(pair[1])
+        label, source = f"{collection.name}.{pair[1]}", f"{collection.root.resolve()}:{pair[1]}"
+    elif _looks_like_path(text):
+        raise FileNotFoundError(f"qrels file not found: {text}")
+    else:
+        return _pyserini_qrels_path(text)
+    digest = hashlib.sha1(source.encode()).hexdigest()[:8]
+    target_dir = Path(workdir) if workdir is not None else cache_root() / "qrels"
+    return write_trec_qrels(qrels, target_dir / f"qrels.{label}.{digest}.txt")

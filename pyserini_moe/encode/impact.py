@@ -1,0 +1,74 @@
+"""Impact (learned sparse) adapters, searched by Pyserini's ``LuceneImpactSearcher``.
+
+Lucene stores impacts as integers: a weight of 0.4 would silently become 0. Both sides therefore
+quantise explicitly with the same factor (``round(w * factor)``, terms rounding to 0 dropped),
+and the factor is recorded in the index so queries always match their documents.
+"""
+
+from __future__ import annotations
+
+import torch
+from pyserini.encode import DocumentEncoder, QueryEncoder
+
+from pyserini_moe.encode.common import EncoderMixin, join_titles
+from pyserini_moe.modeling.base import RetrievalModel, Side
+
+DEFAULT_QUANTIZATION = 100
+
+
+def quantize(weights: torch.Tensor, vocab: list[str], factor: int) -> list[dict[str, int]]:
+    """[B, V] non-negative weights -> one ``{token: int weight}`` per row, zeros dropped."""
+    q = torch.round(weights.float() * factor).to(torch.int64).cpu()
+    out = []
+    for row in q:
+        idx = torch.nonzero(row > 0).flatten().tolist()
+        out.append({vocab[i]: int(row[i]) for i in idx})
+    return out
+
+
+def dequantize(vector: dict[str, int], factor: int) -> dict[str, float]:
+    return {t: w / factor for t, w in vector.items()}
+
+
+class _ImpactBase(EncoderMixin):
+    representation = "sparse"
+
+    def _init_impact(self, model: RetrievalModel | str, device: str | None, max_length: int,
+                     quantization: int) -> None:
+        if quantization < 1:
+            raise ValueError("quantization factor must be >= 1")
+        self._init_model(model, device, max_length)
+        self.quantization = quantization
+        tokenizer = self.model.tokenizer
+        vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+        # Lucene's pre-tokenized analyzer splits on whitespace: a token containing it would break.
+        self.vocab = [t.replace(" ", "_") for t in vocab]
+
+
+class ImpactDocumentEncoder(_ImpactBase, DocumentEncoder):
+    """Passages -> ``{token: int}`` vectors for a ``JsonVectorCollection``."""
+
+    def __init__(self, model: RetrievalModel | str, device: str | None = None,
+                 max_length: int = 256, quantization: int = DEFAULT_QUANTIZATION) -> None:
+        self._init_impact(model, device, max_length, quantization)
+
+    def encode(self, texts: list[str], titles: list[str] | None = None,
+               max_length: int | None = None, **kwargs) -> list[dict[str, int]]:
+        out = self._encode(join_titles(texts, titles), Side.PASSAGE, max_length)
+        return quantize(out.sparse, self.vocab, self.quantization)
+
+
+class ImpactQueryEncoder(_ImpactBase, QueryEncoder):
+    """Queries -> ``{token: int}``, the form ``LuceneImpactSearcher`` sends to Lucene."""
+
+    def __init__(self, model: RetrievalModel | str, device: str | None = None,
+                 max_length: int = 64, quantization: int = DEFAULT_QUANTIZATION) -> None:
+        QueryEncoder.__init__(self)
+        self._init_impact(model, device, max_length, quantization)
+        self.has_model = True
+
+    def encode(self, text: str, **kwargs) -> dict[str, int]:
+        return self.encode_batch([text])[0]
+
+    def encode_batch(self, queries: list[str]) -> list[dict[str, int]]:
+        return quantize(self._encode(list(queries), Side.QUERY).sparse, self.vocab, self.quantization)

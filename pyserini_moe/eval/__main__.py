@@ -1,0 +1,177 @@
+"""``python -m pyserini_moe.eval``: score TREC runs against qrels; compare several with significance.
+
+Examples::
+
+    python -m pyserini_moe.eval --run runs/bm25.scifact.test.trec --qrels scifact:test
+    python -m pyserini_moe.eval --run runs/bm25.trec runs/moe.trec --qrels scifact:test \\
+        --metrics ndcg@10 recall@100 --stat-test fisher --output results.json
+    python -m pyserini_moe.eval --run run.trec --qrels beir-v1.0.0-scifact-test --trec-eval
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pyserini_moe.cli import run_main
+from pyserini_moe.eval.metrics import (
+    DEFAULT_METRICS,
+    STAT_TESTS,
+    VALID_METRICS,
+    Qrels,
+    compare,
+    evaluate,
+    evaluate_per_query,
+    format_comparison,
+    format_table,
+    parse_metrics,
+    trec_eval,
+)
+from pyserini_moe.io import atomic_path
+from pyserini_moe.runs import Run, read_trec_run
+
+# trec_eval prints 4 decimals: a larger gap than its rounding means the two disagree.
+TREC_EVAL_TOLERANCE = 1e-4
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pyserini_moe.eval",
+        description="Evaluate TREC run files (qid Q0 docid rank score tag) against qrels with "
+                    "`trec_eval -c` semantics: every query of the qrels counts, queries missing "
+                    "from a run score 0. With several runs, print a comparison table with paired "
+                    "significance tests against the baseline.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--run", nargs="+", required=True, metavar="RUN",
+                        help="TREC run file(s); a run is named by its file name (by its path "
+                             "when two file names clash)")
+    parser.add_argument("--qrels", required=True,
+                        help="`<collection>:<split>` (e.g. scifact:test), a qrels file (TREC "
+                             "`qid 0 docid rel` or BEIR TSV), or a Pyserini qrels name "
+                             "(e.g. beir-v1.0.0-scifact-test)")
+    parser.add_argument("--metrics", nargs="+", default=list(DEFAULT_METRICS), metavar="METRIC",
+                        help=f"metrics to compute; valid: {VALID_METRICS}")
+    parser.add_argument("--baseline", metavar="NAME",
+                        help="run the others are tested against, by name or path "
+                             "(default: the first --run)")
+    parser.add_argument("--stat-test", choices=list(STAT_TESTS), default="student",
+                        help="significance test: " + "; ".join(f"{k} = {v}"
+                                                              for k, v in STAT_TESTS.items()))
+    parser.add_argument("--max-p", type=float, default=0.05,
+                        help="p-value at or below which a difference is marked significant")
+    parser.add_argument("--trec-eval", action="store_true",
+                        help="also compute every metric with trec_eval (Java, via Pyserini) and "
+                             "print both values and their absolute difference")
+    parser.add_argument("--per-query", metavar="OUT.tsv",
+                        help="write per-query values (columns: run, qid, one per metric)")
+    parser.add_argument("--output", metavar="OUT.json",
+                        help="write all results (means, trec_eval values, p-values) as JSON")
+    parser.add_argument("--format", choices=["markdown", "plain"], default="markdown",
+                        help="table style printed on stdout")
+    return parser
+
+
+def run_names(paths: list[str]) -> list[str]:
+    """File names, or the paths as given when two runs share a file name."""
+    names = [Path(p).name for p in paths]
+    return names if len(set(names)) == len(names) else list(paths)
+
+
+def load_qrels(spec: str) -> tuple[Qrels, str]:
+    """The qrels and a TREC-format file of them for trec_eval."""
+    try:
+        from pyserini_moe.data.topics import load_qrels as load, qrels_file  # noqa: PLC0415
+    except ImportError:  # without the data module, only TREC qrels files are understood
+        return read_trec_qrels(Path(spec)), spec
+    return load(spec), str(qrels_file(spec))
+
+
+def read_trec_qrels(path: Path) -> Qrels:
+    """``qid iteration docid relevance`` lines."""
+    if not path.is_file():
+        raise FileNotFoundError(f"qrels file not found: {path}")
+    qrels: Qrels = {}
+    with open(path) as f:
+        for lineno, line in enumerate(f, start=1):
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) != 4 or not parts[3].lstrip("-").isdigit():
+                raise ValueError(f"{path}:{lineno}: expected `qid 0 docid relevance`")
+            qrels.setdefault(parts[0], {})[parts[2]] = int(parts[3])
+    return qrels
+
+
+def main_unwrapped(argv: list[str] | None = None) -> int:
+    """The command; user errors propagate as exceptions (see :func:`main`)."""
+    args = build_parser().parse_args(argv)
+    metrics = [m.name for m in parse_metrics(args.metrics)]
+    for path in args.run:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"run file not found: {path}")
+    names = run_names(args.run)
+    baseline = names[0]
+    if args.baseline is not None:
+        matches = [n for n, p in zip(names, args.run) if args.baseline in (n, p)]
+        if not matches:
+            raise ValueError(f"--baseline {args.baseline!r} is none of the runs: {', '.join(names)}")
+        baseline = matches[0]
+    if not 0 < args.max_p < 1:
+        raise ValueError("--max-p must be between 0 and 1")
+    runs: dict[str, Run] = {name: read_trec_run(path) for name, path in zip(names, args.run)}
+    qrels, qrels_path = load_qrels(args.qrels)
+
+    means = {name: evaluate(run, qrels, metrics) for name, run in runs.items()}
+    result: dict = {"qrels": args.qrels, "queries": len(qrels), "metrics": metrics,
+                    "runs": {name: {"path": path, "metrics": means[name]}
+                             for name, path in zip(names, args.run)}}
+    tables = []
+    if len(runs) > 1:
+        comparison = compare(runs, qrels, metrics, baseline, args.stat_test, args.max_p)
+        result["comparison"] = comparison.to_dict()
+        tables.append(format_comparison(comparison, args.format))
+    if args.trec_eval:
+        rows = []
+        for name, path in zip(names, args.run):
+            reference = trec_eval(path, qrels_path, metrics)
+            result["runs"][name]["trec_eval"] = reference
+            for m in metrics:
+                diff = abs(means[name][m] - reference[m])
+                rows.append([name, m, f"{means[name][m]:.4f}", f"{reference[m]:.4f}", f"{diff:.4f}"])
+                if diff > TREC_EVAL_TOLERANCE:
+                    print(f"warning: {name} {m}: ranx {means[name][m]:.6f} differs from trec_eval "
+                          f"{reference[m]:.4f}", file=sys.stderr)
+        if len(runs) == 1:
+            rows = [row[1:] for row in rows]
+        headers = ["run"] * (len(runs) > 1) + ["metric", "ranx", "trec_eval", "abs diff"]
+        tables.append(format_table(headers, rows, args.format))
+    elif len(runs) == 1:
+        tables.append(format_table(["metric", names[0]],
+                                   [[m, f"{means[names[0]][m]:.4f}"] for m in metrics], args.format))
+    print(f"{len(qrels)} queries in {args.qrels}\n")
+    print("\n\n".join(tables))
+
+    if args.per_query:
+        with atomic_path(args.per_query) as tmp, open(tmp, "w") as f:
+            f.write("\t".join(["run", "qid", *metrics]) + "\n")
+            for name in names:
+                scores = evaluate_per_query(runs[name], qrels, metrics)
+                for qid in scores[metrics[0]]:
+                    values = [f"{scores[m][qid]:.6f}" for m in metrics]
+                    f.write("\t".join([name, qid, *values]) + "\n")
+    if args.output:
+        with atomic_path(args.output) as tmp:
+            tmp.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit status: 0 on success, 2 with a one-line ``error: ...`` for bad input."""
+    return run_main(main_unwrapped, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

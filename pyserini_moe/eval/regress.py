@@ -1,0 +1,292 @@
+"""Regression runner: run the steps of a YAML condition, evaluate, compare with expected values.
+
+A regression file (``regressions/<name>.yaml``)::
+
+    name: bm25-scifact
+    description: BM25 flat index on SciFact, Pyserini's BEIR settings
+    scale: local                  # local: runs here; paper: needs data/GPUs listed in `requires`
+    requires:                     # optional; all must hold or the conditions are skipped
+      data: [scifact]             # collection names or paths that must resolve locally
+      gpu: false
+    steps:                        # optional; run once before the conditions
+      - "{python} -m pyserini_moe.index --corpus scifact --index {work}/index --overwrite"
+    conditions:
+      - name: bm25-flat
+        steps: ["{python} -m pyserini_moe.search --index {work}/index --topics scifact:test --output {work}/bm25.trec"]
+        run: "{work}/bm25.trec"
+        qrels: scifact:test
+        metrics: {ndcg@10: 0.6789, recall@100: {expected: 0.9253, tolerance: 0.003}}
+        tolerance: 0.002          # default for this condition's metrics
+        source: "Pyserini 2CR, beir-v1.0.0-scifact.flat"
+
+Placeholders in steps and paths: ``{python}`` (this interpreter), ``{work}`` (the work folder of
+this file), ``{data}`` (the shared data folder), ``{root}`` (the repository root).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pyserini_moe.data.paths import shared_data_root
+from pyserini_moe.io import atomic_path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCALES = ("local", "paper")
+
+
+class RegressionSpecError(ValueError):
+    """A regression YAML that does not follow the schema; the message names file and field."""
+
+
+@dataclasses.dataclass
+class MetricCheck:
+    metric: str
+    expected: float
+    tolerance: float
+
+
+@dataclasses.dataclass
+class Condition:
+    name: str
+    steps: list[str]
+    run: str
+    qrels: str
+    checks: list[MetricCheck]
+    source: str
+
+
+@dataclasses.dataclass
+class Regression:
+    path: Path
+    name: str
+    description: str
+    scale: str
+    requires: dict[str, Any]
+    steps: list[str]
+    conditions: list[Condition]
+
+
+@dataclasses.dataclass
+class Outcome:
+    """One line of the result table."""
+    condition: str
+    metric: str
+    expected: float | None
+    measured: float | None
+    tolerance: float | None
+    status: str  # OK, FAIL, SKIP, ERROR
+    note: str = ""
+
+
+def _require(mapping: dict, key: str, where: str, kind: type | tuple[type, ...]) -> Any:
+    if key not in mapping:
+        raise RegressionSpecError(f"{where}: missing field '{key}'")
+    value = mapping[key]
+    if not isinstance(value, kind):
+        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise RegressionSpecError(f"{where}: field '{key}' must be {names}, got {value!r}")
+    return value
+
+
+def _steps(raw: Any, where: str) -> list[str]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(s, str) and s.strip() for s in raw):
+        raise RegressionSpecError(f"{where}: 'steps' must be a list of non-empty command strings")
+    return raw
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RegressionSpecError(f"{where}: expected a number, got {value!r}")
+    return float(value)
+
+
+def load_regression(path: str | os.PathLike) -> Regression:
+    """Parse and validate a regression file (every error names the file and the field)."""
+    from pyserini_moe.eval.metrics import parse_metric  # noqa: PLC0415 - validates names
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"regression file not found: {path}")
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise RegressionSpecError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(doc, dict):
+        raise RegressionSpecError(f"{path}: top level must be a mapping")
+    name = _require(doc, "name", str(path), str)
+    scale = doc.get("scale", "local")
+    if scale not in SCALES:
+        raise RegressionSpecError(f"{path}: scale must be one of {SCALES}, got {scale!r}")
+    requires = doc.get("requires") or {}
+    if not isinstance(requires, dict) or set(requires) - {"data", "gpu"}:
+        raise RegressionSpecError(f"{path}: 'requires' may only have 'data' (list) and 'gpu' (bool)")
+    conditions = []
+    raw_conditions = _require(doc, "conditions", str(path), list)
+    if not raw_conditions:
+        raise RegressionSpecError(f"{path}: 'conditions' is empty")
+    seen: set[str] = set()
+    for i, raw in enumerate(raw_conditions):
+        where = f"{path}: conditions[{i}]"
+        if not isinstance(raw, dict):
+            raise RegressionSpecError(f"{where}: must be a mapping")
+        cname = _require(raw, "name", where, str)
+        where = f"{path}: condition '{cname}'"
+        if cname in seen:
+            raise RegressionSpecError(f"{where}: duplicate condition name")
+        seen.add(cname)
+        default_tol = _number(raw.get("tolerance", doc.get("tolerance", 0.0)), f"{where}: tolerance")
+        checks = []
+        for metric, spec in _require(raw, "metrics", where, dict).items():
+            try:
+                parse_metric(metric)
+            except ValueError as e:
+                raise RegressionSpecError(f"{where}: {e}") from None
+            if isinstance(spec, dict):
+                expected = _number(spec.get("expected"), f"{where}: {metric}.expected")
+                tol = _number(spec.get("tolerance", default_tol), f"{where}: {metric}.tolerance")
+            else:
+                expected, tol = _number(spec, f"{where}: {metric}"), default_tol
+            if tol < 0:
+                raise RegressionSpecError(f"{where}: {metric}: tolerance must be >= 0")
+            checks.append(MetricCheck(metric, expected, tol))
+        if not checks:
+            raise RegressionSpecError(f"{where}: 'metrics' is empty")
+        conditions.append(Condition(
+            name=cname, steps=_steps(raw.get("steps"), where),
+            run=_require(raw, "run", where, str), qrels=_require(raw, "qrels", where, str),
+            checks=checks, source=_require(raw, "source", where, str)))
+    return Regression(path=path, name=name, description=str(doc.get("description", "")),
+                      scale=scale, requires=requires, steps=_steps(doc.get("steps"), str(path)),
+                      conditions=conditions)
+
+
+def missing_requirements(reg: Regression) -> list[str]:
+    """What this machine lacks for ``reg``; empty when it can run.
+
+    ``requires.data`` entries are paths (environment variables expanded, e.g.
+    ``$MSMARCO_DIR/collection.tsv``) or names of collections in the shared data folder.
+    """
+    missing = []
+    root = shared_data_root()
+    for spec in reg.requires.get("data") or []:
+        expanded = os.path.expandvars(str(spec))
+        local = Path(expanded).exists() or ("$" not in expanded and root is not None
+                                            and (root / expanded).is_dir())
+        if not local:
+            missing.append(f"data {spec}")
+    if reg.requires.get("gpu"):
+        import torch  # noqa: PLC0415
+
+        if not torch.cuda.is_available():
+            missing.append("a CUDA GPU")
+    return missing
+
+
+def expand(text: str, work: Path) -> str:
+    data = shared_data_root()
+    return text.format(python=shlex.quote(sys.executable), work=work, root=REPO_ROOT,
+                       data=data if data is not None else "<no shared data>")
+
+
+def run_step(command: str, work: Path, dry_run: bool) -> None:
+    cmd = expand(command, work)
+    print(f"$ {cmd}", flush=True)
+    if dry_run:
+        return
+    proc = subprocess.run(shlex.split(cmd), cwd=REPO_ROOT)
+    if proc.returncode != 0:
+        raise RuntimeError(f"step failed (exit {proc.returncode}): {cmd}")
+
+
+def check(measured: float, c: MetricCheck) -> str:
+    # Rounding drops float noise, so a delta exactly at the tolerance passes.
+    return "OK" if round(abs(measured - c.expected), 6) <= c.tolerance else "FAIL"
+
+
+def run_regression(reg: Regression, work: Path, dry_run: bool = False,
+                   only: list[str] | None = None) -> tuple[list[Outcome], dict[str, float]]:
+    """Run ``reg``; returns the table rows and each condition's wall time in seconds."""
+    from pyserini_moe.data.topics import load_qrels  # noqa: PLC0415
+    from pyserini_moe.eval.metrics import evaluate  # noqa: PLC0415
+    from pyserini_moe.runs import read_trec_run  # noqa: PLC0415
+
+    conditions = [c for c in reg.conditions if not only or c.name in only]
+    missing = missing_requirements(reg)
+    if missing:
+        reason = f"skipped: {reg.scale}-scale, this machine lacks " + ", ".join(missing)
+        rows = [Outcome(c.name, k.metric, k.expected, None, k.tolerance, "SKIP", reason)
+                for c in conditions for k in c.checks]
+        if dry_run:
+            for step in reg.steps + [s for c in conditions for s in c.steps]:
+                print(f"$ {expand(step, work)}")
+        return rows, {}
+    work.mkdir(parents=True, exist_ok=True)
+    rows: list[Outcome] = []
+    times: dict[str, float] = {}
+    start = time.perf_counter()
+    try:
+        for step in reg.steps:
+            run_step(step, work, dry_run)
+    except RuntimeError as e:
+        return [Outcome(c.name, k.metric, k.expected, None, k.tolerance, "ERROR", str(e))
+                for c in conditions for k in c.checks], {}
+    shared = time.perf_counter() - start
+    for c in conditions:
+        t0 = time.perf_counter()
+        try:
+            for step in c.steps:
+                run_step(step, work, dry_run)
+            if dry_run:
+                continue
+            measured = evaluate(read_trec_run(expand(c.run, work)), load_qrels(c.qrels),
+                                [k.metric for k in c.checks])
+        except (RuntimeError, ValueError, OSError) as e:
+            rows += [Outcome(c.name, k.metric, k.expected, None, k.tolerance, "ERROR", str(e))
+                     for k in c.checks]
+            continue
+        finally:
+            times[c.name] = time.perf_counter() - t0 + (shared if c is conditions[0] else 0.0)
+        rows += [Outcome(c.name, k.metric, k.expected, measured[k.metric], k.tolerance,
+                         check(measured[k.metric], k), c.source) for k in c.checks]
+    return rows, times
+
+
+def format_table(rows: list[Outcome], times: dict[str, float]) -> str:
+    """Plain-text table of expected vs measured, one line per metric."""
+    def num(x: float | None) -> str:
+        return "-" if x is None else f"{x:.4f}"
+
+    header = f"{'condition':40} {'metric':12} {'expected':>9} {'measured':>9} {'delta':>8} " \
+             f"{'tol':>6} {'time':>7}  status"
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        delta = "-" if r.measured is None or r.expected is None else f"{r.measured - r.expected:+.4f}"
+        t = f"{times[r.condition]:.0f}s" if r.condition in times else "-"
+        line = f"{r.condition:40} {r.metric:12} {num(r.expected):>9} {num(r.measured):>9} " \
+               f"{delta:>8} {num(r.tolerance) if r.tolerance is not None else '-':>6} {t:>7}  {r.status}"
+        if r.status in ("SKIP", "ERROR"):
+            line += f"  ({r.note})"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def write_report(reg: Regression, rows: list[Outcome], times: dict[str, float], work: Path) -> Path:
+    """``<work>/report.json``: what the docs' results tables are generated from."""
+    report = {"name": reg.name, "scale": reg.scale, "file": str(reg.path),
+              "wall_time_s": times, "rows": [dataclasses.asdict(r) for r in rows]}
+    target = work / "report.json"
+    with atomic_path(target) as tmp:
+        tmp.write_text(json.dumps(report, indent=2) + "\n")
+    return target

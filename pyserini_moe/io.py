@@ -1,0 +1,46 @@
+"""Atomic outputs: write to a temporary sibling, rename into place only on success."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | os.PathLike, *, directory: bool = False,
+                overwrite: bool = True) -> Iterator[Path]:
+    """Yield a temporary path next to ``target``; rename it to ``target`` if the block succeeds.
+
+    A crash or exception leaves ``target`` untouched (a previous version survives) and removes the
+    temporary, so nothing half-written ever sits at ``target``.
+    """
+    target = Path(target)
+    if target.exists() and not overwrite:
+        raise FileExistsError(f"{target} already exists (pass overwrite to replace it)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    prefix = f".{target.name}.tmp-"
+    if directory:
+        tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
+    else:
+        fd, name = tempfile.mkstemp(prefix=prefix, dir=target.parent)
+        os.close(fd)
+        tmp = Path(name)
+    try:
+        yield tmp
+        if target.is_dir() and not target.is_symlink():
+            old = target.with_name(f".{target.name}.old-{os.getpid()}")
+            target.rename(old)
+            tmp.rename(target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, target)
+    except BaseException:
+        if tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,11 @@
+"""Retrieval models. Importing this package registers every model type, so that
+:func:`~pyserini_moe.modeling.base.load_model` can rebuild any saved folder by its type name.
+"""
+
+from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, load_model, model_types
+from pyserini_moe.modeling.biencoder import DprBiEncoder, SiameseBiEncoder
+from pyserini_moe.modeling.colbert import ColbertEncoder
+from pyserini_moe.modeling.splade import SpladeEncoder
+
+__all__ = ["ColbertEncoder", "DprBiEncoder", "Encoded", "RetrievalModel", "Side",
+           "SiameseBiEncoder", "SpladeEncoder", "load_model", "model_types"]

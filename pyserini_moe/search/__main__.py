@@ -1,0 +1,78 @@
+"""``python -m pyserini_moe.search``: search an index with a set of topics, write a TREC run.
+
+Examples::
+
+    python -m pyserini_moe.search --retriever bm25 --index indexes/scifact-bm25 \\
+        --topics scifact:test --output runs/bm25.scifact.test.trec --hits 1000
+    python -m pyserini_moe.search --retriever bm25 --index indexes/scifact-bm25 \\
+        --topics beir-v1.0.0-scifact-test --output run.trec
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from pyserini_moe.cli import run_main
+from pyserini_moe.runs import Run, write_trec_run
+
+RETRIEVERS = ("bm25",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pyserini_moe.search",
+        description="Search an index with topics and write a TREC run file "
+                    "(qid Q0 docid rank score tag).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--retriever", choices=RETRIEVERS, default="bm25",
+                        help="kind of retrieval; must match the index kind")
+    parser.add_argument("--index", required=True,
+                        help="index folder built by `python -m pyserini_moe.index` (or any Lucene "
+                             "index / Pyserini prebuilt index name for bm25)")
+    parser.add_argument("--topics", required=True,
+                        help="`<collection>:<split>` (e.g. scifact:test), a TSV/JSONL topics file, "
+                             "or a Pyserini topics name (e.g. beir-v1.0.0-scifact-test)")
+    parser.add_argument("--output", required=True, help="TREC run file to write (atomically)")
+    parser.add_argument("--hits", type=int, default=1000, help="results per query")
+    parser.add_argument("--batch-size", type=int, default=64, help="queries per batch")
+    parser.add_argument("--threads", type=int, default=1, help="search threads per batch")
+    parser.add_argument("--run-tag", default=None, help="last column of the run (default: retriever)")
+    bm25 = parser.add_argument_group("bm25")
+    bm25.add_argument("--k1", type=float, default=0.9, help="BM25 k1")
+    bm25.add_argument("--b", type=float, default=0.4, help="BM25 b")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def search(args: argparse.Namespace, topics: dict[str, str]) -> Run:
+    """Dispatch on ``--retriever``."""
+    if args.retriever == "bm25":
+        from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
+
+        searcher = Bm25Searcher(args.index, k1=args.k1, b=args.b)
+    return searcher.search(topics, hits=args.hits, threads=args.threads,
+                           batch_size=args.batch_size, progress=not args.quiet)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    for flag in ("hits", "batch_size", "threads"):
+        if getattr(args, flag) < 1:
+            raise ValueError(f"--{flag.replace('_', '-')} must be >= 1")
+    from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
+
+    topics = load_topics(args.topics)
+    start = time.perf_counter()
+    run = search(args, topics)
+    elapsed = time.perf_counter() - start
+    write_trec_run(run, args.output, tag=args.run_tag or args.retriever, hits=args.hits)
+    print(f"{len(run)} queries searched in {elapsed:.1f}s ({len(run) / max(elapsed, 1e-9):.1f} q/s); "
+          f"run written to {args.output}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))

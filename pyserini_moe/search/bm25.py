@@ -1,0 +1,49 @@
+"""BM25 through Pyserini's ``LuceneSearcher``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tqdm import tqdm
+
+from pyserini_moe import _java
+from pyserini_moe.index.meta import check_kind
+from pyserini_moe.runs import Run
+
+
+class Bm25Searcher:
+    """Batched BM25 over a Lucene index (ours, any Pyserini index folder, or a prebuilt name)."""
+
+    def __init__(self, index: str | os.PathLike, k1: float = 0.9, b: float = 0.4) -> None:
+        _java.bootstrap()
+        from pyserini.search.lucene import LuceneSearcher  # noqa: PLC0415
+
+        if Path(index).is_dir():
+            check_kind(index, "bm25")
+            self.searcher = LuceneSearcher(str(index))
+        else:
+            try:
+                self.searcher = LuceneSearcher.from_prebuilt_index(str(index))
+            except Exception as e:  # noqa: BLE001 - pyserini raises bare ValueError/IOError here
+                raise FileNotFoundError(
+                    f"{index} is neither an index folder nor a Pyserini prebuilt index that could "
+                    f"be loaded ({e})") from None
+            if self.searcher is None:
+                raise FileNotFoundError(f"{index} is neither an index folder nor a prebuilt index")
+        self.searcher.set_bm25(k1, b)
+
+    def search(self, topics: dict[str, str], hits: int = 1000, threads: int = 1,
+               batch_size: int = 64, progress: bool = True) -> Run:
+        """Search every topic; returns ``{qid: {docid: score}}`` in input order."""
+        qids = list(topics)
+        run: Run = {}
+        with tqdm(total=len(qids), desc="bm25", unit="q", disable=not progress) as bar:
+            for start in range(0, len(qids), batch_size):
+                batch = qids[start:start + batch_size]
+                results = self.searcher.batch_search([topics[q] for q in batch], batch,
+                                                     k=hits, threads=threads)
+                for qid in batch:
+                    run[qid] = {h.docid: float(h.score) for h in results.get(qid, [])}
+                bar.update(len(batch))
+        return run

@@ -1,0 +1,224 @@
+"""Fusion of runs: ranx's methods plus the CAME fusions ranx lacks, all as pure functions on Runs.
+
+Rank/score fusions that ranx has (RRF, CombSUM, CombMNZ, weighted sum, ... with its min-max, max,
+sum, zmuv, rank normalisations) go through ``ranx.fuse``/``ranx.optimize_fusion``. CAME's fusions
+of expert results (Cai et al., "CAME: Competitively Learning a Mixture-of-Experts Model for
+First-stage Retrieval", eq. 12 and table 4) are implemented here, because they fill documents
+missing from an expert's top-K with that expert's K-th score, which no ranx method does.
+
+Every fused run keeps only its best ``k`` documents per query (ranked as :func:`runs.ranked` does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from pyserini_moe.runs import Run, ranked
+
+Qrels = dict[str, dict[str, int]]
+
+# Friendly names for ranx's methods; any other ranx method name ("max", "isr", ...) passes through.
+RANX_ALIASES = {"combsum": "sum", "combmnz": "mnz"}
+CAME_METHODS = ("came_sum", "norm_sum", "norm_max", "sum_rr", "max_rr", "linear")
+
+# Per query and expert: the expert's hits -> (transformed scores, value for a doc it did not return).
+ListTransform = Callable[[dict[str, float]], tuple[dict[str, float], float]]
+
+
+def top_k(run: Run, k: int) -> Run:
+    """The best ``k`` hits of every query (ties by docid, as :func:`runs.ranked`)."""
+    return {qid: dict(ranked(hits)[:k]) for qid, hits in run.items()}
+
+
+def _query_ids(runs: Sequence[Run]) -> list[str]:
+    """Union of the runs' queries, in first-seen order."""
+    return list(dict.fromkeys(qid for run in runs for qid in run))
+
+
+# --- CAME fusions (came.txt, section 3.4 and table 4) -----------------------------------------------
+
+def _raw_with_kth_fill(hits: dict[str, float]) -> tuple[dict[str, float], float]:
+    """Eq. 12's rule: a document beyond an expert's top-K gets the expert's K-th (lowest) score."""
+    return hits, min(hits.values(), default=0.0)
+
+
+def _min_max(hits: dict[str, float]) -> tuple[dict[str, float], float]:
+    """Min-max normalised scores; missing documents get 0.
+
+    Table 4 swaps raw for min-max normalised scores "in Eq. (12)", i.e. keeping the K-th-score fill;
+    the K-th score is the list's minimum, which min-max maps to 0, so both readings agree. A list
+    whose scores are all equal normalises to 0 (every hit ties with the K-th score), as in ranx.
+    """
+    if not hits:
+        return {}, 0.0
+    lo, hi = min(hits.values()), max(hits.values())
+    span = hi - lo
+    return {d: (s - lo) / span if span > 0 else 0.0 for d, s in hits.items()}, 0.0
+
+
+def _reciprocal_rank(hits: dict[str, float]) -> tuple[dict[str, float], float]:
+    """1/rank (rank from 1, ties by docid); missing documents get 0 (table 4's SumRR/MaxRR)."""
+    return {d: 1.0 / rank for rank, (d, _) in enumerate(ranked(hits), start=1)}, 0.0
+
+
+def _combine(runs: Sequence[Run], transform: ListTransform,
+             reduce: Callable[[list[float]], float], k: int,
+             weights: Sequence[float] | None = None) -> Run:
+    """Score every document any expert returned by ``reduce`` over the experts' (weighted) scores.
+
+    An expert without hits for a query contributes its fill value (0) to every document.
+    """
+    if not runs:
+        raise ValueError("no runs to fuse")
+    weights = [1.0] * len(runs) if weights is None else list(weights)
+    if len(weights) != len(runs):
+        raise ValueError(f"{len(weights)} weights for {len(runs)} runs")
+    fused: Run = {}
+    for qid in _query_ids(runs):
+        lists = [transform(run.get(qid, {})) for run in runs]
+        docs = dict.fromkeys(d for scores, _ in lists for d in scores)
+        fused[qid] = {d: reduce([w * scores.get(d, fill) for w, (scores, fill) in zip(weights, lists)])
+                      for d in docs}
+    return top_k(fused, k)
+
+
+def came_sum(runs: Sequence[Run], k: int = 1000) -> Run:
+    """CAME's fusion (eq. 12): sum of raw expert scores, a missing doc scored at the expert's K-th.
+
+    Each run is taken to be one expert's top-K, so K is the length of its list for the query.
+    """
+    return _combine(runs, _raw_with_kth_fill, sum, k)
+
+
+def norm_sum(runs: Sequence[Run], k: int = 1000) -> Run:
+    """Table 4's NormSum: sum of per-query min-max normalised scores (missing -> 0)."""
+    return _combine(runs, _min_max, sum, k)
+
+
+def norm_max(runs: Sequence[Run], k: int = 1000) -> Run:
+    """Table 4's NormMax: max of per-query min-max normalised scores (missing -> 0)."""
+    return _combine(runs, _min_max, max, k)
+
+
+def sum_rr(runs: Sequence[Run], k: int = 1000) -> Run:
+    """Table 4's SumRR: sum of reciprocal ranks 1/rank (not RRF's 1/(60+rank)); missing -> 0."""
+    return _combine(runs, _reciprocal_rank, sum, k)
+
+
+def max_rr(runs: Sequence[Run], k: int = 1000) -> Run:
+    """Table 4's MaxRR: max of reciprocal ranks; missing -> 0."""
+    return _combine(runs, _reciprocal_rank, max, k)
+
+
+def linear(runs: Sequence[Run], weights: Sequence[float], k: int = 1000) -> Run:
+    """Table 4's LinearLayer, kept simple: ``sum_e w_e * s_e`` over raw scores with eq. 12's fill.
+
+    Weights come from :func:`optimize_weights` (``method="linear"``); all-ones is :func:`came_sum`.
+    """
+    return _combine(runs, _raw_with_kth_fill, sum, k, weights)
+
+
+_CAME_FUSIONS: dict[str, Callable[..., Run]] = {
+    "came_sum": came_sum, "norm_sum": norm_sum, "norm_max": norm_max,
+    "sum_rr": sum_rr, "max_rr": max_rr, "linear": linear,
+}
+
+
+def _simplex_grid(n: int, step: float) -> list[tuple[float, ...]]:
+    """Weights in [0, 1] on a ``step`` grid that sum to 1, built from integers so none is lost."""
+    steps = round(1 / step)
+    return [tuple(i / steps for i in combo)
+            for combo in itertools.product(range(steps + 1), repeat=n) if sum(combo) == steps]
+
+
+def optimize_linear(dev_runs: Sequence[Run], dev_qrels: Qrels, metric: str = "ndcg@10",
+                    step: float = 0.1, k: int = 1000) -> dict[str, list[float]]:
+    """Grid-search :func:`linear`'s weights on a dev split (the first best in grid order wins).
+
+    A ranking is unchanged by scaling all weights, so the simplex ``sum(w) = 1, w >= 0`` covers
+    every non-negative weighting. Metrics follow ``trec_eval -c`` (:mod:`pyserini_moe.eval.metrics`).
+    """
+    from pyserini_moe.eval.metrics import evaluate  # noqa: PLC0415
+
+    if not dev_runs:
+        raise ValueError("no runs to fuse")
+    grid = _simplex_grid(len(dev_runs), step)
+    scores = [next(iter(evaluate(linear(dev_runs, w, k), dev_qrels, [metric]).values()))
+              for w in grid]
+    return {"weights": list(grid[max(range(len(grid)), key=scores.__getitem__)])}
+
+
+# --- ranx --------------------------------------------------------------------------------------------
+
+def _ranx_method(method: str) -> str:
+    return RANX_ALIASES.get(method, method)
+
+
+def _ranx_runs(runs: Sequence[Run], qids: Sequence[str]) -> list[Any]:
+    """ranx Runs over exactly ``qids`` (ranx requires equal query sets), missing queries empty."""
+    from ranx import Run as RanxRun  # noqa: PLC0415
+
+    return [RanxRun({qid: dict(run.get(qid, {})) for qid in qids}) for run in runs]
+
+
+@contextlib.contextmanager
+def _quiet_ranx() -> Iterator[None]:
+    """ranx's first (compiling) call warns about a harmless uint64 -> int64 cast."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="unsafe cast from uint64 to int64")
+        yield
+
+
+def fuse(runs: Sequence[Run], method: str, norm: str | None = None,
+         params: dict[str, Any] | None = None, k: int = 1000) -> Run:
+    """Fuse ``runs`` and keep the top ``k`` per query.
+
+    ``method`` is a CAME fusion (:data:`CAME_METHODS`; ``norm`` must be None, as each defines its
+    own, and ``params`` are its keyword arguments, e.g. ``{"weights": [...]}`` for ``linear``) or a
+    ranx method: ``rrf`` (``params={"k": 60}`` is ranx's default), ``combsum``/``sum``,
+    ``combmnz``/``mnz``, ``wsum`` (``params={"weights": [...]}``), ... with ranx normalisation
+    ``norm`` (``min-max``, ``max``, ``sum``, ``zmuv``, ``rank``, ``borda``; None = raw scores).
+    Queries missing from some runs are fused from the runs that have them.
+    """
+    params = dict(params or {})
+    if method in _CAME_FUSIONS:
+        if norm is not None:
+            raise ValueError(f"{method} defines its own normalisation; pass norm=None, not {norm!r}")
+        return _CAME_FUSIONS[method](runs, k=k, **params)
+    import ranx  # noqa: PLC0415
+
+    if len(runs) < 2:
+        raise ValueError(f"ranx fusion needs at least two runs, got {len(runs)}")
+    with _quiet_ranx():
+        fused = ranx.fuse(_ranx_runs(runs, _query_ids(runs)), norm=norm,
+                          method=_ranx_method(method), params=params)
+    return top_k({qid: dict(hits) for qid, hits in fused.to_dict().items()}, k)
+
+
+def optimize_weights(dev_runs: Sequence[Run], dev_qrels: Qrels, method: str = "wsum",
+                     metric: str = "ndcg@10", norm: str | None = None,
+                     k: int = 1000) -> dict[str, Any]:
+    """Tune a fusion's parameters on a dev split; the result is ``fuse``'s ``params``.
+
+    ``linear`` uses :func:`optimize_linear`; ranx methods (``wsum``: weights on a 0.1 simplex grid,
+    ``rrf``: k in 10..100, ...) use ``ranx.optimize_fusion`` with ``norm`` as in :func:`fuse`, over
+    the qrels' queries (ranx requires runs and qrels to have the same queries; missing ones are
+    added empty). On ties ranx keeps the *last* best configuration.
+    """
+    if method == "linear":
+        if norm is not None:
+            raise ValueError(f"linear fuses raw scores; pass norm=None, not {norm!r}")
+        return optimize_linear(dev_runs, dev_qrels, metric, k=k)
+    import ranx  # noqa: PLC0415
+
+    qids = list(dev_qrels)
+    with _quiet_ranx():
+        best = ranx.optimize_fusion(ranx.Qrels(dev_qrels), _ranx_runs(dev_runs, qids), norm=norm,
+                                    method=_ranx_method(method), metric=metric,
+                                    show_progress=False)
+    return {name: [float(v) for v in value] if isinstance(value, (list, tuple)) else value
+            for name, value in best.items()}

@@ -1,0 +1,141 @@
+"""The regression runner: schema validation, OK/FAIL/ERROR/SKIP logic, dry runs, exit codes."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pyserini_moe import regress
+from pyserini_moe.eval.regress import (RegressionSpecError, load_regression, run_regression)
+
+QRELS = "q1 0 d1 1\nq2 0 d2 1\n"
+# q1 finds its relevant doc at rank 1, q2 at rank 2: MRR@10 = (1 + 1/2) / 2 = 0.75.
+RUN = "q1 Q0 d1 1 3.0 t\nq1 Q0 d2 2 2.0 t\nq2 Q0 d1 1 3.0 t\nq2 Q0 d2 2 2.0 t\n"
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    (tmp_path / "qrels.txt").write_text(QRELS)
+    (tmp_path / "run.trec").write_text(RUN)
+    return tmp_path
+
+
+def write_yaml(tmp_path: Path, doc: dict, name: str = "reg.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def condition(files: Path, expected: float, **extra) -> dict:
+    return {"name": extra.pop("name", "c"), "run": str(files / "run.trec"),
+            "qrels": str(files / "qrels.txt"), "metrics": {"mrr@10": expected},
+            "tolerance": 0.01, "source": "hand-computed", **extra}
+
+
+def statuses(rows) -> list[str]:
+    return [r.status for r in rows]
+
+
+def test_within_tolerance_is_ok_and_outside_is_fail(files):
+    reg = load_regression(write_yaml(files, {"name": "r", "conditions": [
+        condition(files, 0.755, name="ok"), condition(files, 0.70, name="fail")]}))
+    rows, times = run_regression(reg, files / "work")
+    assert statuses(rows) == ["OK", "FAIL"]
+    assert rows[0].measured == pytest.approx(0.75)
+    assert set(times) == {"ok", "fail"}
+
+
+def test_tolerance_boundary_passes(files):
+    reg = load_regression(write_yaml(files, {"name": "r", "conditions": [
+        condition(files, 0.76)]}))
+    assert statuses(run_regression(reg, files / "work")[0]) == ["OK"]
+
+
+def test_steps_run_with_placeholders_and_failing_step_is_error(files):
+    copy = f"{{python}} -c \"import shutil; shutil.copy('{files / 'run.trec'}', '{{work}}/made.trec')\""
+    reg = load_regression(write_yaml(files, {"name": "r", "conditions": [
+        condition(files, 0.75, name="made", steps=[copy], run="{work}/made.trec"),
+        condition(files, 0.75, name="broken", steps=["{python} -c \"raise SystemExit(3)\""]),
+    ]}))
+    rows, _ = run_regression(reg, files / "work")
+    assert statuses(rows) == ["OK", "ERROR"]
+    assert "exit 3" in rows[1].note
+    assert (files / "work" / "made.trec").is_file()
+
+
+def test_paper_scale_without_data_or_gpu_is_skipped_with_reason(files, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    reg = load_regression(write_yaml(files, {
+        "name": "paper", "scale": "paper",
+        "requires": {"data": ["$NO_SUCH_DIR/collection.tsv"], "gpu": True},
+        "steps": ["{python} -c \"raise SystemExit('must not run')\""],
+        "conditions": [condition(files, 0.75)]}))
+    rows, times = run_regression(reg, files / "work")
+    assert statuses(rows) == ["SKIP"] and times == {}
+    assert "$NO_SUCH_DIR/collection.tsv" in rows[0].note and "GPU" in rows[0].note
+
+
+def test_paper_scale_runs_when_requirements_hold(files):
+    reg = load_regression(write_yaml(files, {
+        "name": "paper", "scale": "paper", "requires": {"data": [str(files / "qrels.txt")]},
+        "conditions": [condition(files, 0.75)]}))
+    assert statuses(run_regression(reg, files / "work")[0]) == ["OK"]
+
+
+def test_dry_run_prints_commands_and_runs_nothing(files, capsys):
+    reg = load_regression(write_yaml(files, {"name": "r", "steps": ["{python} -c \"open('{work}/x','w')\""],
+                                             "conditions": [condition(files, 0.75)]}))
+    rows, _ = run_regression(reg, files / "work", dry_run=True)
+    out = capsys.readouterr().out
+    assert sys.executable in out and "-c" in out
+    assert not (files / "work" / "x").exists() and rows == []
+
+
+@pytest.mark.parametrize("doc, message", [
+    ({"conditions": []}, "missing field 'name'"),
+    ({"name": "r", "conditions": []}, "'conditions' is empty"),
+    ({"name": "r", "scale": "huge", "conditions": [{}]}, "scale must be one of"),
+    ({"name": "r", "conditions": [{"name": "c", "run": "r", "qrels": "q", "source": "s",
+                                   "metrics": {"ndgc@10": 0.5}}]}, "unknown metric 'ndgc@10'"),
+    ({"name": "r", "conditions": [{"name": "c", "run": "r", "qrels": "q",
+                                   "metrics": {"ndcg@10": 0.5}}]}, "missing field 'source'"),
+    ({"name": "r", "conditions": [{"name": "c", "run": "r", "qrels": "q", "source": "s",
+                                   "metrics": {"ndcg@10": "high"}}]}, "expected a number"),
+    ({"name": "r", "conditions": [{"name": "c", "run": "r", "qrels": "q", "source": "s",
+                                   "metrics": {"ndcg@10": 0.5}}] * 2}, "duplicate condition"),
+    ({"name": "r", "requires": {"cpu": 2}, "conditions": [{}]}, "'requires' may only"),
+])
+def test_schema_errors_name_file_and_field(tmp_path, doc, message):
+    path = write_yaml(tmp_path, doc)
+    with pytest.raises(RegressionSpecError, match=message) as err:
+        load_regression(path)
+    assert str(path) in str(err.value)
+
+
+def test_main_exit_codes_and_table(files, capsys):
+    ok = write_yaml(files, {"name": "good", "conditions": [condition(files, 0.75)]}, "ok.yaml")
+    bad = write_yaml(files, {"name": "bad", "conditions": [condition(files, 0.5)]}, "bad.yaml")
+    work = ["--work-dir", str(files / "work")]
+    assert regress.main([str(ok), *work]) == 0
+    out = capsys.readouterr().out
+    assert "mrr@10" in out and "OK" in out and (files / "work" / "good" / "report.json").is_file()
+    assert regress.main([str(ok), str(bad), *work]) == 1
+    assert "FAIL" in capsys.readouterr().out
+
+
+def test_main_reports_bad_file_without_traceback(tmp_path, capsys):
+    from pyserini_moe.cli import run_main
+
+    assert run_main(regress.main, [str(tmp_path / "missing.yaml")]) == 2
+    assert "regression file not found" in capsys.readouterr().err
+
+
+def test_shipped_regression_files_are_valid():
+    """Every YAML in regressions/ validates (paper-scale ones included)."""
+    files = sorted((Path(__file__).resolve().parents[2] / "regressions").glob("*.yaml"))
+    assert files
+    for f in files:
+        assert load_regression(f).conditions

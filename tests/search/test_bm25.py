@@ -1,0 +1,153 @@
+"""BM25 end to end through Pyserini: index and search command lines, errors, and SciFact's 2CR."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pyserini_moe.cli import run_main
+from pyserini_moe.data.paths import shared_data_root
+from pyserini_moe.index import __main__ as index_cli
+from pyserini_moe.index.meta import IndexMismatchError, read_meta, write_meta
+from pyserini_moe.runs import read_trec_run
+from pyserini_moe.search import __main__ as search_cli
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    """A 4-document BEIR collection with 2 judged queries."""
+    root = tmp_path_factory.mktemp("tiny")
+    docs = [("d1", "Cats", "cats purr and sleep all day"), ("d2", "Dogs", "dogs bark at the mailman"),
+            ("d3", "Birds", "birds sing in the morning"), ("d4", "", "fish swim; cats watch fish")]
+    (root / "corpus.jsonl").write_text("".join(
+        json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in docs))
+    (root / "queries.jsonl").write_text('{"_id": "q1", "text": "cats"}\n{"_id": "q2", "text": "bark"}\n')
+    (root / "qrels").mkdir()
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def tiny_index(tiny, tmp_path_factory) -> Path:
+    index = tmp_path_factory.mktemp("idx") / "bm25"
+    assert index_cli.main(["--corpus", str(tiny), "--index", str(index)]) == 0
+    return index
+
+
+def test_index_records_what_built_it(tiny_index):
+    meta = read_meta(tiny_index)
+    assert meta["kind"] == "bm25" and meta["num_docs"] == 4
+    assert meta["contents"] == "title + ' ' + text"
+
+
+def test_search_writes_trec_run(tiny, tiny_index, tmp_path):
+    out = tmp_path / "run.trec"
+    assert search_cli.main(["--index", str(tiny_index), "--topics", f"{tiny}:test",
+                            "--output", str(out), "--hits", "3", "--quiet"]) == 0
+    run = read_trec_run(out)
+    assert list(run) == ["q1", "q2"]
+    assert max(run["q1"], key=run["q1"].get) == "d1"  # title + text: "Cats cats ..."
+    assert list(run["q2"]) == ["d2"]
+    assert set(run["q1"]) == {"d1", "d4"}
+    lines = out.read_text().splitlines()
+    assert lines[0].split()[1] == "Q0" and lines[0].split()[3] == "1" and lines[0].endswith("bm25")
+
+
+def test_bm25_parameters_change_scores(tiny, tiny_index, tmp_path):
+    a, b = tmp_path / "a.trec", tmp_path / "b.trec"
+    base = ["--index", str(tiny_index), "--topics", f"{tiny}:test", "--quiet"]
+    search_cli.main([*base, "--output", str(a)])
+    search_cli.main([*base, "--output", str(b), "--k1", "1.2", "--b", "0.75"])
+    assert read_trec_run(a)["q1"] != read_trec_run(b)["q1"]
+
+
+def test_existing_index_needs_overwrite(tiny, tiny_index, capsys):
+    assert run_main(index_cli.main, ["--corpus", str(tiny), "--index", str(tiny_index)]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+
+
+def test_failed_build_leaves_no_index(tiny, tmp_path, monkeypatch):
+    from pyserini_moe.index import lucene
+
+    def crash(args):
+        Path(args[args.index("-index") + 1], "segments_1").write_text("partial")
+        raise lucene.IndexingError("disk full")
+
+    monkeypatch.setattr(lucene, "run_index_collection", crash)
+    target = tmp_path / "idx"
+    with pytest.raises(lucene.IndexingError):
+        lucene.build_bm25_index(str(tiny), target)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_search_refuses_an_index_of_another_kind(tiny, tmp_path, capsys):
+    fake = tmp_path / "dense-index"
+    fake.mkdir()
+    write_meta(fake, "dense")
+    code = run_main(search_cli.main, ["--index", str(fake), "--topics", f"{tiny}:test",
+                                      "--output", str(tmp_path / "r.trec")])
+    assert code == 2 and "'dense' index" in capsys.readouterr().err
+    assert not (tmp_path / "r.trec").exists()
+    with pytest.raises(IndexMismatchError):
+        from pyserini_moe.search.bm25 import Bm25Searcher
+        Bm25Searcher(fake)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--corpus", "no-such-collection", "--index", "x"], "no-such-collection"),
+    (["--corpus", "scifact", "--index", "x", "--threads", "0"], "--threads must be >= 1"),
+])
+def test_index_cli_errors(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert run_main(index_cli.main, argv) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--topics", "nowhere/topics.tsv"], "nowhere/topics.tsv"),
+    (["--topics", "TINY:nosplit"], "nosplit"),
+    (["--hits", "0"], "--hits must be >= 1"),
+])
+def test_search_cli_errors(tiny, tiny_index, tmp_path, extra, message, capsys):
+    argv = ["--index", str(tiny_index), "--topics", f"{tiny}:test", "--output", str(tmp_path / "r")]
+    argv += [a.replace("TINY", str(tiny)) for a in extra]
+    assert run_main(search_cli.main, argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_search_missing_index_is_clear(tiny, tmp_path, capsys):
+    argv = ["--index", str(tmp_path / "nope"), "--topics", f"{tiny}:test", "--output", str(tmp_path / "r")]
+    assert run_main(search_cli.main, argv) == 2
+    assert "nope" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("module", ["pyserini_moe.index", "pyserini_moe.search", "pyserini_moe.eval",
+                                    "pyserini_moe.regress"])
+def test_help(module):
+    proc = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "usage:" in proc.stdout
+
+
+@pytest.mark.skipif(shared_data_root() is None, reason="needs ../shared/data")
+def test_scifact_reproduces_pyserini_2cr_and_trec_eval_agrees(tmp_path):
+    """BM25 flat on SciFact test: Pyserini's published nDCG@10 0.6789 / R@100 0.9253.
+
+    The same run is evaluated by ranx and by Pyserini's trec_eval; they must agree to 1e-4.
+    """
+    from pyserini_moe.data.topics import load_qrels, qrels_file
+    from pyserini_moe.eval.metrics import evaluate, trec_eval
+
+    index, run_path = tmp_path / "index", tmp_path / "run.trec"
+    assert index_cli.main(["--corpus", "scifact", "--index", str(index)]) == 0
+    assert search_cli.main(["--index", str(index), "--topics", "scifact:test", "--output",
+                            str(run_path), "--hits", "1000", "--threads", "2", "--quiet"]) == 0
+    run = read_trec_run(run_path)
+    assert len(run) == 300 and max(len(h) for h in run.values()) == 1000
+    ours = evaluate(run, load_qrels("scifact:test"), ["ndcg@10", "recall@100"])
+    assert ours["ndcg@10"] == pytest.approx(0.6789, abs=5e-5)
+    assert ours["recall@100"] == pytest.approx(0.9253, abs=5e-5)
+    reference = trec_eval(run_path, qrels_file("scifact:test", workdir=tmp_path), ["ndcg@10", "recall@100"])
+    for metric in ours:
+        assert ours[metric] == pytest.approx(reference[metric], abs=1e-4)
