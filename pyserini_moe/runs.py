@@ -18,8 +18,9 @@ class RunFormatError(ValueError):
 
 
 def ranked(hits: dict[str, float]) -> list[tuple[str, float]]:
-    """Hits by descending score, ties broken by docid (as trec_eval does), so output is stable."""
-    return sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))
+    """Hits by descending score, ties by descending docid: trec_eval's order, so the rank column
+    of a written run is the order every evaluator sees."""
+    return sorted(hits.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
 
 
 def write_trec_run(run: Run, path: str | os.PathLike, tag: str = "pyserini-moe",

@@ -1,4 +1,4 @@
-"""``python -m pyserini_moe.eval``: score TREC runs against qrels; compare several with significance.
+"""``python -m pyserini_moe.eval``: score TREC runs against qrels, compare runs with significance.
 
 Examples::
 
@@ -14,13 +14,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from pyserini_moe.cli import run_main
 from pyserini_moe.eval.metrics import (
     DEFAULT_METRICS,
     STAT_TESTS,
     VALID_METRICS,
-    Qrels,
     compare,
     evaluate,
     evaluate_per_query,
@@ -80,31 +80,6 @@ def run_names(paths: list[str]) -> list[str]:
     return names if len(set(names)) == len(names) else list(paths)
 
 
-def load_qrels(spec: str) -> tuple[Qrels, str]:
-    """The qrels and a TREC-format file of them for trec_eval."""
-    try:
-        from pyserini_moe.data.topics import load_qrels as load, qrels_file  # noqa: PLC0415
-    except ImportError:  # without the data module, only TREC qrels files are understood
-        return read_trec_qrels(Path(spec)), spec
-    return load(spec), str(qrels_file(spec))
-
-
-def read_trec_qrels(path: Path) -> Qrels:
-    """``qid iteration docid relevance`` lines."""
-    if not path.is_file():
-        raise FileNotFoundError(f"qrels file not found: {path}")
-    qrels: Qrels = {}
-    with open(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) != 4 or not parts[3].lstrip("-").isdigit():
-                raise ValueError(f"{path}:{lineno}: expected `qid 0 docid relevance`")
-            qrels.setdefault(parts[0], {})[parts[2]] = int(parts[3])
-    return qrels
-
-
 def main_unwrapped(argv: list[str] | None = None) -> int:
     """The command; user errors propagate as exceptions (see :func:`main`)."""
     args = build_parser().parse_args(argv)
@@ -117,15 +92,18 @@ def main_unwrapped(argv: list[str] | None = None) -> int:
     if args.baseline is not None:
         matches = [n for n, p in zip(names, args.run) if args.baseline in (n, p)]
         if not matches:
-            raise ValueError(f"--baseline {args.baseline!r} is none of the runs: {', '.join(names)}")
+            raise ValueError(f"--baseline {args.baseline!r} is none of the runs: "
+                             f"{', '.join(names)}")
         baseline = matches[0]
     if not 0 < args.max_p < 1:
         raise ValueError("--max-p must be between 0 and 1")
     runs: dict[str, Run] = {name: read_trec_run(path) for name, path in zip(names, args.run)}
-    qrels, qrels_path = load_qrels(args.qrels)
+    from pyserini_moe.data.topics import load_qrels, qrels_file  # noqa: PLC0415
+
+    qrels = load_qrels(args.qrels)
 
     means = {name: evaluate(run, qrels, metrics) for name, run in runs.items()}
-    result: dict = {"qrels": args.qrels, "queries": len(qrels), "metrics": metrics,
+    result: dict[str, Any] = {"qrels": args.qrels, "queries": len(qrels), "metrics": metrics,
                     "runs": {name: {"path": path, "metrics": means[name]}
                              for name, path in zip(names, args.run)}}
     tables = []
@@ -135,12 +113,14 @@ def main_unwrapped(argv: list[str] | None = None) -> int:
         tables.append(format_comparison(comparison, args.format))
     if args.trec_eval:
         rows = []
+        qrels_path = qrels_file(args.qrels)  # trec_eval reads TREC format only
         for name, path in zip(names, args.run):
             reference = trec_eval(path, qrels_path, metrics)
             result["runs"][name]["trec_eval"] = reference
             for m in metrics:
                 diff = abs(means[name][m] - reference[m])
-                rows.append([name, m, f"{means[name][m]:.4f}", f"{reference[m]:.4f}", f"{diff:.4f}"])
+                rows.append([name, m, f"{means[name][m]:.4f}", f"{reference[m]:.4f}",
+                             f"{diff:.4f}"])
                 if diff > TREC_EVAL_TOLERANCE:
                     print(f"warning: {name} {m}: ranx {means[name][m]:.6f} differs from trec_eval "
                           f"{reference[m]:.4f}", file=sys.stderr)
@@ -149,8 +129,8 @@ def main_unwrapped(argv: list[str] | None = None) -> int:
         headers = ["run"] * (len(runs) > 1) + ["metric", "ranx", "trec_eval", "abs diff"]
         tables.append(format_table(headers, rows, args.format))
     elif len(runs) == 1:
-        tables.append(format_table(["metric", names[0]],
-                                   [[m, f"{means[names[0]][m]:.4f}"] for m in metrics], args.format))
+        rows = [[m, f"{means[names[0]][m]:.4f}"] for m in metrics]
+        tables.append(format_table(["metric", names[0]], rows, args.format))
     print(f"{len(qrels)} queries in {args.qrels}\n")
     print("\n\n".join(tables))
 

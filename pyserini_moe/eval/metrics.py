@@ -94,7 +94,7 @@ def parse_metrics(names: Iterable[str]) -> list[Metric]:
 
 @contextlib.contextmanager
 def _quiet_numba() -> Iterator[None]:
-    """ranx's metrics, when numba compiles them, warn about a harmless uint64 -> int64 index cast."""
+    """ranx's metrics warn, when numba compiles them, about a harmless uint64 -> int64 cast."""
     from numba.core.errors import NumbaTypeSafetyWarning  # noqa: PLC0415
 
     with warnings.catch_warnings():
@@ -159,7 +159,8 @@ def _per_query_arrays(ranx_qrels: Any, run: Run, qrels: Qrels,
     return scores
 
 
-def evaluate_per_query(run: Run, qrels: Qrels, metrics: Iterable[str]) -> dict[str, dict[str, float]]:
+def evaluate_per_query(run: Run, qrels: Qrels,
+                       metrics: Iterable[str]) -> dict[str, dict[str, float]]:
     """``{metric: {qid: value}}`` over every query of the qrels (0 when missing from the run)."""
     arrays = _per_query_arrays(_ranx_qrels(qrels), run, qrels, parse_metrics(metrics))
     return {name: dict(zip(qrels, map(float, values))) for name, values in arrays.items()}
@@ -207,7 +208,8 @@ class Comparison:
             "max_p": self.max_p, "means": self.means, "p_values": self.p_values,
             "significant": {run: {m: self.significant(run, m) for m in self.metrics}
                             for run in self.p_values},
-            "markers": {run: {m: self.marker(run, m) for m in self.metrics} for run in self.p_values},
+            "markers": {run: {m: self.marker(run, m) for m in self.metrics}
+                        for run in self.p_values},
         }
 
 
@@ -259,7 +261,8 @@ def format_table(headers: list[str], rows: list[list[str]], style: str = "markdo
     numeric = [bool(rows) and all(cell[:1].isdigit() for cell in column[1:]) for column in columns]
 
     def line(cells: Iterable[str]) -> str:
-        padded = [c.rjust(w) if right else c.ljust(w) for c, w, right in zip(cells, widths, numeric)]
+        padded = [c.rjust(w) if right else c.ljust(w)
+                  for c, w, right in zip(cells, widths, numeric)]
         return "| " + " | ".join(padded) + " |" if style == "markdown" else "  ".join(padded)
 
     if style == "markdown":
@@ -324,7 +327,7 @@ def trec_eval(run_path: str | os.PathLike, qrels_path: str | os.PathLike,
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 pyserini_trec_eval(args)
-            except (ValueError, KeyError) as e:  # the wrapper's parsing of a bad file or output
+            except (ValueError, KeyError, IndexError) as e:  # its parsing of bad files or output
                 failure = f"{type(e).__name__}: {e}"
         reported = {}
         for line in out.getvalue().splitlines():

@@ -1,8 +1,12 @@
 """``python -m pyserini_moe.index``: build an index of a collection.
 
-Example::
+Examples::
 
     python -m pyserini_moe.index --retriever bm25 --corpus scifact --index indexes/scifact-bm25
+    python -m pyserini_moe.index --retriever dense --corpus scifact --index indexes/scifact-minilm \
+        --encoder all-minilm-l6-v2
+    python -m pyserini_moe.index --retriever impact --corpus scifact --index indexes/scifact-splade \
+        --encoder models/splade-minilm/best --quantization 100
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import time
 
 from pyserini_moe.cli import run_main
 
-RETRIEVERS = ("bm25",)
+RETRIEVERS = ("bm25", "dense", "impact", "multivector")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,20 +32,45 @@ def build_parser() -> argparse.ArgumentParser:
                         help="collection name (scifact, cranfield, ... or a public BEIR name) or a "
                              "folder with corpus.jsonl(.gz)")
     parser.add_argument("--index", required=True, help="output index folder")
-    parser.add_argument("--threads", type=int, default=1, help="indexing threads")
+    parser.add_argument("--threads", type=int, default=1, help="indexing threads (Lucene)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing index")
+    enc = parser.add_argument_group("model-based indexes (dense, impact, multivector)")
+    enc.add_argument("--encoder", default=None,
+                     help="a model folder saved by `python -m pyserini_moe.train`, or a Hugging Face "
+                          "backbone name/path used zero-shot (mean pooling, L2-normalised); "
+                          "'all-minilm-l6-v2' is the packaged MiniLM")
+    enc.add_argument("--batch-size", type=int, default=32, help="documents per encoding batch")
+    enc.add_argument("--max-length", type=int, default=256, help="document tokens kept")
+    enc.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: CUDA if present)")
+    enc.add_argument("--faiss", default="flat",
+                     help="dense: flat | hnsw[M]; multivector: flat | ivf{nlist},pq{m} | hnsw[M]")
+    enc.add_argument("--quantization", type=int, default=100,
+                     help="impact: weights are stored as round(w * factor); the factor is recorded "
+                          "in the index and applied to queries too")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.threads < 1:
-        raise ValueError("--threads must be >= 1")
+    for flag in ("threads", "batch_size", "max_length", "quantization"):
+        if getattr(args, flag) < 1:
+            raise ValueError(f"--{flag.replace('_', '-')} must be >= 1")
     start = time.perf_counter()
     if args.retriever == "bm25":
         from pyserini_moe.index.lucene import build_bm25_index  # noqa: PLC0415
 
         build_bm25_index(args.corpus, args.index, threads=args.threads, overwrite=args.overwrite)
+    else:
+        if not args.encoder:
+            raise ValueError(f"--encoder is required for a {args.retriever} index")
+        from pyserini_moe.index.encoded import BUILDERS  # noqa: PLC0415
+
+        extra = {"quantization": args.quantization, "threads": args.threads} \
+            if args.retriever == "impact" else {"faiss": args.faiss}
+        BUILDERS[args.retriever](args.corpus, args.encoder, args.index, batch_size=args.batch_size,
+                                 max_length=args.max_length, device=args.device,
+                                 overwrite=args.overwrite, progress=not args.quiet, **extra)
     print(f"{args.retriever} index written to {args.index} in {time.perf_counter() - start:.1f}s",
           file=sys.stderr)
     return 0

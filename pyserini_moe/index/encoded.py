@@ -109,3 +109,28 @@ def build_impact_index(corpus: str, encoder: str, index_dir: str | os.PathLike, 
                        quantization=quantization, max_length=max_length,
                        **describe(doc_encoder.model, encoder))
     return index_dir
+
+
+def build_multivector_index(corpus: str, encoder: str, index_dir: str | os.PathLike, *,
+                            batch_size: int = 32, max_length: int = 256, faiss: str = "flat",
+                            device: str | None = None, overwrite: bool = False,
+                            progress: bool = True) -> Path:
+    """Token vectors (fp16, memory-mapped) + a Faiss token index for late-interaction search."""
+    from pyserini_moe.encode.common import describe  # noqa: PLC0415
+    from pyserini_moe.encode.multivector import MultiVectorDocumentEncoder  # noqa: PLC0415
+    from pyserini_moe.index.multivector import MultiVectorIndexWriter  # noqa: PLC0415
+
+    index_dir, collection = _prepare(index_dir, overwrite, corpus)
+    doc_encoder = MultiVectorDocumentEncoder(encoder, device=device, max_length=max_length)
+    dim = int(doc_encoder.encode(["dimension probe"])[0].shape[1])
+    meta = {**describe(doc_encoder.model, encoder), "collection": collection.name,
+            "max_length": max_length}
+    with MultiVectorIndexWriter(index_dir, dim, meta, faiss_index=faiss,
+                                progress=progress) as writer:
+        for batch in batches(collection, batch_size, "multivector", progress):
+            writer.add_batch([d.id for d in batch], doc_encoder.encode([d.contents for d in batch]))
+    return index_dir
+
+
+BUILDERS = {"dense": build_dense_index, "impact": build_impact_index,
+            "multivector": build_multivector_index}

@@ -6,6 +6,8 @@ Examples::
         --topics scifact:test --output runs/bm25.scifact.test.trec --hits 1000
     python -m pyserini_moe.search --retriever bm25 --index indexes/scifact-bm25 \\
         --topics beir-v1.0.0-scifact-test --output run.trec
+    python -m pyserini_moe.search --retriever dense --index indexes/scifact-minilm \\
+        --topics scifact:test --output runs/minilm.trec     # encoder read from the index
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import time
 from pyserini_moe.cli import run_main
 from pyserini_moe.runs import Run, write_trec_run
 
-RETRIEVERS = ("bm25",)
+RETRIEVERS = ("bm25", "dense", "impact", "multivector")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=int, default=64, help="queries per batch")
     parser.add_argument("--threads", type=int, default=1, help="search threads per batch")
     parser.add_argument("--run-tag", default=None, help="last column of the run (default: retriever)")
+    enc = parser.add_argument_group("dense, impact, multivector")
+    enc.add_argument("--encoder", default=None,
+                     help="query encoder (default: the encoder recorded in the index; another "
+                          "model than the one that built the index is refused)")
+    enc.add_argument("--query-max-length", type=int, default=64, help="query tokens kept")
+    enc.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA if present)")
     bm25 = parser.add_argument_group("bm25")
     bm25.add_argument("--k1", type=float, default=0.9, help="BM25 k1")
     bm25.add_argument("--b", type=float, default=0.4, help="BM25 b")
@@ -53,13 +61,18 @@ def search(args: argparse.Namespace, topics: dict[str, str]) -> Run:
         from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
 
         searcher = Bm25Searcher(args.index, k1=args.k1, b=args.b)
+    else:
+        from pyserini_moe.search.encoded import SEARCHERS  # noqa: PLC0415
+
+        searcher = SEARCHERS[args.retriever](args.index, args.encoder, device=args.device,
+                                             query_max_length=args.query_max_length)
     return searcher.search(topics, hits=args.hits, threads=args.threads,
                            batch_size=args.batch_size, progress=not args.quiet)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    for flag in ("hits", "batch_size", "threads"):
+    for flag in ("hits", "batch_size", "threads", "query_max_length"):
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be >= 1")
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415

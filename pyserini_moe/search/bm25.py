@@ -5,11 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tqdm import tqdm
-
 from pyserini_moe import _java
 from pyserini_moe.index.meta import check_kind
 from pyserini_moe.runs import Run
+from pyserini_moe.search.base import batched_search
 
 
 class Bm25Searcher:
@@ -36,14 +35,6 @@ class Bm25Searcher:
     def search(self, topics: dict[str, str], hits: int = 1000, threads: int = 1,
                batch_size: int = 64, progress: bool = True) -> Run:
         """Search every topic; returns ``{qid: {docid: score}}`` in input order."""
-        qids = list(topics)
-        run: Run = {}
-        with tqdm(total=len(qids), desc="bm25", unit="q", disable=not progress) as bar:
-            for start in range(0, len(qids), batch_size):
-                batch = qids[start:start + batch_size]
-                results = self.searcher.batch_search([topics[q] for q in batch], batch,
-                                                     k=hits, threads=threads)
-                for qid in batch:
-                    run[qid] = {h.docid: float(h.score) for h in results.get(qid, [])}
-                bar.update(len(batch))
-        return run
+        return batched_search(
+            topics, lambda texts, qids: self.searcher.batch_search(texts, qids, k=hits, threads=threads),
+            batch_size, "bm25", progress)

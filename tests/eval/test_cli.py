@@ -92,7 +92,8 @@ def test_trec_eval_column(files, capsys):
     (["--max-p", "1.5"], "--max-p"),
 ])
 def test_bad_arguments_exit_2(files, capsys, args, message):
-    assert main(["--run", str(files / "good.trec"), "--qrels", str(files / "qrels.txt"), *args]) == 2
+    base = ["--run", str(files / "good.trec"), "--qrels", str(files / "qrels.txt")]
+    assert main([*base, *args]) == 2
     assert message in capsys.readouterr().err
 
 

@@ -1,0 +1,133 @@
+"""Searchers for indexes built from a model: dense (Faiss), impact (Lucene), multi-vector (ours).
+
+Dense and impact search go through Pyserini's own ``FaissSearcher`` and ``LuceneImpactSearcher``
+with our query encoders plugged in, so a run from ``python -m pyserini_moe.search`` is exactly
+what Pyserini itself returns. The query encoder defaults to the one recorded in the index and must
+match the encoder that built it (same architecture and weights).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pyserini_moe import _java
+from pyserini_moe.index.meta import IndexMismatchError, check_kind
+from pyserini_moe.runs import Run
+from pyserini_moe.search.base import batched_search
+
+
+def open_index(index: str | os.PathLike, kind: str) -> dict[str, Any]:
+    """Metadata of a pyserini-moe index of ``kind``; a clear error for anything else."""
+    if not Path(index).is_dir():
+        raise FileNotFoundError(f"index folder not found: {index}")
+    meta = check_kind(index, kind)
+    if meta is None:
+        raise IndexMismatchError(f"{index} has no pyserini_moe.json: build it with "
+                                 f"`python -m pyserini_moe.index --retriever {kind}`")
+    return meta
+
+
+def check_encoder(meta: dict[str, Any], model: Any, index: str | os.PathLike, name: str) -> None:
+    """Refuse a query encoder whose weights differ from the encoder that built the index."""
+    from pyserini_moe.encode.common import fingerprint  # noqa: PLC0415
+
+    if fingerprint(model) != meta.get("encoder_fingerprint"):
+        raise IndexMismatchError(
+            f"{index} was built by encoder {meta.get('encoder')!r} "
+            f"({meta.get('model_type')}, fingerprint {meta.get('encoder_fingerprint')}); the query "
+            f"encoder {name!r} ({model.model_type}, fingerprint {fingerprint(model)}) is a different "
+            "model. Search with the encoder that built the index, or rebuild the index.")
+
+
+class _EncodedSearcher:
+    """Shared set-up: read the index metadata, load and check the query encoder."""
+
+    kind: str
+
+    def __init__(self, index: str | os.PathLike, encoder: str | None = None,
+                 device: str | None = None, query_max_length: int = 64) -> None:
+        _java.bootstrap()
+        self.index = str(index)
+        self.meta = open_index(index, self.kind)
+        self.encoder_name = encoder or self.meta["encoder"]
+        self.query_encoder = self._query_encoder(self.encoder_name, device, query_max_length)
+        check_encoder(self.meta, self.query_encoder.model, index, self.encoder_name)
+
+    def _query_encoder(self, encoder: str, device: str | None, max_length: int) -> Any:
+        raise NotImplementedError
+
+    def search(self, topics: dict[str, str], hits: int = 1000, threads: int = 1,
+               batch_size: int = 64, progress: bool = True) -> Run:
+        """Batches of topics through the Pyserini searcher (which calls our query encoder)."""
+        return batched_search(
+            topics, lambda texts, qids: self.searcher.batch_search(texts, qids, k=hits, threads=threads),
+            batch_size, self.kind, progress)
+
+
+class DenseSearcher(_EncodedSearcher):
+    """Pyserini ``FaissSearcher`` + :class:`~pyserini_moe.encode.dense.DenseQueryEncoder`."""
+
+    kind = "dense"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from pyserini.search.faiss import FaissSearcher  # noqa: PLC0415
+
+        self.searcher = FaissSearcher(self.index, self.query_encoder)
+
+    def _query_encoder(self, encoder: str, device: str | None, max_length: int) -> Any:
+        from pyserini_moe.encode.dense import DenseQueryEncoder  # noqa: PLC0415
+
+        return DenseQueryEncoder(encoder, device=device, max_length=max_length)
+
+
+class ImpactSearcher(_EncodedSearcher):
+    """Pyserini ``LuceneImpactSearcher`` + :class:`~pyserini_moe.encode.impact.ImpactQueryEncoder`.
+
+    Queries are quantised with the factor stored in the index, so both sides use the same scale.
+    """
+
+    kind = "impact"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from pyserini.search.lucene import LuceneImpactSearcher  # noqa: PLC0415
+
+        self.searcher = LuceneImpactSearcher(self.index, self.query_encoder)
+
+    def _query_encoder(self, encoder: str, device: str | None, max_length: int) -> Any:
+        from pyserini_moe.encode.impact import ImpactQueryEncoder  # noqa: PLC0415
+
+        return ImpactQueryEncoder(encoder, device=device, max_length=max_length,
+                                  quantization=int(self.meta["quantization"]))
+
+
+class MultiVectorSearcher(_EncodedSearcher):
+    """Our multi-vector index: Faiss token candidates, exact MaxSim re-scoring."""
+
+    kind = "multivector"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        from pyserini_moe.index.multivector import MultiVectorSearcher as TokenIndex  # noqa: PLC0415
+
+        self.searcher = TokenIndex(self.index)
+
+    def _query_encoder(self, encoder: str, device: str | None, max_length: int) -> Any:
+        from pyserini_moe.encode.multivector import MultiVectorQueryEncoder  # noqa: PLC0415
+
+        return MultiVectorQueryEncoder(encoder, device=device, max_length=max_length)
+
+    def search(self, topics: dict[str, str], hits: int = 1000, threads: int = 1,
+               batch_size: int = 64, progress: bool = True) -> Run:
+        qids = list(topics)
+        vectors: dict = {}
+        for start in range(0, len(qids), batch_size):
+            batch = qids[start:start + batch_size]
+            vectors.update(zip(batch, self.query_encoder.encode_batch([topics[q] for q in batch])))
+        return self.searcher.batch_search(vectors, k=hits, threads=threads, progress=progress)
+
+
+SEARCHERS = {"dense": DenseSearcher, "impact": ImpactSearcher, "multivector": MultiVectorSearcher}

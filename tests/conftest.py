@@ -1,0 +1,56 @@
+"""Shared fixtures: tiny random BERTs (built here, saved with a WordPiece tokenizer) so tests need
+no downloads."""
+
+from __future__ import annotations
+
+import os
+import string
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from transformers import BertConfig, BertForMaskedLM, BertModel, BertTokenizerFast  # noqa: E402
+
+WORDS = ["the", "a", "of", "what", "is", "retrieval", "query", "passage", "dense", "sparse",
+         "expert", "mixture", "model", "cat", "dog", "sat", "on", "mat"]
+
+
+def _vocab() -> list[str]:
+    letters = list(string.ascii_lowercase)
+    return list(dict.fromkeys(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS + letters
+                              + [f"##{c}" for c in letters] + list(string.punctuation)))
+
+
+def _save_tiny_bert(path: Path, mlm: bool) -> Path:
+    vocab = _vocab()
+    tokenizer = BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
+    assert len(tokenizer) == len(vocab)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    model = (BertForMaskedLM if mlm else BertModel)(config)
+    if mlm:  # a recognisable, non-default head so the test can tell it was loaded
+        with torch.no_grad():
+            model.cls.predictions.bias.uniform_(-1, 1)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture
+def texts() -> list[str]:
+    return ["what is dense retrieval?", "the cat sat on the mat", "a mixture of experts model"]
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A plain encoder checkpoint (no MLM head), like MiniLM."""
+    return _save_tiny_bert(tmp_path_factory.mktemp("tiny") / "bert", mlm=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_mlm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A checkpoint with an MLM head, like bert-base-uncased."""
+    return _save_tiny_bert(tmp_path_factory.mktemp("tiny") / "mlm", mlm=True)

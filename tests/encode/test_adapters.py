@@ -1,0 +1,208 @@
+"""Pyserini adapters end to end on tiny random models: encoders, three index kinds, Pyserini's own
+searchers returning the same runs as our command line, quantisation, mismatch and failure cases."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from pyserini_moe import _java
+from pyserini_moe.cli import run_main
+from pyserini_moe.index import __main__ as index_cli
+from pyserini_moe.index.meta import IndexMismatchError, read_meta
+from pyserini_moe.modeling.base import Side
+from pyserini_moe.modeling.biencoder import SiameseBiEncoder
+from pyserini_moe.modeling.colbert import ColbertEncoder
+from pyserini_moe.modeling.splade import SpladeEncoder
+from pyserini_moe.runs import read_trec_run
+from pyserini_moe.search import __main__ as search_cli
+
+_java.bootstrap()
+
+from pyserini_moe.encode import (DenseDocumentEncoder, DenseQueryEncoder,  # noqa: E402
+                                 ImpactDocumentEncoder, ImpactQueryEncoder,
+                                 MultiVectorDocumentEncoder, MultiVectorQueryEncoder)
+from pyserini_moe.encode.impact import dequantize, quantize  # noqa: E402
+
+WORDS = "the a of what is retrieval query passage dense sparse expert mixture model cat dog sat on mat".split()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """30 documents of tiny-vocabulary text and 4 judged queries."""
+    rng = np.random.default_rng(0)
+    root = tmp_path_factory.mktemp("corpus")
+    with open(root / "corpus.jsonl", "w") as f:
+        for i in range(30):
+            text = " ".join(rng.choice(WORDS, size=int(rng.integers(4, 12))))
+            f.write(json.dumps({"_id": f"d{i}", "title": WORDS[i % len(WORDS)], "text": text}) + "\n")
+    queries = ["what is dense retrieval", "cat sat on the mat", "mixture of expert model", "sparse query"]
+    (root / "queries.jsonl").write_text("".join(
+        json.dumps({"_id": f"q{i}", "text": q}) + "\n" for i, q in enumerate(queries)))
+    (root / "qrels").mkdir()
+    (root / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(4)))
+    return root
+
+
+@pytest.fixture(scope="module")
+def models(tiny_bert, tiny_mlm, tmp_path_factory) -> dict[str, str]:
+    out = tmp_path_factory.mktemp("models")
+    torch.manual_seed(0)
+    return {
+        "dense": str(SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(out / "siamese")),
+        "impact": str(SpladeEncoder.from_backbone(tiny_mlm, device="cpu").save(out / "splade")),
+        "multivector": str(ColbertEncoder.from_backbone(tiny_bert, dim=16, device="cpu")
+                           .save(out / "colbert")),
+        "other-dense": str(SiameseBiEncoder.from_backbone(tiny_mlm, device="cpu").save(out / "other")),
+    }
+
+
+def build(kind: str, corpus: Path, encoder: str, index: Path, *extra: str) -> Path:
+    assert index_cli.main(["--retriever", kind, "--corpus", str(corpus), "--index", str(index),
+                           "--encoder", encoder, "--device", "cpu", "--quiet", *extra]) == 0
+    return index
+
+
+def search(kind: str, corpus: Path, index: Path, out: Path, *extra: str) -> dict:
+    assert search_cli.main(["--retriever", kind, "--index", str(index), "--topics", f"{corpus}:test",
+                            "--output", str(out), "--hits", "10", "--device", "cpu", "--quiet",
+                            *extra]) == 0
+    return read_trec_run(out)
+
+
+def test_dense_adapters_match_the_model(models):
+    doc_enc = DenseDocumentEncoder(models["dense"], device="cpu")
+    q_enc = DenseQueryEncoder(models["dense"], device="cpu")
+    vectors = doc_enc.encode(["the cat sat", "dense model"], titles=["mat", ""])
+    assert vectors.dtype == np.float32 and vectors.shape == (2, 32)
+    expected = doc_enc.model.encode(["mat the cat sat", "dense model"], Side.PASSAGE).dense.numpy()
+    np.testing.assert_allclose(vectors, expected, atol=1e-6)
+    np.testing.assert_allclose(q_enc.encode("what is dense"), q_enc.encode_batch(["what is dense"])[0])
+
+
+def test_quantisation_round_trip():
+    vocab = ["a", "b", "c", "d"]
+    weights = torch.tensor([[0.0, 0.004, 0.4, 2.346]])
+    (vector,) = quantize(weights, vocab, 100)
+    assert vector == {"c": 40, "d": 235}  # 0.004 rounds to 0 and is dropped; ints only
+    assert all(isinstance(w, int) for w in vector.values())
+    back = dequantize(vector, 100)
+    assert back["c"] == pytest.approx(0.4) and abs(back["d"] - 2.346) <= 0.5 / 100
+
+
+def test_impact_adapters_emit_integer_term_weights(models):
+    doc_enc = ImpactDocumentEncoder(models["impact"], device="cpu", quantization=100)
+    (vec,) = doc_enc.encode(["the cat sat on the mat"])
+    assert vec and all(isinstance(w, int) and w > 0 for w in vec.values())
+    q = ImpactQueryEncoder(models["impact"], device="cpu", quantization=100).encode("cat")
+    assert set(q) <= set(doc_enc.vocab)
+
+
+def test_multivector_adapters_drop_padding(models):
+    doc_enc = MultiVectorDocumentEncoder(models["multivector"], device="cpu")
+    short, long = doc_enc.encode(["cat", "the cat sat on the mat"])
+    assert short.shape == (3, 16) and long.shape[0] == 8  # [CLS] cat [SEP]; 6 words + 2
+    assert MultiVectorQueryEncoder(models["multivector"], device="cpu").encode("cat dog").shape == (4, 16)
+
+
+def test_wrong_representation_is_refused(models):
+    with pytest.raises(ValueError, match="not 'sparse'"):
+        ImpactDocumentEncoder(models["dense"], device="cpu")
+
+
+def test_empty_query_is_refused(models):
+    with pytest.raises(ValueError, match="empty query"):
+        DenseQueryEncoder(models["dense"], device="cpu").encode("  ")
+
+
+def test_dense_cli_run_equals_pyserini_faiss_searcher(corpus, models, tmp_path):
+    from pyserini.search.faiss import FaissSearcher
+
+    index = build("dense", corpus, models["dense"], tmp_path / "dense")
+    assert {"index", "docid", "pyserini_moe.json"} <= {p.name for p in index.iterdir()}
+    assert read_meta(index)["model_type"] == "siamese"
+    ours = search("dense", corpus, index, tmp_path / "run.trec")
+    pyserini = FaissSearcher(str(index), DenseQueryEncoder(models["dense"], device="cpu"))
+    queries = {"q0": "what is dense retrieval", "q1": "cat sat on the mat",
+               "q2": "mixture of expert model", "q3": "sparse query"}
+    for qid, text in queries.items():
+        hits = pyserini.search(text, k=10)
+        assert [h.docid for h in hits] == list(ours[qid])
+        np.testing.assert_allclose([h.score for h in hits], list(ours[qid].values()), atol=1e-5)
+
+
+def test_impact_cli_run_equals_pyserini_impact_searcher(corpus, models, tmp_path):
+    from pyserini.search.lucene import LuceneImpactSearcher
+
+    index = build("impact", corpus, models["impact"], tmp_path / "impact", "--quantization", "50")
+    assert read_meta(index)["quantization"] == 50
+    ours = search("impact", corpus, index, tmp_path / "run.trec")
+    pyserini = LuceneImpactSearcher(str(index), ImpactQueryEncoder(models["impact"], device="cpu",
+                                                                   quantization=50))
+    hits = pyserini.batch_search(["what is dense retrieval", "cat sat on the mat"], ["q0", "q1"], k=10)
+    for qid in ("q0", "q1"):
+        assert [h.docid for h in hits[qid]] == list(ours[qid])
+        assert [float(h.score) for h in hits[qid]] == pytest.approx(list(ours[qid].values()))
+
+
+def test_multivector_cli_matches_exhaustive_maxsim(corpus, models, tmp_path):
+    from pyserini_moe.index.multivector import MultiVectorSearcher as TokenIndex
+
+    index = build("multivector", corpus, models["multivector"], tmp_path / "mv")
+    ours = search("multivector", corpus, index, tmp_path / "run.trec")
+    q_vectors = MultiVectorQueryEncoder(models["multivector"], device="cpu").encode("cat sat on the mat")
+    exact = TokenIndex(index).exhaustive_search(q_vectors, k=10)
+    assert [d for d, _ in exact] == list(ours["q1"])
+
+
+def test_searching_with_another_encoder_is_refused(corpus, models, tmp_path, capsys):
+    index = build("dense", corpus, models["dense"], tmp_path / "dense")
+    code = run_main(search_cli.main, ["--retriever", "dense", "--index", str(index), "--topics",
+                                      f"{corpus}:test", "--output", str(tmp_path / "r.trec"),
+                                      "--encoder", models["other-dense"], "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert code == 2 and "different" in err and "model" in err
+    assert not (tmp_path / "r.trec").exists()
+
+
+def test_index_kind_mismatch_is_refused(corpus, models, tmp_path):
+    from pyserini_moe.search.encoded import ImpactSearcher
+
+    index = build("dense", corpus, models["dense"], tmp_path / "dense")
+    with pytest.raises(IndexMismatchError, match="'dense' index"):
+        ImpactSearcher(index, device="cpu")
+
+
+def test_interrupted_dense_build_leaves_nothing(corpus, models, tmp_path, monkeypatch):
+    from pyserini_moe.index import encoded
+
+    calls = {"n": 0}
+    original = encoded.batches
+
+    def failing(*args, **kwargs):
+        for batch in original(*args, **kwargs):
+            calls["n"] += 1
+            yield batch
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(encoded, "batches", failing)
+    with pytest.raises(KeyboardInterrupt):
+        encoded.build_dense_index(str(corpus), models["dense"], tmp_path / "idx", batch_size=4,
+                                  device="cpu", progress=False)
+    assert calls["n"] == 1 and list(tmp_path.iterdir()) == []
+
+
+def test_model_index_needs_an_encoder(corpus, tmp_path, capsys):
+    code = run_main(index_cli.main, ["--retriever", "dense", "--corpus", str(corpus),
+                                     "--index", str(tmp_path / "x")])
+    assert code == 2 and "--encoder is required" in capsys.readouterr().err
+
+
+def test_unknown_encoder_is_clear(corpus, tmp_path, capsys):
+    code = run_main(index_cli.main, ["--retriever", "dense", "--corpus", str(corpus), "--index",
+                                     str(tmp_path / "x"), "--encoder", "no-such/encoder-xyz"])
+    assert code == 2 and "no-such/encoder-xyz" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
