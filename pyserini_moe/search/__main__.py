@@ -48,6 +48,16 @@ def build_parser() -> argparse.ArgumentParser:
                           "model than the one that built the index is refused)")
     enc.add_argument("--query-max-length", type=int, default=64, help="query tokens kept")
     enc.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA if present)")
+    hyb = parser.add_argument_group(
+        "hybrid with BM25 (Pyserini's semantics: model + alpha * BM25, a missing score gets that "
+        "list's minimum); fuse saved runs with `python -m pyserini_moe.fuse`")
+    hyb.add_argument("--bm25-index", default=None,
+                     help="a BM25 index of the same corpus: fuse the model's run with BM25's")
+    hyb.add_argument("--alpha", type=float, default=1.0, help="weight of the BM25 scores")
+    hyb.add_argument("--hybrid-normalize", action="store_true",
+                     help="normalise each list per query first (Ma et al. 2021)")
+    hyb.add_argument("--candidates", type=int, default=1000,
+                     help="K': hits taken from each side before fusing")
     bm25 = parser.add_argument_group("bm25")
     bm25.add_argument("--k1", type=float, default=0.9, help="BM25 k1")
     bm25.add_argument("--b", type=float, default=0.4, help="BM25 b")
@@ -66,13 +76,24 @@ def search(args: argparse.Namespace, topics: dict[str, str]) -> Run:
 
         searcher = SEARCHERS[args.retriever](args.index, args.encoder, device=args.device,
                                              query_max_length=args.query_max_length)
-    return searcher.search(topics, hits=args.hits, threads=args.threads,
-                           batch_size=args.batch_size, progress=not args.quiet)
+    if not args.bm25_index:
+        return searcher.search(topics, hits=args.hits, threads=args.threads,
+                               batch_size=args.batch_size, progress=not args.quiet)
+    from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
+    from pyserini_moe.search.hybrid import hybrid  # noqa: PLC0415
+
+    depth = {"hits": args.candidates, "threads": args.threads, "batch_size": args.batch_size,
+             "progress": not args.quiet}
+    model_run = searcher.search(topics, **depth)
+    bm25_run = Bm25Searcher(args.bm25_index, k1=args.k1, b=args.b).search(topics, **depth)
+    return hybrid(model_run, bm25_run, args.alpha, args.hybrid_normalize, k=args.hits)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    for flag in ("hits", "batch_size", "threads", "query_max_length"):
+    if args.bm25_index and args.retriever == "bm25":
+        raise ValueError("--bm25-index fuses a model's run with BM25; use a model --retriever")
+    for flag in ("hits", "batch_size", "threads", "query_max_length", "candidates"):
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be >= 1")
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415

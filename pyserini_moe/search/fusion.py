@@ -25,7 +25,7 @@ Qrels = dict[str, dict[str, int]]
 RANX_ALIASES = {"combsum": "sum", "combmnz": "mnz"}
 CAME_METHODS = ("came_sum", "norm_sum", "norm_max", "sum_rr", "max_rr", "linear")
 
-# Per query and expert: the expert's hits -> (transformed scores, value for a doc it did not return).
+# Per query and expert: its hits -> (transformed scores, the value of a doc it did not return).
 ListTransform = Callable[[dict[str, float]], tuple[dict[str, float], float]]
 
 
@@ -39,7 +39,7 @@ def _query_ids(runs: Sequence[Run]) -> list[str]:
     return list(dict.fromkeys(qid for run in runs for qid in run))
 
 
-# --- CAME fusions (came.txt, section 3.4 and table 4) -----------------------------------------------
+# --- CAME fusions (came.txt, section 3.4 and table 4) ---------------------------------------------
 
 def _raw_with_kth_fill(hits: dict[str, float]) -> tuple[dict[str, float], float]:
     """Eq. 12's rule: a document beyond an expert's top-K gets the expert's K-th (lowest) score."""
@@ -81,7 +81,8 @@ def _combine(runs: Sequence[Run], transform: ListTransform,
     for qid in _query_ids(runs):
         lists = [transform(run.get(qid, {})) for run in runs]
         docs = dict.fromkeys(d for scores, _ in lists for d in scores)
-        fused[qid] = {d: reduce([w * scores.get(d, fill) for w, (scores, fill) in zip(weights, lists)])
+        fused[qid] = {d: reduce([w * scores.get(d, fill)
+                                 for w, (scores, fill) in zip(weights, lists)])
                       for d in docs}
     return top_k(fused, k)
 
@@ -140,7 +141,8 @@ def optimize_linear(dev_runs: Sequence[Run], dev_qrels: Qrels, metric: str = "nd
     """Grid-search :func:`linear`'s weights on a dev split (the first best in grid order wins).
 
     A ranking is unchanged by scaling all weights, so the simplex ``sum(w) = 1, w >= 0`` covers
-    every non-negative weighting. Metrics follow ``trec_eval -c`` (:mod:`pyserini_moe.eval.metrics`).
+    every non-negative weighting. Metrics follow ``trec_eval -c``
+    (:mod:`pyserini_moe.eval.metrics`).
     """
     from pyserini_moe.eval.metrics import evaluate  # noqa: PLC0415
 
@@ -152,7 +154,7 @@ def optimize_linear(dev_runs: Sequence[Run], dev_qrels: Qrels, metric: str = "nd
     return {"weights": list(grid[max(range(len(grid)), key=scores.__getitem__)])}
 
 
-# --- ranx --------------------------------------------------------------------------------------------
+# --- ranx -----------------------------------------------------------------------------------------
 
 def _ranx_method(method: str) -> str:
     return RANX_ALIASES.get(method, method)
@@ -187,7 +189,8 @@ def fuse(runs: Sequence[Run], method: str, norm: str | None = None,
     params = dict(params or {})
     if method in _CAME_FUSIONS:
         if norm is not None:
-            raise ValueError(f"{method} defines its own normalisation; pass norm=None, not {norm!r}")
+            raise ValueError(f"{method} defines its own normalisation; "
+                             f"pass norm=None, not {norm!r}")
         return _CAME_FUSIONS[method](runs, k=k, **params)
     import ranx  # noqa: PLC0415
 
@@ -204,10 +207,12 @@ def optimize_weights(dev_runs: Sequence[Run], dev_qrels: Qrels, method: str = "w
                      k: int = 1000) -> dict[str, Any]:
     """Tune a fusion's parameters on a dev split; the result is ``fuse``'s ``params``.
 
-    ``linear`` uses :func:`optimize_linear`; ranx methods (``wsum``: weights on a 0.1 simplex grid,
-    ``rrf``: k in 10..100, ...) use ``ranx.optimize_fusion`` with ``norm`` as in :func:`fuse`, over
-    the qrels' queries (ranx requires runs and qrels to have the same queries; missing ones are
-    added empty). On ties ranx keeps the *last* best configuration.
+    ``linear`` uses :func:`optimize_linear` on dev runs fused to depth ``k``. ranx methods
+    (``wsum``: weights on a 0.1 simplex grid, ``rrf``: k in 10..100, ...) use
+    ``ranx.optimize_fusion`` with ``norm`` as in :func:`fuse`, over the qrels' queries (ranx
+    requires runs and qrels to have the same queries; missing ones are added empty). ranx 0.3.21
+    keeps the *last* best configuration on ties, and with 3+ runs skips weightings whose float sum
+    is not exactly 1.0, e.g. (.2, .7, .1); :func:`optimize_linear`'s grid has them all.
     """
     if method == "linear":
         if norm is not None:

@@ -61,8 +61,8 @@ def search_alpha(dense_dev: Run, sparse_dev: Run, qrels_dev: Qrels, metric: str 
 
     Following TASER, ``alpha`` runs over [0.5, 2.0] in steps of 0.1, scores are normalised as in
     Ma et al. (2021) (Pyserini's normalisation), and the top ``k_prime`` = K' = 100 candidates of
-    each side are fused, keeping the top ``k``. Returns ``(best alpha, {alpha: metric})``; alphas are
-    rounded to 6 decimals and the first best in grid order wins a tie. Metrics follow
+    each side are fused, keeping the top ``k``. Returns ``(best alpha, {alpha: metric})``; alphas
+    are rounded to 6 decimals and the first best in grid order wins a tie. Metrics follow
     ``trec_eval -c`` (:mod:`pyserini_moe.eval.metrics`).
     """
     from pyserini_moe.eval.metrics import evaluate  # noqa: PLC0415

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import random
 from collections import deque
 from dataclasses import dataclass
@@ -123,8 +122,7 @@ def _pack(pairs: list[tuple[str, str]], rng: random.Random,
 
 def _random_docs(doc_ids: list[str], k: int, excluded: set[str], rng: random.Random) -> list[str]:
     """``k`` distinct random docids outside ``excluded`` (fewer if the corpus has no more)."""
-    available = len(doc_ids) - len(excluded & set(doc_ids))
-    k = min(k, available)
+    k = min(k, len(doc_ids) - len(excluded))  # everything excluded is a corpus id
     chosen: list[str] = []
     seen = set(excluded)
     while len(chosen) < k:
@@ -227,7 +225,3 @@ def bm25_index_dir(collection: BeirCollection) -> Path:
     collection's folder so two collections with the same folder name do not collide."""
     digest = hashlib.sha1(str(collection.root.resolve()).encode()).hexdigest()[:10]
     return cache_root() / "bm25-indexes" / f"{collection.name}-{digest}"
-
-
-def steps_per_epoch(num_batches: int, grad_accumulation: int) -> int:
-    return math.ceil(num_batches / grad_accumulation)

@@ -1,0 +1,83 @@
+"""``python -m pyserini_moe.train``: fine-tune a retriever from a recipe.
+
+Examples::
+
+    python -m pyserini_moe.train --config encoders/siamese-minilm.yaml
+    python -m pyserini_moe.train --config encoders/splade-minilm.yaml --max-steps 3 \\
+        --output-dir work/smoke/splade
+    python -m pyserini_moe.train --config encoders/dpr-minilm.yaml --resume
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from pyserini_moe.cli import run_main
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pyserini_moe.train",
+        description="Fine-tune a retriever with a contrastive loss (in-batch + hard negatives) as "
+                    "an encoders/<name>.yaml recipe describes. Writes <output-dir>/best (lowest "
+                    "validation loss), last/, checkpoint/ (for --resume), train_log.jsonl and "
+                    "train_summary.json. Uses CUDA when present unless --device says otherwise.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--config", required=True, metavar="YAML",
+                        help="training recipe, e.g. encoders/siamese-minilm.yaml")
+    parser.add_argument("--output-dir", metavar="DIR",
+                        help="where the model, checkpoints and logs go (default: the recipe's "
+                             "output_dir)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue exactly from <output-dir>/checkpoint (written at every "
+                             "validation)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="start afresh even if <output-dir> holds an earlier run's checkpoint")
+    parser.add_argument("--max-steps", type=_positive_int, metavar="N",
+                        help="stop after N optimizer steps (overrides training.max_steps; the "
+                             "learning-rate schedule is sized for the shorter run)")
+    parser.add_argument("--epochs", type=_positive_int, metavar="N",
+                        help="overrides training.epochs")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"),
+                        help="overrides training.device (auto: CUDA when present)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.resume and args.overwrite:
+        raise ValueError("--resume and --overwrite exclude each other")
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from pyserini_moe.train.config import load_config  # noqa: PLC0415 - keeps --help fast
+    from pyserini_moe.train.trainer import Trainer, build_model, resolve_device, set_seed  # noqa: PLC0415
+
+    config = load_config(args.config).with_overrides(
+        output_dir=args.output_dir, max_steps=args.max_steps, epochs=args.epochs,
+        device=args.device)
+    device = resolve_device(config.training.device)
+    set_seed(config.training.seed)  # randomly initialised heads depend on it
+    model = build_model(config.model, device)
+    summary = Trainer(model, config, progress=not args.quiet).train(resume=args.resume,
+                                                                    overwrite=args.overwrite)
+    metrics = summary["metrics"]
+    best = (f"best validation loss {metrics['best_val_loss']:.4f} at step {metrics['best_step']}"
+            if metrics["best_step"] is not None else "no validation queries")
+    print(f"trained {metrics['steps']} steps in {metrics['train_seconds']:.0f}s "
+          f"({metrics['seconds_per_step']:.2f} s/step); {best}; model in "
+          f"{config.output_dir / 'best'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))

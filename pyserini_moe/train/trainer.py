@@ -1,0 +1,400 @@
+"""The training loop: contrastive loss with in-batch + hard negatives, regularisers, validation,
+best-checkpoint selection and exact resume.
+
+Loss per batch = ranking loss + FLOPS (on ``Encoded.sparse``, query and passage weights from the
+recipe, ramped up quadratically over ``flops_warmup_ratio`` of the steps as in SPLADE) + every
+``Encoded.aux_loss`` the model returns (e.g. a router's regulariser). The ranking loss is
+``contrastive_loss(model.score(q, p), positive_index, temperature)`` unless the model brings its
+own, through two optional hooks:
+
+* ``model.compute_loss(q_enc, p_enc, positive_index, config) -> Tensor`` replaces the ranking loss
+  (``config`` is the :class:`~pyserini_moe.train.config.TrainingConfig`); CAME uses it for its
+  weighted per-expert losses. FLOPS and ``aux_loss`` are still added by the trainer (set
+  ``flops_weight: 0`` in the recipe if the hook regularises itself).
+* ``model.on_train_step(step, total_steps)`` is called before every optimizer step (0-based), so a
+  model can follow a schedule that survives resuming (CAME's standardized -> specialized stage).
+
+Outputs in ``output_dir``: ``recipe.yaml``, ``train_log.jsonl`` (one JSON line per optimizer step:
+step, epoch, loss and its parts, lr, elapsed, val_loss when validated), ``best/`` (the lowest
+validation loss; the final model when nothing is held out), ``last/``, ``checkpoint/`` (written at
+every validation: model, optimizer, scheduler, step, RNG states; ``resume=True`` continues from
+it exactly) and ``train_summary.json`` (recipe + final metrics).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import shutil
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+from tqdm import tqdm
+
+from pyserini_moe.io import atomic_path
+from pyserini_moe.modeling.base import RetrievalModel, Side, default_device
+from pyserini_moe.modeling.losses import contrastive_loss, flops
+from pyserini_moe.train.collator import Batch, Collator
+from pyserini_moe.train.config import ModelConfig, TrainConfig, TrainingConfig, model_class
+from pyserini_moe.train.data import Example, TrainingData, load_training_data
+
+log = logging.getLogger(__name__)
+
+LOG_FILE = "train_log.jsonl"
+SUMMARY_FILE = "train_summary.json"
+RECIPE_FILE = "recipe.yaml"
+CHECKPOINT_DIR = "checkpoint"
+STATE_FILE = "state.pt"
+PROGRESS_FILE = "progress.json"
+# Recipe fields that may change when resuming: they extend or relocate the run, not redefine it.
+RESUMABLE_CHANGES = {"epochs", "max_steps", "device", "eval_every"}
+
+
+def set_seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # CUDA generators too
+
+
+def resolve_device(spec: str) -> torch.device:
+    """``auto`` is CUDA when present, else CPU; asking for CUDA without it is an error."""
+    if spec == "auto":
+        return default_device()
+    device = torch.device(spec)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device {spec!r} requested but CUDA is not available")
+    return device
+
+
+def build_model(config: ModelConfig, device: str | torch.device) -> RetrievalModel:
+    """``<Class>.from_backbone(backbone, **args)`` of the registered model type."""
+    return model_class(config.type).from_backbone(config.backbone, device=device, **config.args)
+
+
+def parameter_groups(model: RetrievalModel, config: TrainingConfig) -> list[dict[str, Any]]:
+    """AdamW groups: learning rate by the longest matching ``group_learning_rates`` prefix (else
+    ``learning_rate``); no weight decay on biases and LayerNorm weights (1-d parameters)."""
+    prefixes = sorted(config.group_learning_rates, key=len, reverse=True)
+    groups: dict[tuple[str, bool], dict[str, Any]] = {}
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        prefix = next((p for p in prefixes if name.startswith(p)), "")
+        decay = param.ndim >= 2
+        group = groups.setdefault((prefix, decay), {
+            "params": [], "name": f"{prefix or '<default>'}{'' if decay else ' (no decay)'}",
+            "lr": config.group_learning_rates.get(prefix, config.learning_rate),
+            "weight_decay": config.weight_decay if decay else 0.0})
+        group["params"].append(param)
+    unused = set(prefixes) - {prefix for prefix, _ in groups}
+    if unused:
+        tops = sorted({n.split(".")[0] + "." for n, _ in model.named_parameters()})
+        raise ValueError(f"training.group_learning_rates: prefix(es) {sorted(unused)} match no "
+                         f"parameter of the {model.model_type} model (its parameter names start "
+                         f"with {', '.join(tops)})")
+    return [groups[key] for key in sorted(groups)]
+
+
+def linear_schedule(total_steps: int, warmup_steps: int) -> Callable[[int], float]:
+    """Learning-rate factor of (0-based) step: linear warmup, then linear decay towards 0 (BERT /
+    DPR), shifted by one so that neither the first nor the last step has a zero learning rate."""
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+    return factor
+
+
+class Trainer:
+    """Fine-tunes ``model`` (already on its device) with ``config``; ``data`` defaults to what
+    ``config.data`` describes, loaded when training starts."""
+
+    def __init__(self, model: RetrievalModel, config: TrainConfig,
+                 data: TrainingData | None = None, progress: bool = True) -> None:
+        self.model = model
+        self.config = config
+        self.cfg = config.training
+        self.data = data
+        self.progress = progress
+        self.out = Path(config.output_dir)
+        self.collator = Collator(model, config.data.query_max_length,
+                                 config.data.passage_max_length)
+        self._validation: list[list[Example]] | None = None
+
+    # -- loss ------------------------------------------------------------------------------
+    def loss(self, batch: Batch, flops_scale: float = 1.0) -> tuple[torch.Tensor, dict[str, float]]:
+        """Total loss of one batch, and its unweighted parts for the log."""
+        q = self.model(**batch.queries, side=Side.QUERY)
+        p = self.model(**batch.passages, side=Side.PASSAGE)
+        hook = getattr(self.model, "compute_loss", None)
+        if hook is not None:
+            total = hook(q, p, batch.positive_index, self.cfg)
+        else:
+            total = contrastive_loss(self.model.score(q, p), batch.positive_index,
+                                     self.cfg.temperature)
+        parts = {"rank_loss": total.item()}
+        weights = self.cfg.flops_weight
+        for name, enc, weight in (("flops_query", q, weights.query),
+                                  ("flops_passage", p, weights.passage)):
+            if enc.sparse is not None and weight > 0:
+                value = flops(enc.sparse)
+                total = total + weight * flops_scale * value
+                parts[name] = value.item()
+        aux = [e.aux_loss for e in (q, p) if e.aux_loss is not None]
+        if aux:
+            aux_total = torch.stack([a.reshape(()) for a in aux]).sum()
+            total = total + aux_total
+            parts["aux_loss"] = aux_total.item()
+        return total, parts
+
+    @torch.no_grad()
+    def evaluate(self) -> float | None:
+        """Mean loss over the held-out queries' fixed batches (full FLOPS weights, eval mode), so
+        values from different steps compare; None when nothing is held out."""
+        data = self._data()
+        if self._validation is None:
+            self._validation = data.validation_batches(self.cfg.batch_size)
+        if not self._validation:
+            return None
+        was_training = self.model.training
+        self.model.eval()
+        total, count = 0.0, 0
+        for examples in self._validation:
+            loss, _ = self.loss(self.collator(examples))
+            total += loss.item() * len(examples)
+            count += len(examples)
+        self.model.train(was_training)
+        return total / count
+
+    def _data(self) -> TrainingData:
+        if self.data is None:
+            self.data = load_training_data(self.config.data, self.out, progress=self.progress)
+        return self.data
+
+    # -- the loop --------------------------------------------------------------------------
+    def train(self, resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
+        """Train to the end of the recipe (or ``max_steps``); returns the summary it writes.
+
+        ``resume`` continues from ``output_dir/checkpoint``; without it, an output folder that
+        already holds a checkpoint is refused unless ``overwrite`` (then training starts afresh).
+        """
+        checkpoint = self.out / CHECKPOINT_DIR
+        if resume and not (checkpoint / STATE_FILE).is_file():
+            raise FileNotFoundError(f"nothing to resume: {checkpoint} holds no checkpoint")
+        if not resume and not overwrite and checkpoint.exists():
+            raise FileExistsError(f"{self.out} already holds a training checkpoint; pass --resume "
+                                  "to continue it, --overwrite to start again, or choose another "
+                                  "output directory")
+        if overwrite and not resume:
+            shutil.rmtree(checkpoint, ignore_errors=True)  # never resume the replaced run
+        self.out.mkdir(parents=True, exist_ok=True)
+        if self.data is None:
+            self.data = load_training_data(self.config.data, self.out, reuse_mined=resume,
+                                           progress=self.progress)
+        data = self.data
+        if not data.train_pairs:
+            raise ValueError("no training examples: every judged query was held out")
+
+        accumulation = self.cfg.grad_accumulation
+        epoch_steps = [math.ceil(data.num_batches(e, self.cfg.batch_size) / accumulation)
+                       for e in range(self.cfg.epochs)]
+        total = sum(epoch_steps)
+        if self.cfg.max_steps is not None:
+            total = min(total, self.cfg.max_steps)
+        eval_every = self.cfg.eval_every or epoch_steps[0]
+        flops_warmup = math.ceil(self.cfg.flops_warmup_ratio * total)
+
+        optimizer = torch.optim.AdamW(parameter_groups(self.model, self.cfg),
+                                      lr=self.cfg.learning_rate)
+        schedule = linear_schedule(total, math.ceil(self.cfg.warmup_ratio * total))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+        state = {"step": 0, "best_val_loss": None, "best_step": None, "val_loss": None,
+                 "elapsed": 0.0}
+        if resume:
+            state = self._load_checkpoint(optimizer, scheduler)
+            log.info("resuming at step %d of %d", state["step"], total)
+        else:
+            self._write_recipe()
+            (self.out / LOG_FILE).unlink(missing_ok=True)
+            set_seed(self.cfg.seed)
+        log.info("%d training pairs (%d queries held out), %d steps on %s", len(data.train_pairs),
+                 len({q for q, _ in data.validation_pairs}), total, self.model.device)
+
+        self.model.train()
+        recent: deque[float] = deque(maxlen=20)
+        started = time.perf_counter() - state["elapsed"]
+        bar = tqdm(total=total, initial=state["step"], desc="train", unit="step",
+                   disable=not self.progress)
+        step = state["step"]
+        for epoch, steps_in_epoch in enumerate(epoch_steps):
+            first = sum(epoch_steps[:epoch])
+            if step >= total:
+                break
+            if step >= first + steps_in_epoch:
+                continue
+            batches = data.epoch_batches(epoch, self.cfg.batch_size)
+            while step < min(total, first + steps_in_epoch):
+                k = step - first
+                group = batches[k * accumulation:(k + 1) * accumulation]
+                scale = min(1.0, (step + 1) / flops_warmup) ** 2 if flops_warmup else 1.0
+                loss, parts = self._train_step(group, optimizer, step, total, scale)
+                scheduler.step()
+                step += 1
+                recent.append(loss)
+                entry = {"step": step, "epoch": round(epoch + (k + 1) / steps_in_epoch, 4),
+                         "loss": loss, **parts, "lr": self.cfg.learning_rate * schedule(step - 1),
+                         "elapsed": round(time.perf_counter() - started, 3)}
+                bar.update()
+                bar.set_postfix(loss=f"{sum(recent) / len(recent):.4f}")
+                if step % eval_every == 0 or step == total:
+                    state.update(step=step, elapsed=entry["elapsed"])
+                    entry["val_loss"] = self._validate(state)
+                    self._append_log(entry)
+                    self._save_checkpoint(state, optimizer, scheduler)
+                else:
+                    self._append_log(entry)
+        bar.close()
+        self.model.eval()
+        self.model.save(self.out / "last")
+        if state["best_step"] is None:  # nothing held out: the final model is the one to use
+            self.model.save(self.out / "best")
+        return self._write_summary(state, total, recent)
+
+    def _train_step(self, group: list[list[Example]], optimizer: torch.optim.Optimizer,
+                    step: int, total: int, flops_scale: float) -> tuple[float, dict[str, float]]:
+        """One optimizer step over ``group`` (``grad_accumulation`` batches); mean loss + parts."""
+        hook = getattr(self.model, "on_train_step", None)
+        if hook is not None:
+            hook(step, total)
+        losses: list[float] = []
+        parts: dict[str, float] = {}
+        for examples in group:
+            loss, batch_parts = self.loss(self.collator(examples), flops_scale)
+            (loss / len(group)).backward()
+            losses.append(loss.item())
+            for name, value in batch_parts.items():
+                parts[name] = parts.get(name, 0.0) + value / len(group)
+        if self.cfg.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return sum(losses) / len(losses), parts
+
+    def _validate(self, state: dict[str, Any]) -> float | None:
+        """Validation loss now; saves ``best/`` when it is the lowest so far."""
+        val_loss = self.evaluate()
+        state["val_loss"] = val_loss
+        if val_loss is not None and (state["best_val_loss"] is None
+                                     or val_loss < state["best_val_loss"]):
+            state.update(best_val_loss=val_loss, best_step=state["step"])
+            self.model.save(self.out / "best")
+        if val_loss is not None:
+            log.info("step %d: validation loss %.4f (best %.4f at step %d)", state["step"],
+                     val_loss, state["best_val_loss"], state["best_step"])
+        return val_loss
+
+    # -- files -----------------------------------------------------------------------------
+    def _append_log(self, entry: dict[str, Any]) -> None:
+        with open(self.out / LOG_FILE, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+    def _write_recipe(self) -> None:
+        with atomic_path(self.out / RECIPE_FILE) as tmp:
+            tmp.write_text(yaml.safe_dump(self.config.to_dict(), sort_keys=False))
+
+    def _save_checkpoint(self, state: dict[str, Any], optimizer: torch.optim.Optimizer,
+                         scheduler: torch.optim.lr_scheduler.LRScheduler) -> None:
+        """Everything an exact continuation needs, replaced atomically."""
+        rng = {"python": random.getstate(), "torch": torch.get_rng_state(),
+               "numpy": _numpy_state_to_tensors(np.random.get_state())}
+        if torch.cuda.is_available():
+            rng["cuda"] = torch.cuda.get_rng_state_all()
+        with atomic_path(self.out / CHECKPOINT_DIR, directory=True) as tmp:
+            torch.save({"model": self.model.state_dict(), "optimizer": optimizer.state_dict(),
+                        "scheduler": scheduler.state_dict(), "rng": rng}, tmp / STATE_FILE)
+            (tmp / PROGRESS_FILE).write_text(json.dumps(
+                {**state, "recipe": self.config.to_dict()}, indent=2))
+
+    def _load_checkpoint(self, optimizer: torch.optim.Optimizer,
+                         scheduler: torch.optim.lr_scheduler.LRScheduler) -> dict[str, Any]:
+        checkpoint = self.out / CHECKPOINT_DIR
+        progress = json.loads((checkpoint / PROGRESS_FILE).read_text())
+        self._check_same_recipe(progress.pop("recipe"))
+        saved = torch.load(checkpoint / STATE_FILE, map_location=self.model.device,
+                           weights_only=True)
+        self.model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+        rng = saved["rng"]
+        random.setstate(_as_tuples(rng["python"]))
+        torch.set_rng_state(rng["torch"].cpu())
+        np.random.set_state(_numpy_state_from_tensors(rng["numpy"]))
+        if "cuda" in rng and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all([s.cpu() for s in rng["cuda"]])
+        lines = []
+        if (self.out / LOG_FILE).is_file():  # drop entries of steps the checkpoint does not hold
+            lines = [line for line in (self.out / LOG_FILE).read_text().splitlines()
+                     if line.strip() and json.loads(line)["step"] <= progress["step"]]
+        (self.out / LOG_FILE).write_text("".join(line + "\n" for line in lines))
+        return progress
+
+    def _check_same_recipe(self, saved: dict[str, Any]) -> None:
+        current = self.config.to_dict()
+        changed = [f"{section}.{key}" for section in ("model", "data", "training")
+                   for key in set(saved[section]) | set(current[section])
+                   if saved[section].get(key) != current[section].get(key)
+                   and not (section == "training" and key in RESUMABLE_CHANGES)]
+        if changed:
+            raise ValueError(f"cannot resume {self.out}: the recipe changed since the checkpoint "
+                             f"({', '.join(sorted(changed))})")
+
+    def _write_summary(self, state: dict[str, Any], total: int,
+                       recent: deque[float]) -> dict[str, Any]:
+        data = self._data()
+        metrics = {
+            "steps": state["step"],
+            "total_steps": total,
+            "train_loss": sum(recent) / len(recent) if recent else None,
+            "val_loss": state["val_loss"],
+            "best_val_loss": state["best_val_loss"],
+            "best_step": state["best_step"],
+            "train_seconds": round(state["elapsed"], 1),
+            "seconds_per_step": round(state["elapsed"] / max(1, state["step"]), 3),
+            "device": str(self.model.device),
+            "parameters": sum(p.numel() for p in self.model.parameters()),
+            "train_queries": len({q for q, _ in data.train_pairs}),
+            "train_pairs": len(data.train_pairs),
+            "validation_queries": len({q for q, _ in data.validation_pairs}),
+            "queries_with_random_negatives": data.num_random_filled,
+        }
+        summary = {"recipe": self.config.to_dict(),
+                   "recipe_file": str(self.config.source) if self.config.source else None,
+                   "metrics": metrics}
+        with atomic_path(self.out / SUMMARY_FILE) as tmp:
+            tmp.write_text(json.dumps(summary, indent=2) + "\n")
+        return summary
+
+
+def _numpy_state_to_tensors(state: tuple) -> dict[str, Any]:
+    """numpy's RNG state as tensors and numbers, so ``torch.load(weights_only=True)`` reads it."""
+    name, keys, pos, has_gauss, cached = state
+    return {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+            "has_gauss": int(has_gauss), "cached": float(cached)}
+
+
+def _numpy_state_from_tensors(state: dict[str, Any]) -> tuple:
+    return (state["name"], state["keys"].numpy().astype(np.uint32), state["pos"],
+            state["has_gauss"], state["cached"])
+
+
+def _as_tuples(value: Any) -> Any:
+    """``random.setstate`` needs tuples where serialisation may have produced lists."""
+    return tuple(_as_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value

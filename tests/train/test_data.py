@@ -1,0 +1,189 @@
+"""Training data: validation split, hard negatives (run file, BM25 through Pyserini), batches."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from pyserini_moe.modeling.base import Side
+from pyserini_moe.train.collator import Collator
+from pyserini_moe.train.config import from_dict
+from pyserini_moe.train.data import (
+    NEGATIVES_RUN,
+    bm25_index_dir,
+    load_training_data,
+    split_queries,
+)
+
+WORDS = ["cat", "dog", "sat", "mat", "model", "expert", "query", "passage", "dense", "sparse",
+         "mixture", "retrieval"]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory) -> Path:
+    """12 documents d0..d11; q0..q9 judged in train (q0 has two positives), q10, q11 unjudged."""
+    root = tmp_path_factory.mktemp("toy")
+    docs = [(f"d{i}", WORDS[i], f"{WORDS[i]} {WORDS[(i + 1) % 12]} the {WORDS[(i + 5) % 12]}")
+            for i in range(12)]
+    (root / "corpus.jsonl").write_text("".join(
+        json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in docs))
+    (root / "queries.jsonl").write_text("".join(
+        json.dumps({"_id": f"q{i}", "text": f"{WORDS[i]} {WORDS[(i + 1) % 12]}"}) + "\n"
+        for i in range(12)))
+    (root / "qrels").mkdir()
+    rows = ["query-id\tcorpus-id\tscore", "q0\td0\t1", "q0\td1\t1", "q3\td4\t0"]
+    rows += [f"q{i}\td{i}\t1" for i in range(1, 10)]
+    (root / "qrels" / "train.tsv").write_text("\n".join(rows) + "\n")
+    return root
+
+
+def config(collection: Path, **data: object) -> object:
+    raw = {"output_dir": "unused", "model": {"type": "siamese"},
+           "data": {"collection": str(collection), "seed": 7, **data},
+           "training": {"learning_rate": 1e-3}}
+    return from_dict(raw, "test.yaml").data
+
+
+def write_run(path: Path, run: dict[str, list[str]]) -> Path:
+    path.write_text("".join(f"{q} Q0 {d} {r} {100 - r} test\n"
+                            for q, docs in run.items() for r, d in enumerate(docs, 1)))
+    return path
+
+
+def every_doc_ranked(path: Path) -> Path:
+    """Each query ranks its positives first, then every other document in id order."""
+    run = {}
+    for i in range(10):
+        first = ["d0", "d1"] if i == 0 else [f"d{i}"]
+        run[f"q{i}"] = first + [f"d{j}" for j in range(12) if f"d{j}" not in first]
+    return write_run(path, run)
+
+
+def test_validation_split_is_seeded_and_disjoint():
+    qids = [f"q{i}" for i in range(40)]
+    train, val = split_queries(qids, 0.1, seed=1)
+    assert len(val) == 4 and not set(train) & set(val) and set(train) | set(val) == set(qids)
+    assert split_queries(qids, 0.1, seed=1) == (train, val)
+    assert split_queries(list(reversed(qids)), 0.1, seed=1)[1] == list(reversed(val))
+    assert any(split_queries(qids, 0.1, seed=s)[1] != val for s in range(2, 6))
+    assert split_queries(qids, 0.0, seed=1) == (qids, [])
+    assert len(split_queries(qids[:3], 0.01, seed=1)[1]) == 1  # a fraction > 0 holds out >= 1
+
+
+def test_examples_come_from_positive_judgments_and_validation_queries_are_held_out(collection,
+                                                                                   tmp_path):
+    run = every_doc_ranked(tmp_path / "run.trec")
+    cfg = config(collection, validation_fraction=0.2, negatives={"source": "run", "run": str(run)})
+    data = load_training_data(cfg, tmp_path)
+    train_q = {q for q, _ in data.train_pairs}
+    val_q = {q for q, _ in data.validation_pairs}
+    assert len(val_q) == 2 and not train_q & val_q
+    assert train_q | val_q == {f"q{i}" for i in range(10)}  # q3's grade-0 line adds nothing
+    assert len(data.train_pairs) + len(data.validation_pairs) == 11  # q0 has two positives
+    assert ("q3", "d4") not in data.train_pairs + data.validation_pairs
+    again = load_training_data(cfg, tmp_path / "again")
+    assert again.validation_pairs == data.validation_pairs and again.train_pairs == data.train_pairs
+    assert (tmp_path / NEGATIVES_RUN).is_file()
+
+
+def test_candidates_skip_top_ranks_respect_depth_and_never_hold_positives(collection, tmp_path):
+    run = every_doc_ranked(tmp_path / "run.trec")
+    cfg = config(collection, negatives={"source": "run", "run": str(run), "depth": 6,
+                                        "skip_top": 1})
+    data = load_training_data(cfg, tmp_path)
+    assert data.candidates["q0"] == ["d2", "d3", "d4", "d5"]  # ranks 2-6 minus positive d1
+    assert data.candidates["q5"] == ["d0", "d1", "d2", "d3", "d4"]
+    for qid, candidates in data.candidates.items():
+        assert not set(candidates) & data.positives[qid]
+
+
+def test_sampled_negatives_are_never_positives_of_any_query_in_the_batch(collection, tmp_path):
+    run = every_doc_ranked(tmp_path / "run.trec")
+    cfg = config(collection, num_negatives=3, validation_fraction=0.0,
+                 negatives={"source": "run", "run": str(run)})
+    data = load_training_data(cfg, tmp_path)
+    text_to_id = {text: doc for doc, text in data.passages.items()}
+    for epoch in range(5):
+        batches = data.epoch_batches(epoch, batch_size=4)
+        assert sum(len(b) for b in batches) == len(data.train_pairs) == 11
+        for batch in batches:
+            qids = [next(q for q, t in data.queries.items() if t == e.query) for e in batch]
+            assert len(set(qids)) == len(qids)  # q0 (two positives) never twice in one batch
+            batch_positives = set().union(*(data.positives[q] for q in qids))
+            for example in batch:
+                negatives = [text_to_id[n] for n in example.negatives]
+                assert len(negatives) == len(set(negatives)) == 3
+                assert not set(negatives) & batch_positives
+    assert data.epoch_batches(1, 4) == data.epoch_batches(1, 4)  # resumable: same epoch, same data
+    assert data.epoch_batches(1, 4) != data.epoch_batches(2, 4)
+
+
+def test_random_negatives_fill_in_for_queries_the_run_misses(collection, tmp_path):
+    run = write_run(tmp_path / "run.trec", {"q1": ["d1", "d7"]})
+    cfg = config(collection, num_negatives=2, validation_fraction=0.0,
+                 negatives={"source": "run", "run": str(run)})
+    data = load_training_data(cfg, tmp_path)
+    assert data.candidates["q1"] == ["d7"] and data.candidates["q2"] == []
+    assert data.num_random_filled == 10  # every judged query has fewer than 2 candidates
+    for batch in data.epoch_batches(0, 3):
+        for example in batch:
+            assert len(example.negatives) == 2 and example.positive not in example.negatives
+
+
+def test_a_run_for_another_collection_is_refused(collection, tmp_path):
+    run = write_run(tmp_path / "run.trec", {"q1": ["d1", "nope"]})
+    with pytest.raises(ValueError, match="'nope', which is not in collection"):
+        load_training_data(config(collection, negatives={"source": "run", "run": str(run)}),
+                           tmp_path)
+
+
+def test_bm25_negatives_are_mined_through_pyserini(collection, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYSERINI_MOE_CACHE", str(tmp_path / "cache"))
+    cfg = config(collection, num_negatives=2, negatives={"source": "bm25", "depth": 5})
+    data = load_training_data(cfg, tmp_path / "out", progress=False)
+    from pyserini_moe.data.beir import BeirCollection
+    from pyserini_moe.runs import read_trec_run
+
+    assert bm25_index_dir(BeirCollection.load(str(collection))).is_dir()  # cached for next time
+    mined = read_trec_run(tmp_path / "out" / NEGATIVES_RUN)
+    assert set(mined) == {f"q{i}" for i in range(10)}
+    # q4 = "model expert": d4 = "model" + "model expert the sparse" holds both words, d0, d3, d5
+    # and d11 one of them
+    assert max(mined["q4"], key=mined["q4"].get) == "d4"
+    assert "d4" not in data.candidates["q4"] and data.candidates["q4"]
+    assert set(data.candidates["q4"]) <= set(mined["q4"])
+    for qid, candidates in data.candidates.items():
+        assert not set(candidates) & data.positives[qid] and len(candidates) <= 5
+
+
+def test_collator_tokenises_each_side_and_orders_passages(tiny_bert, collection, tmp_path):
+    from pyserini_moe.modeling.biencoder import SiameseBiEncoder
+
+    model = SiameseBiEncoder.from_backbone(str(tiny_bert), device="cpu")
+    run = every_doc_ranked(tmp_path / "run.trec")
+    data = load_training_data(config(collection, num_negatives=2,
+                                     negatives={"source": "run", "run": str(run)}), tmp_path)
+    examples = data.epoch_batches(0, 3)[0]
+    sides = []
+    original = model.tokenize
+    model.tokenize = lambda texts, side, max_length: (sides.append((side, max_length))
+                                                      or original(texts, side, max_length))
+    batch = Collator(model, query_max_length=6, passage_max_length=9)(examples)
+    assert sides == [(Side.QUERY, 6), (Side.PASSAGE, 9)]
+    assert batch.queries["input_ids"].shape[0] == 3 and batch.queries["input_ids"].shape[1] <= 6
+    assert batch.passages["input_ids"].shape[0] == 3 + 3 * 2
+    assert batch.passages["input_ids"].shape[1] <= 9
+    assert batch.positive_index.tolist() == [0, 1, 2] and batch.size == 3
+    first_negative = model.tokenize([examples[0].negatives[0]], Side.PASSAGE, 9)["input_ids"][0]
+    assert batch.passages["input_ids"][3][:len(first_negative)].tolist() == first_negative.tolist()

@@ -1,0 +1,258 @@
+"""The training loop on a tiny random BERT: learning, best checkpoint, exact resume, hooks, CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from pyserini_moe.cli import run_main
+from pyserini_moe.modeling.base import Encoded, Side, load_model
+from pyserini_moe.modeling.biencoder import SiameseBiEncoder
+from pyserini_moe.train import __main__ as train_cli
+from pyserini_moe.train.collator import Collator
+from pyserini_moe.train.config import from_dict
+from pyserini_moe.train.trainer import (
+    Trainer,
+    build_model,
+    linear_schedule,
+    parameter_groups,
+    set_seed,
+)
+
+WORDS = ["the", "a", "of", "what", "is", "retrieval", "query", "passage", "dense", "sparse",
+         "expert", "mixture", "model", "cat", "dog", "sat", "on", "mat"]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory) -> Path:
+    """A learnable task: 24 documents of three words, each query the text of its positive."""
+    root = tmp_path_factory.mktemp("toy")
+    texts = [f"{WORDS[i % 18]} {WORDS[(3 * i + 1) % 18]} {WORDS[(5 * i + 2) % 18]}"
+             for i in range(24)]
+    (root / "corpus.jsonl").write_text("".join(
+        json.dumps({"_id": f"d{i}", "title": "", "text": t}) + "\n" for i, t in enumerate(texts)))
+    (root / "queries.jsonl").write_text("".join(
+        json.dumps({"_id": f"q{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    (root / "qrels").mkdir()
+    (root / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"q{i}\td{i}\t1\n" for i in range(24)))
+    (root / "negatives.trec").write_text("".join(
+        f"q{i} Q0 d{(i + k) % 24} {k} {10 - k} toy\n" for i in range(24) for k in range(1, 6)))
+    return root
+
+
+def recipe(toy: Path, out: Path, **training: object) -> dict:
+    return {
+        "output_dir": str(out),
+        "model": {"type": "siamese", "backbone": "TINY", "args": {"pooling": "mean"}},
+        "data": {"collection": str(toy), "validation_fraction": 0.25, "seed": 3,
+                 "num_negatives": 1, "query_max_length": 8, "passage_max_length": 8,
+                 "negatives": {"source": "run", "run": str(toy / "negatives.trec")}},
+        "training": {"learning_rate": 3e-3, "batch_size": 6, "epochs": 4, "temperature": 0.1,
+                     "warmup_ratio": 0.1, "seed": 11, "device": "cpu", **training},
+    }
+
+
+def make(toy: Path, out: Path, tiny_bert: Path, **training: object) -> Trainer:
+    raw = recipe(toy, out, **training)
+    raw["model"]["backbone"] = str(tiny_bert)
+    config = from_dict(raw, "toy.yaml")
+    set_seed(config.training.seed)
+    return Trainer(build_model(config.model, "cpu"), config, progress=False)
+
+
+def read_log(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
+
+
+def test_training_learns_and_keeps_the_best_checkpoint(toy, tiny_bert, tmp_path):
+    out = tmp_path / "run"
+    trainer = make(toy, out, tiny_bert, eval_every=1)
+    summary = trainer.train()
+    log = read_log(out)
+    losses = [e["loss"] for e in log]
+    assert len(log) == summary["metrics"]["steps"] == 12  # 18 training pairs / 6, 4 epochs
+    assert sum(losses[-3:]) / 3 < 0.7 * sum(losses[:3]) / 3
+    assert [e["step"] for e in log] == list(range(1, 13)) and all(e["lr"] > 0 for e in log)
+
+    val = {e["step"]: e["val_loss"] for e in log}
+    metrics = summary["metrics"]
+    assert metrics["best_val_loss"] == min(val.values())
+    assert metrics["best_step"] == min(val, key=val.get) and metrics["val_loss"] == val[12]
+    assert metrics["train_pairs"] == 18 and metrics["validation_queries"] == 6
+    best = load_model(out / "best", device="cpu")
+    assert Trainer(best, trainer.config, trainer.data, progress=False).evaluate() == pytest.approx(
+        metrics["best_val_loss"], abs=1e-5)
+    last = load_model(out / "last", device="cpu")
+    assert Trainer(last, trainer.config, trainer.data, progress=False).evaluate() == pytest.approx(
+        val[12], abs=1e-5)
+
+    for name in ("recipe.yaml", "train_summary.json", "negatives.trec", "checkpoint/state.pt"):
+        assert (out / name).is_file()
+    saved = json.loads((out / "train_summary.json").read_text())
+    assert saved["recipe"]["training"]["eval_every"] == 1 and saved["recipe_file"] == "toy.yaml"
+
+
+def test_the_best_checkpoint_is_not_simply_the_last(toy, tiny_bert, tmp_path):
+    """A learning rate too high to settle: validation loss goes back up, best/ stays behind."""
+    out = tmp_path / "run"
+    summary = make(toy, out, tiny_bert, learning_rate=0.05, warmup_ratio=0.0, epochs=2,
+                   eval_every=1, max_grad_norm=None).train()
+    val = [e["val_loss"] for e in read_log(out)]
+    metrics = summary["metrics"]
+    assert metrics["best_step"] == 1 + val.index(min(val))
+    if metrics["best_step"] != len(val):
+        best = load_model(out / "best", device="cpu").state_dict()
+        last = load_model(out / "last", device="cpu").state_dict()
+        assert any(not torch.equal(best[k], last[k]) for k in best)
+
+
+def test_resume_after_interruption_equals_an_uninterrupted_run(toy, tiny_bert, tmp_path,
+                                                              monkeypatch):
+    settings = {"epochs": 2, "eval_every": 2, "grad_accumulation": 2, "batch_size": 3}
+    whole = make(toy, tmp_path / "whole", tiny_bert, **settings)
+    whole.train()
+
+    interrupted = make(toy, tmp_path / "cut", tiny_bert, **settings)
+    original = Trainer._train_step
+    calls = []
+
+    def crash_on_fifth(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "_train_step", crash_on_fifth)
+    with pytest.raises(KeyboardInterrupt):
+        interrupted.train()
+    monkeypatch.setattr(Trainer, "_train_step", original)
+    assert [e["step"] for e in read_log(tmp_path / "cut")] == [1, 2, 3, 4]
+
+    set_seed(999)  # the resumed process starts from a different random state
+    resumed = make(toy, tmp_path / "cut", tiny_bert, **settings)
+    resumed.train(resume=True)
+
+    a = load_model(tmp_path / "whole" / "last", device="cpu").state_dict()
+    b = load_model(tmp_path / "cut" / "last", device="cpu").state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    drop = ("elapsed",)
+    strip = [{k: v for k, v in e.items() if k not in drop} for e in read_log(tmp_path / "whole")]
+    assert strip == [{k: v for k, v in e.items() if k not in drop}
+                     for e in read_log(tmp_path / "cut")]
+
+
+def test_resume_and_restart_guards(toy, tiny_bert, tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(FileNotFoundError, match="nothing to resume"):
+        make(toy, out, tiny_bert, max_steps=2).train(resume=True)
+    make(toy, out, tiny_bert, max_steps=2).train()
+    with pytest.raises(FileExistsError, match="--resume"):
+        make(toy, out, tiny_bert, max_steps=2).train()
+    with pytest.raises(ValueError, match=r"recipe changed.*training\.learning_rate"):
+        make(toy, out, tiny_bert, max_steps=3, learning_rate=1e-4).train(resume=True)
+    summary = make(toy, out, tiny_bert, max_steps=3).train(resume=True)  # longer: allowed
+    assert summary["metrics"]["steps"] == 3
+    assert make(toy, out, tiny_bert, max_steps=1).train(overwrite=True)["metrics"]["steps"] == 1
+
+
+def test_parameter_groups_by_prefix_without_decay_on_biases_and_norms(toy, tiny_bert, tmp_path):
+    trainer = make(toy, tmp_path, tiny_bert, weight_decay=0.1,
+                   group_learning_rates={"backbone.encoder.layer.1.": 1e-1})
+    groups = parameter_groups(trainer.model, trainer.cfg)
+    by_name = {g["name"]: g for g in groups}
+    assert set(by_name) == {"<default>", "<default> (no decay)", "backbone.encoder.layer.1.",
+                            "backbone.encoder.layer.1. (no decay)"}
+    assert by_name["backbone.encoder.layer.1."]["lr"] == 1e-1
+    assert by_name["<default>"]["lr"] == 3e-3 and by_name["<default>"]["weight_decay"] == 0.1
+    assert by_name["<default> (no decay)"]["weight_decay"] == 0.0
+    assert sum(len(g["params"]) for g in groups) == len(list(trainer.model.parameters()))
+    trainer = make(toy, tmp_path, tiny_bert, group_learning_rates={"experts.": 1e-4})
+    with pytest.raises(ValueError, match=r"'experts\.'\] match no parameter"):
+        parameter_groups(trainer.model, trainer.cfg)
+
+
+def test_linear_schedule_warms_up_then_decays_without_zero_steps():
+    factor = linear_schedule(10, 2)
+    values = [factor(s) for s in range(10)]
+    assert values[:3] == [0.5, 1.0, 1.0] and values[-1] == pytest.approx(1 / 8)
+    assert all(a >= b for a, b in zip(values[1:], values[2:]))
+
+
+class HookedModel(SiameseBiEncoder):
+    """A dense model that also returns sparse weights and an aux loss and brings its own loss."""
+
+    calls: list
+
+    def forward(self, input_ids, attention_mask, side):
+        dense = super().forward(input_ids, attention_mask, side).dense
+        return Encoded(dense=dense, sparse=torch.relu(dense), aux_loss=dense.new_tensor(0.5))
+
+    def compute_loss(self, q, p, positive_index, config):
+        self.calls.append((positive_index.tolist(), config.temperature))
+        return (q.dense @ p.dense.T).diagonal().sum() * 0 + 2.0
+
+
+def test_loss_adds_flops_and_aux_and_honours_the_compute_loss_hook(toy, tiny_bert, tmp_path):
+    trainer = make(toy, tmp_path, tiny_bert, flops_weight={"query": 1.0, "passage": 0.5})
+    model = HookedModel(trainer.model.backbone, trainer.model.tokenizer)
+    model.calls = []
+    trainer = Trainer(model, trainer.config, progress=False)
+    examples = trainer._data().epoch_batches(0, 4)[0]
+    batch = Collator(model, 8, 8)(examples)
+    loss, parts = trainer.loss(batch, flops_scale=0.5)
+    q = model(**batch.queries, side=Side.QUERY)
+    p = model(**batch.passages, side=Side.PASSAGE)
+    fq = q.sparse.mean(0).pow(2).sum().item()
+    fp = p.sparse.mean(0).pow(2).sum().item()
+    assert model.calls == [([0, 1, 2, 3], 0.1)]
+    assert parts["rank_loss"] == 2.0 and parts["aux_loss"] == 1.0  # 0.5 per side
+    assert parts["flops_query"] == pytest.approx(fq, rel=1e-4)
+    assert loss.item() == pytest.approx(2.0 + 1.0 + 0.5 * (1.0 * fq + 0.5 * fp), rel=1e-4)
+
+
+def test_cli_help_works():
+    result = subprocess.run([sys.executable, "-m", "pyserini_moe.train", "--help"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0
+    for flag in ("--config", "--output-dir", "--resume", "--max-steps", "--epochs", "--device"):
+        assert flag in result.stdout
+
+
+def test_cli_bad_config_exits_2_with_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("output_dir: out\nmodel: {type: siamese}\ndata: {collection: scifact}\n"
+                   "training: {learning_rate: 1.0e-5, batchsize: 4}\n")
+    assert run_main(train_cli.main, ["--config", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "training.batchsize" in err and "\n" not in err
+    assert run_main(train_cli.main, ["--config", str(tmp_path / "none.yaml")]) == 2
+
+
+def test_cli_trains_from_a_recipe_file(toy, tiny_bert, tmp_path, capsys):
+    raw = recipe(toy, tmp_path / "ignored", epochs=1)
+    raw["model"]["backbone"] = str(tiny_bert)
+    path = tmp_path / "toy.yaml"
+    import yaml
+
+    path.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "out"
+    assert run_main(train_cli.main, ["--config", str(path), "--output-dir", str(out),
+                                     "--max-steps", "2", "--device", "cpu", "--quiet"]) == 0
+    assert "trained 2 steps" in capsys.readouterr().err
+    assert load_model(out / "best", device="cpu").model_type == "siamese"
+    assert json.loads((out / "train_summary.json").read_text())["recipe"]["training"][
+        "max_steps"] == 2
