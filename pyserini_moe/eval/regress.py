@@ -20,7 +20,8 @@ A regression file (``regressions/<name>.yaml``)::
         source: "Pyserini 2CR, beir-v1.0.0-scifact.flat"
 
 Placeholders in steps and paths: ``{python}`` (this interpreter), ``{work}`` (the work folder of
-this file), ``{data}`` (the shared data folder), ``{root}`` (the repository root).
+this file), ``{data}`` (the shared data folder), ``{root}`` (the repository root); environment
+variables (``$BEIR_DIR``) are expanded too.
 """
 
 from __future__ import annotations
@@ -195,8 +196,9 @@ def missing_requirements(reg: Regression) -> list[str]:
 
 
 def expand(text: str, work: Path) -> str:
+    """Fill the placeholders, then environment variables (``$BEIR_DIR``) as a shell would."""
     data = shared_data_root()
-    return text.format(python=shlex.quote(sys.executable), work=work, root=REPO_ROOT,
+    return os.path.expandvars(text).format(python=shlex.quote(sys.executable), work=work, root=REPO_ROOT,
                        data=data if data is not None else "<no shared data>")
 
 

@@ -111,9 +111,9 @@ class MultiVectorSearcher(_EncodedSearcher):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        from pyserini_moe.index.multivector import MultiVectorSearcher as TokenIndex  # noqa: PLC0415
+        from pyserini_moe.index.multivector import MultiVectorIndex  # noqa: PLC0415
 
-        self.searcher = TokenIndex(self.index)
+        self.searcher = MultiVectorIndex(self.index)
 
     def _query_encoder(self, encoder: str, device: str | None, max_length: int) -> Any:
         from pyserini_moe.encode.multivector import MultiVectorQueryEncoder  # noqa: PLC0415

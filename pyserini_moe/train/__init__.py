@@ -1,4 +1,5 @@
-"""Fine-tuning retrievers from a recipe: ``python -m pyserini_moe.train --config encoders/<name>.yaml``.
+"""Fine-tuning retrievers from a recipe:
+``python -m pyserini_moe.train --config encoders/<name>.yaml``.
 
 Split as in Tevatron: :mod:`.config` (the recipe schema), :mod:`.data` (examples, validation split,
 hard negatives), :mod:`.collator` (tokenised batches), :mod:`.trainer` (the loop: contrastive loss

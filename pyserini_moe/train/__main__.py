@@ -60,7 +60,12 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError("--resume and --overwrite exclude each other")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     from pyserini_moe.train.config import load_config  # noqa: PLC0415 - keeps --help fast
-    from pyserini_moe.train.trainer import Trainer, build_model, resolve_device, set_seed  # noqa: PLC0415
+    from pyserini_moe.train.trainer import (  # noqa: PLC0415
+        Trainer,
+        build_model,
+        resolve_device,
+        set_seed,
+    )
 
     config = load_config(args.config).with_overrides(
         output_dir=args.output_dir, max_steps=args.max_steps, epochs=args.epochs,

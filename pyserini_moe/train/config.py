@@ -104,7 +104,8 @@ def _model_type(value: str) -> str | None:
     import pyserini_moe.modeling  # noqa: F401,PLC0415 - registers every model type
     from pyserini_moe.modeling.base import model_types  # noqa: PLC0415
 
-    return None if value in model_types() else f"unknown model type; known: {', '.join(model_types())}"
+    known = model_types()
+    return None if value in known else f"unknown model type; known: {', '.join(known)}"
 
 
 def _check(check: Check) -> dict[str, Check]:
@@ -249,7 +250,8 @@ def _build(cls: type, raw: Any, where: str, source: Path) -> Any:
     known = {f.name for f in fields}
     for key in raw:
         if key not in known:
-            _fail(source, _join(where, str(key)), f"unknown field (known: {', '.join(sorted(known))})")
+            _fail(source, _join(where, str(key)),
+                  f"unknown field (known: {', '.join(sorted(known))})")
     kwargs = {}
     for f in fields:
         name = _join(where, f.name)
@@ -295,7 +297,8 @@ def _convert(hint: Any, value: Any, where: str, source: Path) -> Any:
     elif typing.get_origin(hint) is dict:
         if isinstance(value, dict):
             _, value_hint = typing.get_args(hint)
-            return {str(k): v if value_hint is Any else _convert(value_hint, v, f"{where}.{k}", source)
+            return {str(k): v if value_hint is Any
+                    else _convert(value_hint, v, f"{where}.{k}", source)
                     for k, v in value.items()}
         if value is None:
             return {}

@@ -149,12 +149,12 @@ def test_impact_cli_run_equals_pyserini_impact_searcher(corpus, models, tmp_path
 
 
 def test_multivector_cli_matches_exhaustive_maxsim(corpus, models, tmp_path):
-    from pyserini_moe.index.multivector import MultiVectorSearcher as TokenIndex
+    from pyserini_moe.index.multivector import MultiVectorIndex
 
     index = build("multivector", corpus, models["multivector"], tmp_path / "mv")
     ours = search("multivector", corpus, index, tmp_path / "run.trec")
     q_vectors = MultiVectorQueryEncoder(models["multivector"], device="cpu").encode("cat sat on the mat")
-    exact = TokenIndex(index).exhaustive_search(q_vectors, k=10)
+    exact = MultiVectorIndex(index).exhaustive_search(q_vectors, k=10)
     assert [d for d, _ in exact] == list(ours["q1"])
 
 
