@@ -27,11 +27,19 @@ def _positive_int(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pyserini_moe.train",
-        description="Fine-tune a retriever with a contrastive loss (in-batch + hard negatives) as "
-                    "an encoders/<name>.yaml recipe describes. Writes <output-dir>/best (lowest "
-                    "validation loss), last/, checkpoint/ (for --resume), train_log.jsonl and "
-                    "train_summary.json. Uses CUDA when present unless --device says otherwise.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Fine-tune a retriever with a contrastive loss (in-batch + hard negatives)\n"
+                    "as an encoders/<name>.yaml recipe describes. Writes <output-dir>/best\n"
+                    "(lowest validation loss), last/, checkpoint/ (for --resume),\n"
+                    "train_log.jsonl and train_summary.json. Uses CUDA when present unless\n"
+                    "--device says otherwise.",
+        epilog="examples:\n"
+               "  python -m pyserini_moe.train --config encoders/siamese-minilm.yaml\n"
+               "  python -m pyserini_moe.train --config encoders/splade-minilm.yaml "
+               "--max-steps 3 --output-dir work/smoke/splade\n"
+               "  python -m pyserini_moe.train --config encoders/dpr-minilm.yaml --resume\n\n"
+               "The recipe schema is documented in pyserini_moe/train/config.py.\n"
+               "On a busy machine, OMP_NUM_THREADS=1 is often faster.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--config", required=True, metavar="YAML",
                         help="training recipe, e.g. encoders/siamese-minilm.yaml")

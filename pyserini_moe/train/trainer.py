@@ -204,11 +204,8 @@ class Trainer:
             raise ValueError("no training examples: every judged query was held out")
 
         accumulation = self.cfg.grad_accumulation
-        epoch_steps = [math.ceil(data.num_batches(e, self.cfg.batch_size) / accumulation)
-                       for e in range(self.cfg.epochs)]
-        total = sum(epoch_steps)
-        if self.cfg.max_steps is not None:
-            total = min(total, self.cfg.max_steps)
+        epoch_steps = self._epoch_steps()
+        total = min(sum(epoch_steps), self.cfg.max_steps or sum(epoch_steps))
         eval_every = self.cfg.eval_every or epoch_steps[0]
         flops_warmup = math.ceil(self.cfg.flops_warmup_ratio * total)
 
@@ -218,11 +215,11 @@ class Trainer:
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
         state = {"step": 0, "best_val_loss": None, "best_step": None, "val_loss": None,
                  "elapsed": 0.0}
+        self._write_recipe()
         if resume:
             state = self._load_checkpoint(optimizer, scheduler)
             log.info("resuming at step %d of %d", state["step"], total)
         else:
-            self._write_recipe()
             (self.out / LOG_FILE).unlink(missing_ok=True)
             set_seed(self.cfg.seed)
         log.info("%d training pairs (%d queries held out), %d steps on %s", len(data.train_pairs),
@@ -267,6 +264,11 @@ class Trainer:
         if state["best_step"] is None:  # nothing held out: the final model is the one to use
             self.model.save(self.out / "best")
         return self._write_summary(state, total, recent)
+
+    def _epoch_steps(self) -> list[int]:
+        """Optimizer steps of every epoch (batch packing can add a batch, so count them)."""
+        return [math.ceil(self._data().num_batches(e, self.cfg.batch_size)
+                          / self.cfg.grad_accumulation) for e in range(self.cfg.epochs)]
 
     def _train_step(self, group: list[list[Example]], optimizer: torch.optim.Optimizer,
                     step: int, total: int, flops_scale: float) -> tuple[float, dict[str, float]]:
@@ -362,7 +364,7 @@ class Trainer:
         metrics = {
             "steps": state["step"],
             "total_steps": total,
-            "train_loss": sum(recent) / len(recent) if recent else None,
+            "train_loss": sum(recent) / len(recent) if recent else None,  # last <= 20 steps
             "val_loss": state["val_loss"],
             "best_val_loss": state["best_val_loss"],
             "best_step": state["best_step"],
