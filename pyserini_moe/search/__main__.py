@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "model than the one that built the index is refused)")
     enc.add_argument("--query-max-length", type=int, default=64, help="query tokens kept")
     enc.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA if present)")
+    enc.add_argument("--exhaustive", action="store_true",
+                     help="multivector: exact MaxSim against every document instead of Faiss "
+                          "candidates (slow; the reference for candidate recall)")
     hyb = parser.add_argument_group(
         "hybrid with BM25 (Pyserini's semantics: model + alpha * BM25, a missing score gets that "
         "list's minimum); fuse saved runs with `python -m pyserini_moe.fuse`")
@@ -76,6 +79,9 @@ def search(args: argparse.Namespace, topics: dict[str, str]) -> Run:
 
         searcher = SEARCHERS[args.retriever](args.index, args.encoder, device=args.device,
                                              query_max_length=args.query_max_length)
+    if args.exhaustive:
+        return searcher.search(topics, hits=args.hits, batch_size=args.batch_size,
+                               progress=not args.quiet, exhaustive=True)
     if not args.bm25_index:
         return searcher.search(topics, hits=args.hits, threads=args.threads,
                                batch_size=args.batch_size, progress=not args.quiet)
@@ -91,6 +97,8 @@ def search(args: argparse.Namespace, topics: dict[str, str]) -> Run:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.exhaustive and (args.retriever != "multivector" or args.bm25_index):
+        raise ValueError("--exhaustive applies to a plain multivector search")
     if args.bm25_index and args.retriever == "bm25":
         raise ValueError("--bm25-index fuses a model's run with BM25; use a model --retriever")
     for flag in ("hits", "batch_size", "threads", "query_max_length", "candidates"):

@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from pyserini_moe import _java
 from pyserini_moe.index.meta import IndexMismatchError, check_kind
 from pyserini_moe.runs import Run
@@ -121,12 +123,17 @@ class MultiVectorSearcher(_EncodedSearcher):
         return MultiVectorQueryEncoder(encoder, device=device, max_length=max_length)
 
     def search(self, topics: dict[str, str], hits: int = 1000, threads: int = 1,
-               batch_size: int = 64, progress: bool = True) -> Run:
+               batch_size: int = 64, progress: bool = True, exhaustive: bool = False) -> Run:
+        """Faiss token candidates + exact MaxSim; ``exhaustive`` scores every document instead
+        (the reference the candidate search is measured against)."""
         qids = list(topics)
         vectors: dict = {}
         for start in range(0, len(qids), batch_size):
             batch = qids[start:start + batch_size]
             vectors.update(zip(batch, self.query_encoder.encode_batch([topics[q] for q in batch])))
+        if exhaustive:
+            return {qid: dict(self.searcher.exhaustive_search(vectors[qid], k=hits))
+                    for qid in tqdm(qids, desc="exhaustive maxsim", disable=not progress)}
         return self.searcher.batch_search(vectors, k=hits, threads=threads, progress=progress)
 
 

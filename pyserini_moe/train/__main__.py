@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="overrides training.epochs")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"),
                         help="overrides training.device (auto: CUDA when present)")
+    parser.add_argument("--init-only", action="store_true",
+                        help="save the model as the recipe builds it, before any training, to "
+                             "<output-dir>/init (the zero-shot starting point) and stop")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     return parser
 
@@ -81,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     device = resolve_device(config.training.device)
     set_seed(config.training.seed)  # randomly initialised heads depend on it
     model = build_model(config.model, device)
+    if args.init_only:
+        print(f"untrained model saved to {model.save(config.output_dir / 'init')}", file=sys.stderr)
+        return 0
     summary = Trainer(model, config, progress=not args.quiet).train(resume=args.resume,
                                                                     overwrite=args.overwrite)
     metrics = summary["metrics"]

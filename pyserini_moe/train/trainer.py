@@ -14,7 +14,8 @@ own, through two optional hooks:
 * ``model.on_train_step(step, total_steps)`` is called before every optimizer step (0-based), so a
   model can follow a schedule that survives resuming (CAME's standardized -> specialized stage).
 
-Outputs in ``output_dir``: ``recipe.yaml``, ``train_log.jsonl`` (one JSON line per optimizer step:
+Outputs in ``output_dir``: ``recipe.yaml``, ``dev_topics.tsv`` + ``dev_qrels.txt`` (the held-out
+queries), ``train_log.jsonl`` (one JSON line per optimizer step:
 step, epoch, loss and its parts, lr, elapsed, val_loss when validated), ``best/`` (the lowest
 validation loss; the final model when nothing is held out), ``last/``, ``checkpoint/`` (written at
 every validation: model, optimizer, scheduler, step, RNG states; ``resume=True`` continues from
@@ -39,6 +40,7 @@ import torch
 import yaml
 from tqdm import tqdm
 
+from pyserini_moe.data.export import write_topics_tsv, write_trec_qrels
 from pyserini_moe.io import atomic_path
 from pyserini_moe.modeling.base import RetrievalModel, Side, default_device
 from pyserini_moe.modeling.losses import contrastive_loss, flops
@@ -50,6 +52,8 @@ log = logging.getLogger(__name__)
 
 LOG_FILE = "train_log.jsonl"
 SUMMARY_FILE = "train_summary.json"
+DEV_TOPICS_FILE = "dev_topics.tsv"  # held-out validation queries, for tuning on a dev split
+DEV_QRELS_FILE = "dev_qrels.txt"
 RECIPE_FILE = "recipe.yaml"
 CHECKPOINT_DIR = "checkpoint"
 STATE_FILE = "state.pt"
@@ -202,6 +206,7 @@ class Trainer:
         data = self.data
         if not data.train_pairs:
             raise ValueError("no training examples: every judged query was held out")
+        self._write_dev_split(data)
 
         accumulation = self.cfg.grad_accumulation
         epoch_steps = self._epoch_steps()
@@ -307,6 +312,16 @@ class Trainer:
     def _append_log(self, entry: dict[str, Any]) -> None:
         with open(self.out / LOG_FILE, "a") as f:
             f.write(json.dumps(entry) + "\n")
+
+    def _write_dev_split(self, data: TrainingData) -> None:
+        """The held-out queries as topics + qrels: the dev split on which hybrid weights are tuned
+        (TASER appendix D carves it from the training queries), never trained on."""
+        qids = list(dict.fromkeys(q for q, _ in data.validation_pairs))
+        if not qids:
+            return
+        write_topics_tsv({q: data.queries[q] for q in qids}, self.out / DEV_TOPICS_FILE)
+        write_trec_qrels({q: {d: 1 for d in data.positives[q]} for q in qids},
+                         self.out / DEV_QRELS_FILE)
 
     def _write_recipe(self) -> None:
         with atomic_path(self.out / RECIPE_FILE) as tmp:

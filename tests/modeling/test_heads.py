@@ -1,7 +1,7 @@
 import torch
 from transformers import AutoModel, AutoModelForMaskedLM
 
-from pyserini_moe.modeling.heads import SpladeHead, maxsim, splade_head
+from pyserini_moe.modeling.heads import UNTRAINED_BIAS, SpladeHead, maxsim, splade_head
 
 
 def _brute_maxsim(q, q_mask, p, p_mask) -> torch.Tensor:
@@ -64,5 +64,7 @@ def test_splade_head_loads_pretrained_mlm_weights(tiny_mlm, tiny_bert) -> None:
     hidden = torch.randn(1, 4, 32)
     torch.testing.assert_close(head.logits(hidden), mlm.cls.predictions(hidden))
 
-    _, found = splade_head(AutoModel.from_pretrained(tiny_bert), tiny_bert)
+    head, found = splade_head(AutoModel.from_pretrained(tiny_bert), tiny_bert)
     assert not found
+    # no MLM weights: the bias starts negative so the initial term vectors are sparse
+    assert torch.all(head.bias == UNTRAINED_BIAS) and UNTRAINED_BIAS < 0

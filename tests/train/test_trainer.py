@@ -255,3 +255,35 @@ def test_cli_trains_from_a_recipe_file(toy, tiny_bert, tmp_path, capsys):
     assert load_model(out / "best", device="cpu").model_type == "siamese"
     assert json.loads((out / "train_summary.json").read_text())["recipe"]["training"][
         "max_steps"] == 2
+
+
+def test_cli_init_only_saves_the_untrained_start(toy, tiny_bert, tmp_path, capsys):
+    import yaml
+
+    raw = recipe(toy, tmp_path / "ignored", epochs=1)
+    raw["model"]["backbone"] = str(tiny_bert)
+    path = tmp_path / "toy.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "out"
+    assert run_main(train_cli.main, ["--config", str(path), "--output-dir", str(out),
+                                     "--init-only", "--device", "cpu"]) == 0
+    assert "untrained model saved" in capsys.readouterr().err
+    assert load_model(out / "init", device="cpu").model_type == "siamese"
+    assert not (out / "best").exists() and not (out / "train_log.jsonl").exists()
+
+
+def test_held_out_queries_are_written_as_a_dev_split(toy, tiny_bert, tmp_path):
+    """dev_topics.tsv / dev_qrels.txt hold exactly the validation queries (for tuning hybrids)."""
+    from pyserini_moe.data.topics import load_qrels, load_topics
+
+    raw = recipe(toy, tmp_path / "ignored", epochs=1)
+    raw["model"]["backbone"] = str(tiny_bert)
+    out = tmp_path / "out"
+    import yaml
+
+    path = tmp_path / "toy.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert run_main(train_cli.main, ["--config", str(path), "--output-dir", str(out),
+                                     "--max-steps", "1", "--device", "cpu", "--quiet"]) == 0
+    topics, qrels = load_topics(str(out / "dev_topics.tsv")), load_qrels(str(out / "dev_qrels.txt"))
+    assert topics and set(topics) == set(qrels)
