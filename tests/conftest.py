@@ -54,3 +54,14 @@ def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_mlm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A checkpoint with an MLM head, like bert-base-uncased."""
     return _save_tiny_bert(tmp_path_factory.mktemp("tiny") / "mlm", mlm=True)
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny models gain nothing from intra-op threads, and on a busy machine idle-spinning
+    threads make every step ~10x slower. Modules opt in with
+    ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -1,4 +1,5 @@
-"""What the three adapter families share: model resolution, text joining, identity of an encoder."""
+"""What the three adapter families share: model loading, the side each encodes, conversion of
+model outputs, and the identity of an encoder."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import json
 from typing import Any
 
 import torch
+from pyserini.encode import DocumentEncoder, QueryEncoder
 
 from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side
 
 
-class EncoderMixin:
-    """Holds the model and encodes batches of one side."""
+class _ModelAdapter:
+    """Holds the model; subclasses say which representation they take and how to convert it."""
 
     representation: str  # "dense", "sparse" or "multi": the field of Encoded this adapter uses
 
@@ -27,8 +29,39 @@ class EncoderMixin:
         self.model.eval()
         self.max_length = max_length
 
-    def _encode(self, texts: list[str], side: Side, max_length: int | None = None) -> Encoded:
-        return self.model.encode(texts, side, max_length or self.max_length)
+    def convert(self, out: Encoded) -> Any:
+        """Model output -> what Pyserini's indexers and searchers take."""
+        raise NotImplementedError
+
+
+class ModelDocumentEncoder(_ModelAdapter, DocumentEncoder):
+    """Pyserini ``DocumentEncoder`` over the passage side of a model."""
+
+    def __init__(self, model: RetrievalModel | str, device: str | None = None,
+                 max_length: int = 256) -> None:
+        self._init_model(model, device, max_length)
+
+    def encode(self, texts: list[str], titles: list[str] | None = None,
+               max_length: int | None = None, **kwargs: Any) -> Any:
+        return self.convert(self.model.encode(join_titles(texts, titles), Side.PASSAGE,
+                                              max_length or self.max_length))
+
+
+class ModelQueryEncoder(_ModelAdapter, QueryEncoder):
+    """Pyserini ``QueryEncoder`` over the query side of a model; ``encode_batch`` lets Pyserini's
+    searchers encode a batch of queries at once."""
+
+    def __init__(self, model: RetrievalModel | str, device: str | None = None,
+                 max_length: int = 64) -> None:
+        QueryEncoder.__init__(self)
+        self._init_model(model, device, max_length)
+        self.has_model = True
+
+    def encode(self, query: str, **kwargs: Any) -> Any:
+        return self.encode_batch([query])[0]
+
+    def encode_batch(self, queries: list[str]) -> Any:
+        return self.convert(self.model.encode(list(queries), Side.QUERY, self.max_length))
 
 
 def join_titles(texts: list[str], titles: list[str] | None) -> list[str]:

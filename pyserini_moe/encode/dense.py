@@ -3,40 +3,22 @@
 from __future__ import annotations
 
 import numpy as np
-from pyserini.encode import DocumentEncoder, QueryEncoder
 
-from pyserini_moe.encode.common import EncoderMixin, join_titles
-from pyserini_moe.modeling.base import RetrievalModel, Side
+from pyserini_moe.encode.common import ModelDocumentEncoder, ModelQueryEncoder
+from pyserini_moe.modeling.base import Encoded
 
 
-class DenseDocumentEncoder(EncoderMixin, DocumentEncoder):
-    """Passages -> float32 [B, H] (the passage side of the model: passage experts, P-FFN, ...)."""
-
+class _Dense:
     representation = "dense"
 
-    def __init__(self, model: RetrievalModel | str, device: str | None = None,
-                 max_length: int = 256) -> None:
-        self._init_model(model, device, max_length)
-
-    def encode(self, texts: list[str], titles: list[str] | None = None,
-               max_length: int | None = None, **kwargs) -> np.ndarray:
-        out = self._encode(join_titles(texts, titles), Side.PASSAGE, max_length)
+    def convert(self, out: Encoded) -> np.ndarray:
+        """[B, H] float32, the dtype Faiss takes."""
         return out.dense.float().cpu().numpy()
 
 
-class DenseQueryEncoder(EncoderMixin, QueryEncoder):
-    """Queries -> float32 vectors; ``encode_batch`` lets ``FaissSearcher.batch_search`` batch."""
+class DenseDocumentEncoder(_Dense, ModelDocumentEncoder):
+    """Passages -> float32 [B, H] (the passage side of the model: passage experts, P-FFN, ...)."""
 
-    representation = "dense"
 
-    def __init__(self, model: RetrievalModel | str, device: str | None = None,
-                 max_length: int = 64) -> None:
-        QueryEncoder.__init__(self)
-        self._init_model(model, device, max_length)
-        self.has_model = True
-
-    def encode(self, query: str, **kwargs) -> np.ndarray:
-        return self.encode_batch([query])[0]
-
-    def encode_batch(self, queries: list[str]) -> np.ndarray:
-        return self._encode(list(queries), Side.QUERY).dense.float().cpu().numpy()
+class DenseQueryEncoder(_Dense, ModelQueryEncoder):
+    """Queries -> float32 vectors for ``FaissSearcher``."""

@@ -8,10 +8,8 @@ and the factor is recorded in the index so queries always match their documents.
 from __future__ import annotations
 
 import torch
-from pyserini.encode import DocumentEncoder, QueryEncoder
-
-from pyserini_moe.encode.common import EncoderMixin, join_titles
-from pyserini_moe.modeling.base import RetrievalModel, Side
+from pyserini_moe.encode.common import ModelDocumentEncoder, ModelQueryEncoder
+from pyserini_moe.modeling.base import Encoded, RetrievalModel
 
 DEFAULT_QUANTIZATION = 100
 
@@ -30,45 +28,35 @@ def dequantize(vector: dict[str, int], factor: int) -> dict[str, float]:
     return {t: w / factor for t, w in vector.items()}
 
 
-class _ImpactBase(EncoderMixin):
+class _Impact:
     representation = "sparse"
 
-    def _init_impact(self, model: RetrievalModel | str, device: str | None, max_length: int,
-                     quantization: int) -> None:
+    def _init_impact(self, quantization: int) -> None:
         if quantization < 1:
             raise ValueError("quantization factor must be >= 1")
-        self._init_model(model, device, max_length)
         self.quantization = quantization
         tokenizer = self.model.tokenizer
         vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
         # Lucene's pre-tokenized analyzer splits on whitespace: a token containing it would break.
         self.vocab = [t.replace(" ", "_") for t in vocab]
 
+    def convert(self, out: Encoded) -> list[dict[str, int]]:
+        return quantize(out.sparse, self.vocab, self.quantization)
 
-class ImpactDocumentEncoder(_ImpactBase, DocumentEncoder):
+
+class ImpactDocumentEncoder(_Impact, ModelDocumentEncoder):
     """Passages -> ``{token: int}`` vectors for a ``JsonVectorCollection``."""
 
     def __init__(self, model: RetrievalModel | str, device: str | None = None,
                  max_length: int = 256, quantization: int = DEFAULT_QUANTIZATION) -> None:
-        self._init_impact(model, device, max_length, quantization)
-
-    def encode(self, texts: list[str], titles: list[str] | None = None,
-               max_length: int | None = None, **kwargs) -> list[dict[str, int]]:
-        out = self._encode(join_titles(texts, titles), Side.PASSAGE, max_length)
-        return quantize(out.sparse, self.vocab, self.quantization)
+        super().__init__(model, device, max_length)
+        self._init_impact(quantization)
 
 
-class ImpactQueryEncoder(_ImpactBase, QueryEncoder):
+class ImpactQueryEncoder(_Impact, ModelQueryEncoder):
     """Queries -> ``{token: int}``, the form ``LuceneImpactSearcher`` sends to Lucene."""
 
     def __init__(self, model: RetrievalModel | str, device: str | None = None,
                  max_length: int = 64, quantization: int = DEFAULT_QUANTIZATION) -> None:
-        QueryEncoder.__init__(self)
-        self._init_impact(model, device, max_length, quantization)
-        self.has_model = True
-
-    def encode(self, text: str, **kwargs) -> dict[str, int]:
-        return self.encode_batch([text])[0]
-
-    def encode_batch(self, queries: list[str]) -> list[dict[str, int]]:
-        return quantize(self._encode(list(queries), Side.QUERY).sparse, self.vocab, self.quantization)
+        super().__init__(model, device, max_length)
+        self._init_impact(quantization)

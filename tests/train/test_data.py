@@ -22,12 +22,6 @@ WORDS = ["cat", "dog", "sat", "mat", "model", "expert", "query", "passage", "den
          "mixture", "retrieval"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

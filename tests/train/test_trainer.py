@@ -28,12 +28,6 @@ WORDS = ["the", "a", "of", "what", "is", "retrieval", "query", "passage", "dense
          "expert", "mixture", "model", "cat", "dog", "sat", "on", "mat"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
@@ -241,13 +235,19 @@ def test_cli_bad_config_exits_2_with_one_line(tmp_path, capsys):
     assert run_main(train_cli.main, ["--config", str(tmp_path / "none.yaml")]) == 2
 
 
-def test_cli_trains_from_a_recipe_file(toy, tiny_bert, tmp_path, capsys):
+def recipe_file(toy: Path, tiny_bert: Path, tmp_path: Path) -> Path:
+    """The toy recipe on the tiny BERT, as a YAML file for the command line."""
+    import yaml
+
     raw = recipe(toy, tmp_path / "ignored", epochs=1)
     raw["model"]["backbone"] = str(tiny_bert)
     path = tmp_path / "toy.yaml"
-    import yaml
-
     path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_cli_trains_from_a_recipe_file(toy, tiny_bert, tmp_path, capsys):
+    path = recipe_file(toy, tiny_bert, tmp_path)
     out = tmp_path / "out"
     assert run_main(train_cli.main, ["--config", str(path), "--output-dir", str(out),
                                      "--max-steps", "2", "--device", "cpu", "--quiet"]) == 0
@@ -258,12 +258,7 @@ def test_cli_trains_from_a_recipe_file(toy, tiny_bert, tmp_path, capsys):
 
 
 def test_cli_init_only_saves_the_untrained_start(toy, tiny_bert, tmp_path, capsys):
-    import yaml
-
-    raw = recipe(toy, tmp_path / "ignored", epochs=1)
-    raw["model"]["backbone"] = str(tiny_bert)
-    path = tmp_path / "toy.yaml"
-    path.write_text(yaml.safe_dump(raw))
+    path = recipe_file(toy, tiny_bert, tmp_path)
     out = tmp_path / "out"
     assert run_main(train_cli.main, ["--config", str(path), "--output-dir", str(out),
                                      "--init-only", "--device", "cpu"]) == 0
@@ -276,13 +271,8 @@ def test_held_out_queries_are_written_as_a_dev_split(toy, tiny_bert, tmp_path):
     """dev_topics.tsv / dev_qrels.txt hold exactly the validation queries (for tuning hybrids)."""
     from pyserini_moe.data.topics import load_qrels, load_topics
 
-    raw = recipe(toy, tmp_path / "ignored", epochs=1)
-    raw["model"]["backbone"] = str(tiny_bert)
+    path = recipe_file(toy, tiny_bert, tmp_path)
     out = tmp_path / "out"
-    import yaml
-
-    path = tmp_path / "toy.yaml"
-    path.write_text(yaml.safe_dump(raw))
     assert run_main(train_cli.main, ["--config", str(path), "--output-dir", str(out),
                                      "--max-steps", "1", "--device", "cpu", "--quiet"]) == 0
     topics, qrels = load_topics(str(out / "dev_topics.tsv")), load_qrels(str(out / "dev_qrels.txt"))
