@@ -206,3 +206,15 @@ def test_unknown_encoder_is_clear(corpus, tmp_path, capsys):
                                      str(tmp_path / "x"), "--encoder", "no-such/encoder-xyz"])
     assert code == 2 and "no-such/encoder-xyz" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_dense_hnsw_option_finds_the_flat_results(corpus, models, tmp_path):
+    import faiss
+
+    flat = search("dense", corpus, build("dense", corpus, models["dense"], tmp_path / "flat"),
+                  tmp_path / "flat.trec")
+    index = build("dense", corpus, models["dense"], tmp_path / "hnsw", "--faiss", "hnsw16")
+    assert isinstance(faiss.read_index(str(index / "index")), faiss.IndexHNSWFlat)
+    hnsw = search("dense", corpus, index, tmp_path / "hnsw.trec")
+    for qid in flat:  # 30 documents: the graph search is exact here
+        assert list(hnsw[qid])[:5] == list(flat[qid])[:5]

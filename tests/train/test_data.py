@@ -181,3 +181,22 @@ def test_collator_tokenises_each_side_and_orders_passages(tiny_bert, collection,
     assert batch.positive_index.tolist() == [0, 1, 2] and batch.size == 3
     first_negative = model.tokenize([examples[0].negatives[0]], Side.PASSAGE, 9)["input_ids"][0]
     assert batch.passages["input_ids"][3][:len(first_negative)].tolist() == first_negative.tolist()
+
+
+def test_model_negatives_are_what_the_model_retrieves(collection, tiny_bert, tmp_path):
+    """source: model indexes the corpus with the given encoder and searches it (round 2)."""
+    from pyserini_moe.modeling.biencoder import SiameseBiEncoder
+    from pyserini_moe.runs import read_trec_run
+    from pyserini_moe.search.encoded import DenseSearcher
+
+    encoder = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(tmp_path / "round1")
+    cfg = config(collection, negatives={"source": "model", "model": str(encoder), "kind": "dense",
+                                        "depth": 4})
+    data = load_training_data(cfg, tmp_path / "out", progress=False)
+    mined = read_trec_run(tmp_path / "out" / NEGATIVES_RUN)
+    index = tmp_path / "out" / "mining" / "mining-dense-index"
+    expected = DenseSearcher(index, device="cpu").search(
+        {"q4": data.queries["q4"]}, hits=4, progress=False)
+    assert list(mined["q4"]) == list(expected["q4"]) and len(mined["q4"]) == 4
+    for qid, candidates in data.candidates.items():
+        assert not set(candidates) & data.positives[qid]
