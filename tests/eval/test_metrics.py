@@ -125,12 +125,13 @@ def test_trec_eval_missing_run_file(tmp_path, hand_files):
         trec_eval(tmp_path / "nope.trec", hand_files[1], ["map"])
 
 
-def test_tied_run_file_is_scored_in_trec_eval_order_not_rank_column(tmp_path):
-    """write_trec_run lists ties by docid ascending; trec_eval ignores that rank column."""
+def test_tied_run_file_is_scored_in_trec_eval_order(tmp_path):
+    """trec_eval orders ties by docid descending; write_trec_run's rank column does the same, and
+    evaluate() agrees with both."""
     path = write_trec_run({"q": {"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0}}, tmp_path / "tied.trec")
     qrels = tmp_path / "qrels.txt"
     qrels.write_text("q 0 a 1\n")
-    assert path.read_text().split()[2] == "a"  # rank 1 in the file
+    assert [line.split()[2] for line in path.read_text().splitlines()] == ["d", "c", "b", "a"]
     assert trec_eval(path, qrels, ["mrr@10"])["mrr@10"] == pytest.approx(0.25)
     ours = evaluate(read_trec_run(path), {"q": {"a": 1}}, ["mrr@10"])
     assert ours["mrr@10"] == pytest.approx(0.25)
