@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.resume and args.overwrite:
         raise ValueError("--resume and --overwrite exclude each other")
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("pyserini_moe").setLevel(logging.INFO)  # ours; not faiss's loader chatter
     from pyserini_moe.train.config import load_config  # noqa: PLC0415 - keeps --help fast
     from pyserini_moe.train.trainer import (  # noqa: PLC0415
         Trainer,
