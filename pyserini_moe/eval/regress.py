@@ -252,7 +252,7 @@ def run_regression(reg: Regression, work: Path, dry_run: bool = False,
                 run_step(step, work, dry_run)
             if dry_run:
                 continue
-            measured = evaluate(read_trec_run(expand(c.run, work)), load_qrels(c.qrels),
+            measured = evaluate(read_trec_run(expand(c.run, work)), load_qrels(expand(c.qrels, work)),
                                 [k.metric for k in c.checks])
         except (RuntimeError, ValueError, OSError) as e:
             rows += [Outcome(c.name, k.metric, k.expected, None, k.tolerance, "ERROR", str(e))
