@@ -44,3 +44,16 @@ def atomic_path(target: str | os.PathLike, *, directory: bool = False,
         else:
             tmp.unlink(missing_ok=True)
         raise
+
+
+def read_yaml(path: str | os.PathLike, what: str, error: type[ValueError]) -> object:
+    """Parse a YAML file; a missing file or bad YAML is one message naming ``what`` and the path."""
+    import yaml  # noqa: PLC0415
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} not found: {path}")
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise error(f"{path}: not valid YAML: {e}") from None

@@ -36,10 +36,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from pyserini_moe.data.paths import shared_data_root
-from pyserini_moe.io import atomic_path
+from pyserini_moe.io import atomic_path, read_yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCALES = ("local", "paper")
@@ -118,12 +117,7 @@ def load_regression(path: str | os.PathLike) -> Regression:
     from pyserini_moe.eval.metrics import parse_metric  # noqa: PLC0415 - validates names
 
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"regression file not found: {path}")
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise RegressionSpecError(f"{path}: not valid YAML: {e}") from None
+    doc = read_yaml(path, "regression file", RegressionSpecError)
     if not isinstance(doc, dict):
         raise RegressionSpecError(f"{path}: top level must be a mapping")
     name = _require(doc, "name", str(path), str)

@@ -58,7 +58,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+
+from pyserini_moe.io import read_yaml
 
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE
 
@@ -220,13 +221,7 @@ def _plain(value: Any) -> Any:
 def load_config(path: str | os.PathLike) -> TrainConfig:
     """Read and validate a recipe file."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"recipe not found: {path}")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML ({e})") from None
-    return from_dict(raw, path)
+    return from_dict(read_yaml(path, "recipe", ConfigError), path)
 
 
 def from_dict(raw: Any, source: str | os.PathLike = "<dict>") -> TrainConfig:
