@@ -6,6 +6,7 @@ from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, load_model
 from pyserini_moe.modeling.biencoder import DprBiEncoder, SiameseBiEncoder
 from pyserini_moe.modeling.colbert import ColbertEncoder
 from pyserini_moe.modeling.splade import SpladeEncoder
+from pyserini_moe.modeling.taser import TaserEncoder
 
 __all__ = ["ColbertEncoder", "DprBiEncoder", "Encoded", "RetrievalModel", "Side",
-           "SiameseBiEncoder", "SpladeEncoder", "load_model", "model_types"]
+           "SiameseBiEncoder", "SpladeEncoder", "TaserEncoder", "load_model", "model_types"]

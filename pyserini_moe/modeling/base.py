@@ -48,6 +48,9 @@ class Encoded:
     multi: torch.Tensor | None = None
     mask: torch.Tensor | None = None
     aux_loss: torch.Tensor | None = None  # e.g. a router's regulariser, added by the trainer
+    # Learned routers' probabilities, one [units, experts] tensor per expert layer: regularisers
+    # that need both sides of a batch at once (``regularization`` hook of the trainer) read them.
+    routing: list[torch.Tensor] | None = None
 
 
 _REGISTRY: dict[str, type[RetrievalModel]] = {}

@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="overrides training.epochs")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"),
                         help="overrides training.device (auto: CUDA when present)")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override any recipe field (dotted path, YAML value; repeatable), "
+                             "e.g. --set data.negatives.source=run --set "
+                             "data.negatives.run=work/round1.train.trec")
     parser.add_argument("--init-only", action="store_true",
                         help="save the model as the recipe builds it, before any training, to "
                              "<output-dir>/init (the zero-shot starting point) and stop")
@@ -81,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
 
     config = load_config(args.config).with_overrides(
         output_dir=args.output_dir, max_steps=args.max_steps, epochs=args.epochs,
-        device=args.device)
+        device=args.device).with_settings(args.set)
     device = resolve_device(config.training.device)
     set_seed(config.training.seed)  # randomly initialised heads depend on it
     model = build_model(config.model, device)

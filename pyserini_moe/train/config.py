@@ -29,7 +29,7 @@ Schema (defaults in brackets; see ``encoders/*.yaml`` for commented examples)::
       passage_max_length: 128                # [128] tokens
     training:
       learning_rate: 2.0e-5                  # required
-      group_learning_rates: {}               # [{}] parameter-name prefix -> learning rate
+      group_learning_rates: {}               # [{}] parameter-name prefix or glob -> learning rate
       epochs: 1                              # [1]
       max_steps: null                        # [null] cap on optimizer steps
       batch_size: 16                         # [16] queries per forward pass
@@ -58,6 +58,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+
+import yaml
 
 from pyserini_moe.io import read_yaml
 
@@ -207,6 +209,27 @@ class TrainConfig:
                 raw["output_dir"] = str(value)
             else:
                 raw["training"][key] = value
+        return from_dict(raw, self.source or Path("<command line>"))
+
+    def with_settings(self, settings: list[str]) -> TrainConfig:
+        """Copy with ``dotted.field=value`` settings (values parsed as YAML), e.g.
+        ``data.negatives.run=work/round1.trec``: what a second training round changes."""
+        raw = self.to_dict()
+        for setting in settings:
+            key, sep, text = setting.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(f"--set {setting!r}: expected FIELD=VALUE, e.g. "
+                                  "data.negatives.source=run")
+            *parents, leaf = key.strip().split(".")
+            node = raw
+            for i, part in enumerate(parents):
+                if node.get(part) is None:
+                    node[part] = {}
+                if not isinstance(node[part], dict):
+                    raise ConfigError(f"--set {setting!r}: {'.'.join(parents[:i + 1])} is not a "
+                                      "section")
+                node = node[part]
+            node[leaf] = yaml.safe_load(text) if text.strip() else None
         return from_dict(raw, self.source or Path("<command line>"))
 
 

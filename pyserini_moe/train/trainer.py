@@ -11,6 +11,8 @@ own, through two optional hooks:
   (``config`` is the :class:`~pyserini_moe.train.config.TrainingConfig`); CAME uses it for its
   weighted per-expert losses. FLOPS and ``aux_loss`` are still added by the trainer (set
   ``flops_weight: 0`` in the recipe if the hook regularises itself).
+* ``model.regularization(q_enc, p_enc) -> Tensor | None`` is added to the loss when it returns a
+  value: a regulariser that needs both sides of the batch at once (TASER's routing entropy).
 * ``model.on_train_step(step, total_steps)`` is called before every optimizer step (0-based), so a
   model can follow a schedule that survives resuming (CAME's standardized -> specialized stage).
 
@@ -30,6 +32,7 @@ import math
 import random
 import shutil
 import time
+from fnmatch import fnmatchcase
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -84,14 +87,18 @@ def build_model(config: ModelConfig, device: str | torch.device) -> RetrievalMod
 
 
 def parameter_groups(model: RetrievalModel, config: TrainingConfig) -> list[dict[str, Any]]:
-    """AdamW groups: learning rate by the longest matching ``group_learning_rates`` prefix (else
-    ``learning_rate``); no weight decay on biases and LayerNorm weights (1-d parameters)."""
+    """AdamW groups: learning rate by the longest matching ``group_learning_rates`` key (else
+    ``learning_rate``); no weight decay on biases and LayerNorm weights (1-d parameters).
+
+    A key matches a parameter name it prefixes (``head.``) or, when it holds a wildcard, that it
+    matches as a glob (``*.route.*``: the routers wherever they sit in the backbone).
+    """
     prefixes = sorted(config.group_learning_rates, key=len, reverse=True)
     groups: dict[tuple[str, bool], dict[str, Any]] = {}
     for name, param in model.named_parameters():
         if not param.requires_grad:
             continue
-        prefix = next((p for p in prefixes if name.startswith(p)), "")
+        prefix = next((p for p in prefixes if name.startswith(p) or fnmatchcase(name, p)), "")
         decay = param.ndim >= 2
         group = groups.setdefault((prefix, decay), {
             "params": [], "name": f"{prefix or '<default>'}{'' if decay else ' (no decay)'}",
@@ -152,6 +159,11 @@ class Trainer:
                 value = flops(enc.sparse)
                 total = total + weight * flops_scale * value
                 parts[name] = value.item()
+        regularization = getattr(self.model, "regularization", None)
+        value = regularization(q, p) if regularization is not None else None
+        if value is not None:
+            total = total + value
+            parts["regularization"] = value.item()
         aux = [e.aux_loss for e in (q, p) if e.aux_loss is not None]
         if aux:
             aux_total = torch.stack([a.reshape(()) for a in aux]).sum()

@@ -113,13 +113,33 @@ def test_to_dict_round_trips_and_overrides_are_validated():
         config.with_overrides(max_steps=0)
 
 
+def test_settings_override_any_field_and_are_validated(tmp_path):
+    run = tmp_path / "round1.trec"
+    run.write_text("q1 Q0 d1 1 1.0 r1\n")
+    config = from_dict(MINIMAL, "r.yaml")
+    changed = config.with_settings(["data.negatives.source=run", f"data.negatives.run={run}",
+                                    "model.args.pooling=cls", "training.temperature=0.5"])
+    assert changed.data.negatives.source == "run" and changed.data.negatives.run == run
+    assert changed.model.args["pooling"] == "cls" and changed.training.temperature == 0.5
+    assert config.with_settings([]) == config
+    with pytest.raises(ConfigError, match="data.negatives.run: required"):
+        config.with_settings(["data.negatives.source=run"])
+    with pytest.raises(ConfigError, match="training.bogus: unknown field"):
+        config.with_settings(["training.bogus=1"])
+    with pytest.raises(ConfigError, match="expected FIELD=VALUE"):
+        config.with_settings(["training.temperature"])
+    with pytest.raises(ConfigError, match="output_dir is not a section"):
+        config.with_settings(["output_dir.x=1"])
+
+
 @pytest.mark.parametrize("recipe", sorted(ENCODERS.glob("*.yaml")), ids=lambda p: p.name)
 def test_every_shipped_recipe_validates(recipe):
     assert isinstance(load_config(recipe), TrainConfig)
 
 
 @pytest.mark.parametrize("name", ["siamese-minilm", "dpr-minilm", "splade-minilm",
-                                  "colbert-minilm"])
+                                  "colbert-minilm", "taser-detr-minilm", "taser-seqr-minilm",
+                                  "taser-tokr-minilm", "taser-shared-minilm"])
 def test_the_quick_recipes_are_shipped(name):
     config = load_config(ENCODERS / f"{name}.yaml")
     assert config.model.backbone == "all-minilm-l6-v2" and config.data.collection == "scifact"

@@ -178,6 +178,23 @@ def test_parameter_groups_by_prefix_without_decay_on_biases_and_norms(toy, tiny_
         parameter_groups(trainer.model, trainer.cfg)
 
 
+def test_learned_routers_train_with_their_regulariser_and_a_glob_learning_rate(toy, tiny_bert,
+                                                                              tmp_path):
+    raw = recipe(toy, tmp_path / "taser", max_steps=2, group_learning_rates={"*.route.*": 1e-2})
+    raw["model"] = {"type": "taser", "backbone": str(tiny_bert),
+                    "args": {"router": "seq", "every": 1}}
+    config = from_dict(raw, "taser.yaml")
+    set_seed(config.training.seed)
+    trainer = Trainer(build_model(config.model, "cpu"), config, progress=False)
+    routed = {id(p) for g in parameter_groups(trainer.model, trainer.cfg)
+              if g["name"].startswith("*.route.*") for p in g["params"]}
+    routers = {id(p) for n, p in trainer.model.named_parameters() if ".route." in n}
+    assert routed == routers and len(routers) == 2  # weight and bias of the one router
+    trainer.train()
+    log = read_log(tmp_path / "taser")
+    assert len(log) == 2 and all(0 <= e["regularization"] <= 0.01 * 0.7 for e in log)
+
+
 def test_linear_schedule_warms_up_then_decays_without_zero_steps():
     factor = linear_schedule(10, 2)
     values = [factor(s) for s in range(10)]

@@ -1,0 +1,131 @@
+"""TASER: task-aware specialisation for dense retrieval (Cheng et al., taser.txt).
+
+One encoder for questions and passages. Shared Transformer blocks are interleaved with
+specialised ones: after every T shared blocks, starting with shared ones at the bottom, comes a
+block whose self-attention is shared and whose FFN sub-layer is replaced by I expert FFNs, each
+initialised from the pretrained FFN (section 3, figure 1). With T = 2 that is layers 3, 6, 9, 12
+of BERT-base and 3, 6 of a 6-layer MiniLM. A router picks one expert per input: Det-R (questions
+-> expert 0, passages -> expert 1; the paper's default), Seq-R / Tok-R (learned, eq. 3, trained
+with an entropic regulariser, eq. 4-5, see :func:`~pyserini_moe.modeling.experts.balance_loss`)
+or none (TASER-shared, I = 1). Score: dot product of pooled vectors (eq. 1), trained with the
+contrastive NLL of eq. 2 (the trainer's default loss).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
+from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, default_device, register
+from pyserini_moe.modeling.experts import (
+    ROUTERS,
+    balance_loss,
+    insert_experts,
+    routing_probs,
+    set_route,
+    transformer_layers,
+)
+from pyserini_moe.modeling.pooling import POOLINGS, encoder_from_config, pool, pretrained_encoder
+
+ENTROPY_WEIGHT = 0.01  # beta of eq. 5, fixed in the paper
+
+
+def specialised_layers(num_layers: int, every: int) -> list[int]:
+    """0-based indices of the specialised blocks: one after every ``every`` shared blocks."""
+    if every < 0:
+        raise ValueError(f"every must be >= 0, got {every}")
+    layers = [i for i in range(num_layers) if (i + 1) % (every + 1) == 0]
+    if not layers:
+        raise ValueError(f"every={every} leaves no specialised block in {num_layers} layers")
+    return layers
+
+
+@register
+class TaserEncoder(RetrievalModel):
+    """TASER over any BERT-style backbone.
+
+    ``router``: det | seq | tok | shared; ``num_experts`` (I) defaults to what the router needs
+    (2, or 1 for shared); ``every`` (T) shared blocks precede each specialised one. [CLS] pooling
+    and an unnormalised dot product by default, as in the paper (BERT-base); recipes starting
+    from a sentence-transformer use its own pooling (mean, L2-normalised).
+    """
+
+    model_type = "taser"
+    representations = ("dense",)
+
+    def __init__(self, backbone: nn.Module, tokenizer: Any, router: str = "det",
+                 num_experts: int | None = None, every: int = 2, pooling: str = "cls",
+                 normalize: bool = False, entropy_weight: float = ENTROPY_WEIGHT,
+                 gumbel_tau: float = 1.0) -> None:
+        if router not in ROUTERS:
+            raise ValueError(f"unknown router {router!r}; choose from {ROUTERS}")
+        if pooling not in POOLINGS:
+            raise ValueError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
+        num_experts = num_experts if num_experts is not None else (1 if router == "shared" else 2)
+        super().__init__(tokenizer, {"router": router, "num_experts": num_experts, "every": every,
+                                     "pooling": pooling, "normalize": normalize,
+                                     "entropy_weight": entropy_weight, "gumbel_tau": gumbel_tau})
+        self.backbone = backbone
+        layers = specialised_layers(len(transformer_layers(backbone)), every)
+        # A tuple, not a ModuleList: the blocks already live inside the backbone, and registering
+        # them twice would save every expert twice.
+        self.expert_layers = tuple(insert_experts(backbone, layers, num_experts, router,
+                                                  gumbel_tau))
+        self.specialised = layers
+        self.pooling = pooling
+        self.normalize = normalize
+        self.entropy_weight = entropy_weight
+
+    @classmethod
+    def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE, router: str = "det",
+                      num_experts: int | None = None, every: int = 2, pooling: str = "cls",
+                      normalize: bool = False, entropy_weight: float = ENTROPY_WEIGHT,
+                      gumbel_tau: float = 1.0,
+                      device: str | torch.device | None = None) -> TaserEncoder:
+        """Pretrained backbone whose specialised blocks get copies of their pretrained FFN; on
+        ``device`` (default: CUDA when present)."""
+        model = cls(pretrained_encoder(name), load_tokenizer(name), router, num_experts, every,
+                    pooling, normalize, entropy_weight, gumbel_tau)
+        return model.to(device or default_device())
+
+    @classmethod
+    def from_configs(cls, configs: dict[str, Any], tokenizer: Any, **args: Any) -> TaserEncoder:
+        return cls(encoder_from_config(configs[""]), tokenizer, **args)
+
+    def backbone_configs(self) -> dict[str, Any]:
+        return {"": self.backbone.config}
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                side: Side) -> Encoded:
+        set_route(self.expert_layers, side, attention_mask)
+        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        vec = pool(hidden, attention_mask, self.pooling)
+        return Encoded(dense=F.normalize(vec, dim=-1) if self.normalize else vec,
+                       routing=routing_probs(self.expert_layers))
+
+    def regularization(self, q: Encoded, p: Encoded) -> torch.Tensor | None:
+        """beta * entropic routing regulariser (eq. 5) over both sides of the batch; None for the
+        routers that learn nothing (Det-R, shared)."""
+        if q.routing is None or p.routing is None or self.entropy_weight == 0:
+            return None
+        return self.entropy_weight * balance_loss(q.routing, p.routing)
+
+    @torch.inference_mode()
+    def route(self, texts: list[str], side: Side, max_length: int = 256) -> list[torch.Tensor]:
+        """Expert chosen in each specialised block: one [B] (Det-R, Seq-R, shared) or [B, L]
+        (Tok-R, padding = -1) tensor per block, for routing analyses."""
+        batch = self.tokenize(texts, side, max_length)
+        self(**batch, side=side)
+        mask = batch["attention_mask"].bool()
+        out = []
+        for block in self.expert_layers:
+            choice = block.choice
+            if choice.dim() == 2 and block.router != "tok":
+                choice = choice[:, 0]
+            out.append(choice.masked_fill(~mask, -1) if choice.dim() == 2 else choice)
+        return out

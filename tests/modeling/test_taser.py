@@ -1,0 +1,185 @@
+"""TASER on tiny random BERTs: block placement, routers, the entropic regulariser, sizes, saving,
+and a short training run of every router through the trainer."""
+
+import math
+
+import pytest
+import torch
+from transformers import BertConfig
+
+from pyserini_moe.modeling import SiameseBiEncoder, Side, TaserEncoder, load_model
+from pyserini_moe.modeling.experts import ExpertFeedForward, balance_loss, insert_experts
+from pyserini_moe.modeling.losses import contrastive_loss
+from pyserini_moe.modeling.taser import specialised_layers
+from pyserini_moe.sizes import main as sizes_main
+from pyserini_moe.sizes import parameter_counts
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+ROUTERS = ("det", "seq", "tok", "shared")
+
+
+def taser(path, router: str, **kwargs) -> TaserEncoder:
+    torch.manual_seed(0)
+    return TaserEncoder.from_backbone(path, router=router, every=0 if router == "tok" else 1,
+                                      device="cpu", **kwargs)
+
+
+def perturb_expert(model: TaserEncoder, expert: int) -> None:
+    """Make one expert differ from the pretrained FFN it was copied from, as training would."""
+    with torch.no_grad():
+        for block in model.expert_layers:
+            block.experts[expert].intermediate.dense.weight.mul_(1.5)
+
+
+def test_specialised_blocks_follow_every_t_shared_ones():
+    assert specialised_layers(12, 2) == [2, 5, 8, 11]  # layers 3, 6, 9, 12 of BERT-base
+    assert specialised_layers(6, 2) == [2, 5]  # MiniLM
+    assert specialised_layers(6, 0) == list(range(6))  # every block (CoT-MoTE's layout)
+    with pytest.raises(ValueError, match="no specialised block"):
+        specialised_layers(2, 2)
+
+
+def test_experts_replace_only_the_specialised_ffns(tiny_bert):
+    model = taser(tiny_bert, "det")  # tiny BERT: 2 layers, every=1 -> layer 2 specialised
+    layers = model.backbone.encoder.layer
+    assert model.specialised == [1]
+    assert isinstance(layers[1].output, ExpertFeedForward) and len(layers[1].output.experts) == 2
+    assert not isinstance(layers[0].output, ExpertFeedForward)
+    assert all(not k.startswith("expert_layers") for k in model.state_dict())  # saved once
+
+
+@pytest.mark.parametrize("router", ROUTERS)
+def test_untrained_taser_equals_the_siamese_model(tiny_bert, texts, router):
+    """Every expert starts as the pretrained FFN, so before training the routing is invisible."""
+    siamese = SiameseBiEncoder.from_backbone(tiny_bert, pooling="cls", normalize=False,
+                                             device="cpu").eval()
+    model = taser(tiny_bert, router).eval()
+    for side in Side:
+        torch.testing.assert_close(model.encode(texts, side).dense,
+                                   siamese.encode(texts, side).dense, atol=1e-5, rtol=0)
+
+
+def test_det_r_sends_questions_and_passages_to_their_own_expert(tiny_bert, texts):
+    model = taser(tiny_bert, "det").eval()
+    q0, p0 = model.encode(texts, Side.QUERY).dense, model.encode(texts, Side.PASSAGE).dense
+    perturb_expert(model, 1)  # the passage expert
+    torch.testing.assert_close(model.encode(texts, Side.QUERY).dense, q0, rtol=0, atol=0)
+    assert not torch.allclose(model.encode(texts, Side.PASSAGE).dense, p0)
+    assert [c.tolist() for c in model.route(texts, Side.QUERY)] == [[0, 0, 0]]
+    assert [c.tolist() for c in model.route(texts, Side.PASSAGE)] == [[1, 1, 1]]
+
+
+def test_seq_r_routes_whole_sequences_and_tok_r_single_tokens(tiny_bert, texts):
+    seq = taser(tiny_bert, "seq", num_experts=3).eval()
+    (choice,) = seq.route(texts, Side.PASSAGE)
+    assert choice.shape == (3,) and set(choice.tolist()) <= {0, 1, 2}
+    tok = taser(tiny_bert, "tok").eval()
+    batch = tok.tokenize(texts, Side.PASSAGE, 32)
+    choices = tok.route(texts, Side.PASSAGE)
+    assert len(choices) == 2  # every=0: both layers specialised
+    for c in choices:
+        assert c.shape == batch["input_ids"].shape
+        assert ((c == -1) == (batch["attention_mask"] == 0)).all()  # padding is not routed
+
+
+def test_inference_routing_is_the_argmax_and_deterministic(tiny_bert, texts):
+    model = taser(tiny_bert, "seq").eval()
+    perturb_expert(model, 0)
+    first = model.encode(texts, Side.QUERY).dense
+    torch.testing.assert_close(model.encode(texts, Side.QUERY).dense, first, rtol=0, atol=0)
+    block = model.expert_layers[0]
+    assert (block.choice == block.probs.argmax(-1)).all()
+
+
+@pytest.mark.parametrize("router", ("seq", "tok"))
+def test_learned_routers_get_gradient_from_the_ranking_loss(tiny_bert, texts, router):
+    """Hard Gumbel-softmax: one expert in the forward pass, the router still learns."""
+    model = taser(tiny_bert, router).train()
+    perturb_expert(model, 1)  # with identical experts the choice could not matter
+    q = model(**model.tokenize(texts, Side.QUERY, 16), side=Side.QUERY)
+    p = model(**model.tokenize(texts, Side.PASSAGE, 16), side=Side.PASSAGE)
+    contrastive_loss(model.score(q, p), torch.arange(3)).backward()
+    for block in model.expert_layers:
+        assert block.route.weight.grad is not None and block.route.weight.grad.abs().sum() > 0
+    gates = q.routing[0]
+    torch.testing.assert_close(gates.sum(-1), torch.ones(len(gates)))
+
+
+def test_balance_loss_penalises_collapse_not_specialisation():
+    collapsed = [torch.tensor([[1.0, 0.0]] * 4)]
+    other = [torch.tensor([[0.0, 1.0]] * 4)]
+    assert balance_loss(collapsed, collapsed).item() == pytest.approx(math.log(2))
+    assert balance_loss(collapsed, other).item() == pytest.approx(0.0, abs=1e-6)  # Det-R-like
+    half = [torch.full((4, 2), 0.5)]
+    assert balance_loss(half, half).item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_the_regulariser_pulls_a_collapsing_router_back(tiny_bert, texts):
+    """Optimised alone, it spreads inputs that all went to expert 0 over both experts."""
+    model = taser(tiny_bert, "tok", entropy_weight=1.0).train()
+    routers = [block.route for block in model.expert_layers]
+    with torch.no_grad():
+        for r in routers:
+            r.bias.copy_(torch.tensor([4.0, -4.0]))  # almost everything to expert 0
+    optimizer = torch.optim.SGD([p for r in routers for p in r.parameters()], lr=5.0)
+
+    def encode_both():
+        q = model(**model.tokenize(texts, Side.QUERY, 16), side=Side.QUERY)
+        p = model(**model.tokenize(texts, Side.PASSAGE, 16), side=Side.PASSAGE)
+        return q, p
+
+    q, p = encode_both()
+    before = model.regularization(q, p)
+    for _ in range(30):
+        optimizer.zero_grad()
+        q, p = encode_both()
+        model.regularization(q, p).backward()
+        optimizer.step()
+    q, p = encode_both()
+    after = model.regularization(q, p)
+    assert after.item() < 0.2 * before.item()
+    share = torch.cat([q.routing[0], p.routing[0]]).mean(0)
+    assert share.min().item() > 0.3
+
+
+def test_regularization_only_for_learned_routers(tiny_bert, texts):
+    for router, expected in (("det", None), ("shared", None)):
+        model = taser(tiny_bert, router).train()
+        q = model(**model.tokenize(texts, Side.QUERY, 16), side=Side.QUERY)
+        assert q.routing is None and model.regularization(q, q) is expected
+    model = taser(tiny_bert, "seq", entropy_weight=0.0).train()
+    q = model(**model.tokenize(texts, Side.QUERY, 16), side=Side.QUERY)
+    assert model.regularization(q, q) is None
+
+
+@pytest.mark.parametrize("router", ROUTERS)
+def test_save_load_round_trip(tiny_bert, texts, tmp_path, router):
+    model = taser(tiny_bert, router).eval()
+    perturb_expert(model, 0)
+    model.save(tmp_path / "taser")
+    loaded = load_model(tmp_path / "taser", device="cpu")
+    assert isinstance(loaded, TaserEncoder) and loaded.args == model.args
+    for side in Side:
+        torch.testing.assert_close(loaded.encode(texts, side).dense, model.encode(texts, side).dense,
+                                   rtol=0, atol=0)
+
+
+def test_bad_router_settings_are_refused(tiny_bert):
+    with pytest.raises(ValueError, match="unknown router"):
+        taser(tiny_bert, "random")
+    with pytest.raises(ValueError, match="needs 2 expert"):
+        taser(tiny_bert, "det", num_experts=3)
+    with pytest.raises(ValueError, match="not a BERT-style encoder"):
+        insert_experts(torch.nn.Linear(2, 2), [0], 2, "det")
+
+
+def test_bert_base_sizes_match_the_paper(capsys):
+    """Table A3: DPR 218M, TASER (T=2, I=2) 128M; table A1: I=4 166M."""
+    counts = parameter_counts(BertConfig())
+    assert counts["dpr (two encoders)"] / 1e6 == pytest.approx(218, abs=1)
+    assert counts["taser det-r (T=2, I=2)"] / 1e6 == pytest.approx(128, abs=1)
+    assert counts["taser seq-r (T=2, I=4)"] / 1e6 == pytest.approx(166, abs=1)
+    assert counts["taser-shared (I=1)"] == counts["siamese"]
+    assert sizes_main(["--bert-base"]) == 0
+    assert "| dpr (two encoders) | 217.8M |" in capsys.readouterr().out
