@@ -1,0 +1,280 @@
+"""SB-MoE (Sokli et al., "Mixture of Experts Approaches in Dense Retrieval Tasks"): one MoE block
+of adapter experts after the last layer of a shared (Siamese) bi-encoder.
+
+pooled x [B, h] -> n experts f_i(x) = x + a_i(x), a_i = Linear(h, h/2) -> ReLU -> Linear(h/2, h)
+(Houlsby adapters with their skip connection, section IV-B) -> a gate chooses / weighs them:
+
+* TOP-1 (eq. 1-2): y = f_m(x), m = argmax_i g_i(x);
+* ALL (eq. 3): y = sum_i g_i(x) f_i(x) with g = softmax of the gate's logits.
+
+Because the weights sum to 1 in both, y = x + sum_i w_i a_i(x): the model applies the weights to
+the adapters' residual branches and adds x once. That form matters for training (see
+:meth:`SbMoeEncoder.mixture_weights`): the gate's value must survive the final L2 normalisation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import os
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
+from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, default_device, register
+from pyserini_moe.modeling.pooling import POOLINGS, encoder_from_config, pool, pretrained_encoder
+
+INFERENCE_MODES = ("top1", "all")
+GATES = ("learned", "random")
+# Floor of the noise's standard deviation, as in Shazeer et al.'s reference implementation: keeps
+# the load estimator's division (and exploration) alive when softplus(W_noise x) goes to 0.
+NOISE_EPS = 1e-2
+ADAPTER_INIT_STD = 1e-2  # Houlsby et al.'s near-identity initialisation
+
+
+class Adapter(nn.Module):
+    """The residual branch a(x) of one expert, Linear(h, h/2) -> ReLU -> Linear(h/2, h).
+
+    Near-identity start (Houlsby et al., whose adapter the paper uses): f(x) = x + a(x) ~ x, so an
+    untrained SB-MoE encodes like its backbone instead of distorting a good embedding space.
+    """
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.down = nn.Linear(hidden, hidden // 2)
+        self.up = nn.Linear(hidden // 2, hidden)
+        for layer in (self.down, self.up):
+            nn.init.trunc_normal_(layer.weight, std=ADAPTER_INIT_STD, a=-2 * ADAPTER_INIT_STD,
+                                  b=2 * ADAPTER_INIT_STD)
+            nn.init.zeros_(layer.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.up(F.relu(self.down(x)))
+
+
+class NoisyGate(nn.Module):
+    """Gating net Linear(h, h/2) -> ReLU -> Linear(h/2, n) plus Shazeer et al.'s trained noise
+    projection W_noise (Linear(h, n)); noisy logits = net(x) + N(0, 1) * softplus(W_noise x).
+
+    W_noise starts at zero (as Shazeer et al.): every expert gets the same noise, std
+    softplus(0) ~ 0.69, until the losses shape it.
+    """
+
+    def __init__(self, hidden: int, n_experts: int) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(hidden, hidden // 2), nn.ReLU(),
+                                 nn.Linear(hidden // 2, n_experts))
+        self.noise = nn.Linear(hidden, n_experts)
+        nn.init.zeros_(self.noise.weight)
+        nn.init.zeros_(self.noise.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Clean logits [B, n] (inference)."""
+        return self.net(x)
+
+    def noisy(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(clean logits, noisy logits, noise std), each [B, n] (training)."""
+        clean = self.net(x)
+        std = F.softplus(self.noise(x)) + NOISE_EPS
+        return clean, clean + torch.randn_like(clean) * std, std
+
+
+@dataclasses.dataclass
+class Gating:
+    """What the gate decided for a batch: ``weights`` [B, n] multiply the experts' residual
+    branches (y = x + sum_i w_i a_i(x)); ``probs`` [B, n] are the gate's probabilities."""
+
+    weights: torch.Tensor
+    probs: torch.Tensor
+    aux_loss: torch.Tensor | None = None
+
+
+@dataclasses.dataclass
+class Routing:
+    """Per text: the expert the gate ranks first (``expert`` [B], what the paper's table III counts
+    as "activated") and the gate's probabilities over all experts (``probs`` [B, n])."""
+
+    expert: torch.Tensor
+    probs: torch.Tensor
+
+
+def _cv_squared(values: torch.Tensor) -> torch.Tensor:
+    """Squared coefficient of variation over experts: 0 when perfectly balanced."""
+    return values.var(unbiased=False) / (values.mean() ** 2 + 1e-10)
+
+
+def _random_weights(input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                    n_experts: int) -> torch.Tensor:
+    """U(0, 1) weights per text, drawn from a generator seeded by the text's token ids [B, n]."""
+    rows = []
+    for ids, mask in zip(input_ids.cpu(), attention_mask.cpu()):
+        tokens = ids[mask.bool()].numpy().astype(np.int64).tobytes()
+        seed = int.from_bytes(hashlib.blake2b(tokens, digest_size=8).digest(), "little") >> 1
+        rows.append(torch.rand(n_experts, generator=torch.Generator().manual_seed(seed)))
+    return torch.stack(rows).to(input_ids.device)
+
+
+@register
+class SbMoeEncoder(RetrievalModel):
+    """SB-MoE: a Siamese bi-encoder whose pooled vector is refined by a single MoE block.
+
+    Training routes every text with noisy top-1 gating (Shazeer et al. 2017); inference uses
+    ``inference`` = "top1" (eq. 1-2) or "all" (eq. 3). It is a saved argument, so an index records
+    it through the model's args and fingerprint; :meth:`with_inference` switches it.
+
+    ``gate="random"`` is the paper's random-gate baseline (section IV-A: "random weights are
+    assigned to the experts instead of relying on the learned gating function"): no gate
+    parameters; each text gets U(0, 1) weights over the experts, used like the learned gate's
+    (training and "top1": the highest-weighted expert; "all": the weights normalised to sum to 1).
+    The paper does not say how they are drawn; its public code calls ``torch.rand`` per forward
+    pass, so the same query or passage encodes differently every time and no index is
+    reproducible. We draw the same U(0, 1) weights from a generator seeded by the text's token ids:
+    still unrelated to content (what the baseline tests), but the same text always encodes the same.
+
+    ``balance_weight`` scales Shazeer et al.'s importance + load losses (``Encoded.aux_loss``,
+    training only; 0 = the paper's plain noisy top-1). Top-1 routing trains only the chosen
+    expert, which then wins the gate more often: without balancing, routing tends to collapse onto
+    one expert and the MoE degenerates into a single adapter, while the paper's table III finds
+    several experts activated per corpus.
+    """
+
+    model_type = "sbmoe"
+    representations = ("dense",)
+
+    def __init__(self, backbone: nn.Module, tokenizer: Any, n_experts: int = 6,
+                 pooling: str = "mean", normalize: bool = True, inference: str = "top1",
+                 gate: str = "learned", balance_weight: float = 0.01) -> None:
+        super().__init__(tokenizer, {"n_experts": n_experts, "pooling": pooling,
+                                     "normalize": normalize, "inference": inference,
+                                     "gate": gate, "balance_weight": balance_weight})
+        if pooling not in POOLINGS:
+            raise ValueError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
+        if gate not in GATES:
+            raise ValueError(f"unknown gate {gate!r}; choose from {GATES}")
+        if n_experts < 2:
+            raise ValueError(f"n_experts must be >= 2 (one expert leaves nothing to route), got "
+                             f"{n_experts}")
+        if balance_weight < 0:
+            raise ValueError(f"balance_weight must be >= 0, got {balance_weight}")
+        _check_inference(inference)
+        hidden = backbone.config.hidden_size
+        self.backbone = backbone
+        self.experts = nn.ModuleList(Adapter(hidden) for _ in range(n_experts))
+        self.gate = NoisyGate(hidden, n_experts) if gate == "learned" else None
+        self.n_experts = n_experts
+        self.pooling = pooling
+        self.normalize = normalize
+        self.inference = inference
+        self.balance_weight = balance_weight
+
+    @classmethod
+    def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE, n_experts: int = 6,
+                      pooling: str = "mean", normalize: bool = True, inference: str = "top1",
+                      gate: str = "learned", balance_weight: float = 0.01,
+                      device: str | torch.device | None = None) -> SbMoeEncoder:
+        """Pretrained backbone + its tokenizer, new experts and gate; on ``device`` (default: CUDA
+        when present). Defaults (mean pooling, normalised) suit the packaged MiniLM."""
+        model = cls(pretrained_encoder(name), load_tokenizer(name), n_experts, pooling, normalize,
+                    inference, gate, balance_weight)
+        return model.to(device or default_device())
+
+    @classmethod
+    def from_configs(cls, configs: dict[str, Any], tokenizer: Any, **args: Any) -> SbMoeEncoder:
+        return cls(encoder_from_config(configs[""]), tokenizer, **args)
+
+    def backbone_configs(self) -> dict[str, Any]:
+        return {"": self.backbone.config}
+
+    def with_inference(self, mode: str) -> SbMoeEncoder:
+        """Switch the inference mode in place (saved args included) and return the model, like
+        ``nn.Module.eval``: ``load_model(path).with_inference("all")``."""
+        _check_inference(mode)
+        self.inference = mode
+        self.args["inference"] = mode
+        return self
+
+    # -- the MoE block -----------------------------------------------------------------------
+    def gate_probs(self, x: torch.Tensor, input_ids: torch.Tensor,
+                   attention_mask: torch.Tensor) -> torch.Tensor:
+        """The gate's probabilities over experts [B, n] without noise: softmax of the learned
+        logits (eq. 3's g), or the random gate's weights normalised to sum to 1."""
+        if self.gate is None:
+            weights = _random_weights(input_ids, attention_mask, self.n_experts).to(x.dtype)
+            return weights / weights.sum(-1, keepdim=True)
+        return self.gate(x).softmax(-1)
+
+    def mixture_weights(self, x: torch.Tensor, input_ids: torch.Tensor,
+                        attention_mask: torch.Tensor) -> Gating:
+        """The weights of the experts' residual branches for pooled vectors ``x`` [B, h].
+
+        Training with the learned gate, noisy top-1: m = argmax of the noisy logits,
+        p = softmax(noisy logits), and expert m gets the straight-through weight p_m / sg(p_m)
+        (sg = stop-gradient): its value is 1, so the forward pass is exactly eq. 2's
+        y = f_m(x) = x + a_m(x), the same function top-1 inference computes; its gradient is
+        dL/dp_m = <dL/dy, a_m(x)> / p_m, so the gate (and W_noise, through the noisy logits)
+        learns from the ranking loss to raise p_m when expert m's correction helps and lower it
+        when it hurts. The public code instead L2-normalised p_m * a_m(x), which cancels p_m: the
+        gate got no gradient. Scaling the whole f_m(x) would fail the same way under our final
+        L2 normalisation; scaling only the residual branch changes y's direction, so it cannot.
+
+        Otherwise: one-hot of the gate's argmax (training with the random gate, "top1"), or the
+        gate's probabilities ("all", eq. 3).
+        """
+        if self.training and self.gate is not None:
+            clean, noisy, std = self.gate.noisy(x)
+            probs = noisy.softmax(-1)
+            chosen = F.one_hot(noisy.argmax(-1), self.n_experts).to(x.dtype)
+            weights = chosen * probs / probs.detach()
+            aux = self._balance_loss(clean, noisy, std, probs, chosen)
+            return Gating(weights, probs, aux)
+        probs = self.gate_probs(x, input_ids, attention_mask)
+        if self.training or self.inference == "top1":
+            return Gating(F.one_hot(probs.argmax(-1), self.n_experts).to(x.dtype), probs)
+        return Gating(probs, probs)
+
+    def _balance_loss(self, clean: torch.Tensor, noisy: torch.Tensor, std: torch.Tensor,
+                      probs: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor | None:
+        """Shazeer et al.'s balancing losses (their eq. 6-10) for k = 1, weighted by
+        ``balance_weight``: CV^2 of each expert's importance (sum of its gate probabilities over
+        the batch) + CV^2 of its load, the smooth estimate sum_x P(x, i) with
+        P(x, i) = Phi((clean_i - max_{j != i} noisy_j) / std_i), the chance that expert i wins
+        when only its own noise is redrawn (load is differentiable where the argmax is not)."""
+        if self.balance_weight == 0:
+            return None
+        top2 = noisy.topk(2, dim=-1).values
+        threshold = torch.where(chosen.bool(), top2[:, 1:], top2[:, :1])
+        load = 0.5 * (1 + torch.erf((clean - threshold) / (std * math.sqrt(2)))).sum(0)
+        return self.balance_weight * (_cv_squared(probs.sum(0)) + _cv_squared(load))
+
+    # -- encoding ----------------------------------------------------------------------------
+    def _pooled(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """x: the backbone's pooled vector, unnormalised (the experts and gate take it raw)."""
+        hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return pool(hidden, attention_mask, self.pooling)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                side: Side) -> Encoded:
+        x = self._pooled(input_ids, attention_mask)
+        gating = self.mixture_weights(x, input_ids, attention_mask)
+        residuals = torch.stack([expert(x) for expert in self.experts], dim=1)  # [B, n, h]
+        y = x + torch.einsum("bn,bnh->bh", gating.weights, residuals)
+        return Encoded(dense=F.normalize(y, dim=-1) if self.normalize else y,
+                       aux_loss=gating.aux_loss)
+
+    @torch.inference_mode()
+    def route(self, texts: list[str], side: Side, max_length: int = 256) -> Routing:
+        """Routing statistics of one batch of texts of one side, as inference sees them (no
+        noise): the expert the gate ranks first per text and the gate's probabilities."""
+        batch = self.tokenize(texts, side, max_length)
+        probs = self.gate_probs(self._pooled(**batch), **batch)
+        return Routing(expert=probs.argmax(-1), probs=probs)
+
+
+def _check_inference(mode: str) -> None:
+    if mode not in INFERENCE_MODES:
+        raise ValueError(f"unknown inference mode {mode!r}; choose from {INFERENCE_MODES}")
