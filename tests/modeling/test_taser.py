@@ -93,6 +93,25 @@ def test_inference_routing_is_the_argmax_and_deterministic(tiny_bert, texts):
 
 
 @pytest.mark.parametrize("router", ("seq", "tok"))
+def test_training_routes_each_unit_to_exactly_one_expert(tiny_bert, router):
+    """Hard Gumbel-softmax in training: every token's output is one expert's output, unscaled."""
+    model = taser(tiny_bert, router)
+    perturb_expert(model, 1)
+    block = model.expert_layers[0]
+    for module in block.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0  # so that training and reference differ only in the routing
+    block.train().mask = torch.ones(4, 5)
+    hidden = torch.randn(4, 5, 32)
+    out = block(hidden, hidden)
+    references = torch.stack([expert(hidden) for expert in block.experts])  # [I, B, L, H]
+    choice = block.choice if router == "tok" else block.choice[:, None].expand(4, 5)
+    picked = references.gather(0, choice[None, :, :, None].expand(1, 4, 5, 32))[0]
+    torch.testing.assert_close(out, picked, atol=1e-6, rtol=0)
+    assert not torch.allclose(references[0], references[1])
+
+
+@pytest.mark.parametrize("router", ("seq", "tok"))
 def test_learned_routers_get_gradient_from_the_ranking_loss(tiny_bert, texts, router):
     """Hard Gumbel-softmax: one expert in the forward pass, the router still learns."""
     model = taser(tiny_bert, router).train()
