@@ -18,6 +18,18 @@ A regression file (``regressions/<name>.yaml``)::
         metrics: {ndcg@10: 0.6789, recall@100: {expected: 0.9253, tolerance: 0.003}}
         tolerance: 0.002          # default for this condition's metrics
         source: "Pyserini 2CR, beir-v1.0.0-scifact.flat"
+      - name: taser.nq.test        # DPR-style answer accuracy instead of qrels
+        run: "{work}/nq.trec"
+        answers: "{work}/dpr/test/nq.jsonl"  # `python -m pyserini_moe.data.dpr qa` output, a DPR
+                                  # .qa.csv, or a Pyserini topics name such as dpr-nq-test
+        passages: "$DPR_DIR/psgs_w100.tsv"   # or a corpus.jsonl(.gz) / its folder
+        regex: false              # answers are regular expressions (CuratedTREC)
+        metrics: {top20: 0.836, top100: 0.886}
+        source: "TASER table A2"
+
+A condition has either ``qrels`` (metrics ndcg@k, recall@k, mrr@k, map, ...) or ``answers`` and
+``passages`` (metrics topK: share of questions with an answer string in their top K passages,
+matched as DPR and Pyserini's ``evaluate_dpr_retrieval`` match them).
 
 Placeholders in steps and paths: ``{python}`` (this interpreter), ``{work}`` (the work folder of
 this file), ``{data}`` (the shared data folder), ``{root}`` (the repository root); environment
@@ -29,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -42,6 +55,7 @@ from pyserini_moe.io import atomic_path, read_yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCALES = ("local", "paper")
+_TOPK = re.compile(r"top([1-9][0-9]*)")
 
 
 class RegressionSpecError(ValueError):
@@ -60,9 +74,31 @@ class Condition:
     name: str
     steps: list[str]
     run: str
-    qrels: str
+    qrels: str | None
     checks: list[MetricCheck]
     source: str
+    answers: str | None = None  # DPR-style answer accuracy instead of qrels
+    passages: str | None = None
+    regex: bool = False
+
+    def evaluate(self, work: Path) -> dict[str, float]:
+        """The metrics of this condition's run, from its qrels or from its answers."""
+        from pyserini_moe.runs import read_trec_run  # noqa: PLC0415
+
+        run = read_trec_run(expand(self.run, work))
+        if self.answers is None:
+            from pyserini_moe.data.topics import load_qrels  # noqa: PLC0415
+            from pyserini_moe.eval.metrics import evaluate  # noqa: PLC0415
+
+            return evaluate(run, load_qrels(expand(self.qrels, work)),
+                            [k.metric for k in self.checks])
+        from pyserini_moe.data.dpr import answer_accuracy, load_answers  # noqa: PLC0415
+
+        assert self.passages is not None
+        ks = {k.metric: int(_TOPK.fullmatch(k.metric).group(1)) for k in self.checks}
+        accuracy = answer_accuracy(run, load_answers(expand(self.answers, work)),
+                                   expand(self.passages, work), ks.values(), self.regex)
+        return {metric: accuracy[f"top{k}"] for metric, k in ks.items()}
 
 
 @dataclasses.dataclass
@@ -112,10 +148,44 @@ def _number(value: Any, where: str) -> float:
     return float(value)
 
 
-def load_regression(path: str | os.PathLike) -> Regression:
-    """Parse and validate a regression file (every error names the file and the field)."""
+def _judgments(raw: dict, where: str) -> tuple[str | None, str | None, str | None, bool]:
+    """``(qrels, answers, passages, regex)``: a condition is judged by qrels or by answers."""
+    if ("qrels" in raw) == ("answers" in raw):
+        raise RegressionSpecError(f"{where}: needs exactly one of 'qrels' (ranking metrics) and "
+                                  "'answers' (DPR top-k accuracy)")
+    if "qrels" in raw:
+        for key in ("passages", "regex"):
+            if key in raw:
+                raise RegressionSpecError(f"{where}: field '{key}' goes with 'answers', not "
+                                          "'qrels'")
+        return _require(raw, "qrels", where, str), None, None, False
+    answers = _require(raw, "answers", where, str)
+    passages = _require(raw, "passages", where, str)
+    regex = raw.get("regex", False)
+    if not isinstance(regex, bool):
+        raise RegressionSpecError(f"{where}: field 'regex' must be true or false, got {regex!r}")
+    return None, answers, passages, regex
+
+
+def _check_metric(metric: str, by_answers: bool, where: str) -> None:
     from pyserini_moe.eval.metrics import parse_metric  # noqa: PLC0415 - validates names
 
+    if by_answers:
+        if not _TOPK.fullmatch(str(metric)):
+            raise RegressionSpecError(f"{where}: metric {metric!r}: a condition with 'answers' "
+                                      "measures top-k accuracy: top20, top100, ... (topK)")
+        return
+    if _TOPK.fullmatch(str(metric)):
+        raise RegressionSpecError(f"{where}: metric {metric!r} is answer accuracy: it needs "
+                                  "'answers' and 'passages' instead of 'qrels'")
+    try:
+        parse_metric(metric)
+    except ValueError as e:
+        raise RegressionSpecError(f"{where}: {e}") from None
+
+
+def load_regression(path: str | os.PathLike) -> Regression:
+    """Parse and validate a regression file (every error names the file and the field)."""
     path = Path(path)
     doc = read_yaml(path, "regression file", RegressionSpecError)
     if not isinstance(doc, dict):
@@ -142,12 +212,10 @@ def load_regression(path: str | os.PathLike) -> Regression:
             raise RegressionSpecError(f"{where}: duplicate condition name")
         seen.add(cname)
         default_tol = _number(raw.get("tolerance", doc.get("tolerance", 0.0)), f"{where}: tolerance")
+        qrels, answers, passages, regex = _judgments(raw, where)
         checks = []
         for metric, spec in _require(raw, "metrics", where, dict).items():
-            try:
-                parse_metric(metric)
-            except ValueError as e:
-                raise RegressionSpecError(f"{where}: {e}") from None
+            _check_metric(metric, answers is not None, where)
             if isinstance(spec, dict):
                 expected = _number(spec.get("expected"), f"{where}: {metric}.expected")
                 tol = _number(spec.get("tolerance", default_tol), f"{where}: {metric}.tolerance")
@@ -160,8 +228,9 @@ def load_regression(path: str | os.PathLike) -> Regression:
             raise RegressionSpecError(f"{where}: 'metrics' is empty")
         conditions.append(Condition(
             name=cname, steps=_steps(raw.get("steps"), where),
-            run=_require(raw, "run", where, str), qrels=_require(raw, "qrels", where, str),
-            checks=checks, source=_require(raw, "source", where, str)))
+            run=_require(raw, "run", where, str), qrels=qrels, checks=checks,
+            source=_require(raw, "source", where, str), answers=answers, passages=passages,
+            regex=regex))
     return Regression(path=path, name=name, description=str(doc.get("description", "")),
                       scale=scale, requires=requires, steps=_steps(doc.get("steps"), str(path)),
                       conditions=conditions)
@@ -214,10 +283,6 @@ def check(measured: float, c: MetricCheck) -> str:
 def run_regression(reg: Regression, work: Path, dry_run: bool = False,
                    only: list[str] | None = None) -> tuple[list[Outcome], dict[str, float]]:
     """Run ``reg``; returns the table rows and each condition's wall time in seconds."""
-    from pyserini_moe.data.topics import load_qrels  # noqa: PLC0415
-    from pyserini_moe.eval.metrics import evaluate  # noqa: PLC0415
-    from pyserini_moe.runs import read_trec_run  # noqa: PLC0415
-
     conditions = [c for c in reg.conditions if not only or c.name in only]
     missing = missing_requirements(reg)
     if missing:
@@ -246,8 +311,7 @@ def run_regression(reg: Regression, work: Path, dry_run: bool = False,
                 run_step(step, work, dry_run)
             if dry_run:
                 continue
-            measured = evaluate(read_trec_run(expand(c.run, work)), load_qrels(expand(c.qrels, work)),
-                                [k.metric for k in c.checks])
+            measured = c.evaluate(work)
         except (RuntimeError, ValueError, OSError) as e:
             rows += [Outcome(c.name, k.metric, k.expected, None, k.tolerance, "ERROR", str(e))
                      for k in c.checks]

@@ -139,3 +139,71 @@ def test_shipped_regression_files_are_valid():
     assert files
     for f in files:
         assert load_regression(f).conditions
+
+
+# DPR-style answer accuracy: q0 finds "Paris" at rank 2, q1 never finds "prophet", q2 (CuratedTREC
+# style regex) at rank 1: top1 = 1/3, top2 = 2/3.
+PASSAGES = ('id\ttext\ttitle\n1\t"Aaron is a prophet"\tAaron\n2\t"Paris is in France"\tParis\n'
+            '3\t"The cat sat"\tCat\n')
+ANSWERS = ('{"_id": "0", "text": "capital of france", "answers": ["Paris"]}\n'
+           '{"_id": "1", "text": "who is aaron", "answers": ["prophet"]}\n'
+           '{"_id": "2", "text": "where is paris", "answers": ["Fran[a-z]e"]}\n')
+ANSWER_RUN = "0 Q0 3 1 2.0 t\n0 Q0 2 2 1.0 t\n1 Q0 3 1 1.0 t\n2 Q0 2 1 1.0 t\n"
+
+
+@pytest.fixture
+def dpr_files(tmp_path: Path) -> Path:
+    (tmp_path / "psgs_w100.tsv").write_text(PASSAGES)
+    (tmp_path / "answers.jsonl").write_text(ANSWERS)
+    (tmp_path / "run.trec").write_text(ANSWER_RUN)
+    return tmp_path
+
+
+def answer_condition(files: Path, **extra) -> dict:
+    return {"name": extra.pop("name", "acc"), "run": str(files / "run.trec"),
+            "answers": str(files / "answers.jsonl"), "passages": str(files / "psgs_w100.tsv"),
+            "regex": True, "metrics": {"top1": 1 / 3, "top2": 2 / 3}, "tolerance": 0.001,
+            "source": "hand-computed", **extra}
+
+
+def test_answer_accuracy_condition(dpr_files):
+    reg = load_regression(write_yaml(dpr_files, {"name": "r", "conditions": [
+        answer_condition(dpr_files),
+        answer_condition(dpr_files, name="plain-match", regex=False, metrics={"top2": 1 / 3})]}))
+    rows, _ = run_regression(reg, dpr_files / "work")
+    assert statuses(rows) == ["OK", "OK", "OK"]
+    assert [r.metric for r in rows] == ["top1", "top2", "top2"]
+
+
+def test_answer_accuracy_with_wrong_passages_is_error(dpr_files):
+    (dpr_files / "other.tsv").write_text("id\ttext\ttitle\n1\tx\tX\n")
+    reg = load_regression(write_yaml(dpr_files, {"name": "r", "conditions": [
+        answer_condition(dpr_files, passages=str(dpr_files / "other.tsv"))]}))
+    rows, _ = run_regression(reg, dpr_files / "work")
+    assert set(statuses(rows)) == {"ERROR"} and "not in it" in rows[0].note
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"qrels": "q.txt"}, "exactly one of 'qrels'"),
+    ({"passages": None}, "missing field 'passages'"),
+    ({"metrics": {"ndcg@10": 0.5}}, "'ndcg@10': a condition with 'answers' measures top-k"),
+    ({"metrics": {"top0": 0.5}}, "'top0'"),
+    ({"regex": "yes"}, "'regex' must be true or false"),
+])
+def test_answer_condition_schema_errors(tmp_path, change, message):
+    cond = {k: v for k, v in {**answer_condition(tmp_path), **change}.items() if v is not None}
+    path = write_yaml(tmp_path, {"name": "r", "conditions": [cond]})
+    with pytest.raises(RegressionSpecError, match=message) as err:
+        load_regression(path)
+    assert str(path) in str(err.value) and "condition 'acc'" in str(err.value)
+
+
+def test_topk_metric_with_qrels_is_rejected(files):
+    path = write_yaml(files, {"name": "r", "conditions": [
+        condition(files, 0.75, metrics={"top20": 0.5})]})
+    with pytest.raises(RegressionSpecError, match="needs 'answers' and 'passages'"):
+        load_regression(path)
+    path = write_yaml(files, {"name": "r", "conditions": [
+        condition(files, 0.75, regex=True)]})
+    with pytest.raises(RegressionSpecError, match="'regex' goes with 'answers'"):
+        load_regression(path)

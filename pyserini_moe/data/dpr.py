@@ -1,0 +1,569 @@
+"""DPR's published open-domain QA data -> the BEIR layout, topics and answers this package reads.
+
+TASER (like DPR) trains on NQ, TriviaQA, WebQuestions, CuratedTREC and SQuAD together, retrieves
+from DPR's 21M-passage Wikipedia and scores by answer strings, not qrels. The formats below were
+checked against their readers, not guessed:
+
+* ``psgs_w100.tsv``: a header ``id<TAB>text<TAB>title``, then one passage a row, CSV-quoted (DPR's
+  ``CsvCtxSrc`` in ``dpr/data/retriever_data.py`` reads it with ``csv.reader(delimiter="\\t")`` and
+  strips stray ``"`` from the text). Pyserini's ``wikipedia-dpr`` index has the same 21,015,324
+  passages and ids.
+* ``biencoder-<set>-{train,dev}.json``: one JSON array of ``{question, answers, positive_ctxs,
+  negative_ctxs, hard_negative_ctxs}``, each ctx ``{title, text, score, passage_id}`` (TriviaQA:
+  ``psg_id``); DPR's ``JsonQADataset`` (``dpr/data/biencoder_data.py``) drops questions without
+  positives, and ``hard_negative_ctxs`` are its BM25 negatives (top BM25 passages without the
+  answer). File names as ``dpr/data/download_data.py`` publishes them.
+* ``<set>-test.qa.csv``: ``question<TAB>answers`` with the answers a Python list literal, CSV-quoted
+  (DPR's ``CsvQASrc`` ``eval``s the column; we ``literal_eval`` it). CuratedTREC's answers are
+  regular expressions (DPR and Pyserini evaluate it with regex matching).
+* Pyserini's ``dpr-<set>-test`` topics are the same CSV read by Anserini's ``DprNqTopicReader``: qid
+  = 0-based row number, fields ``title`` and ``answers`` (the list literal, possibly still quoted,
+  which ``pyserini/eval/convert_trec_run_to_dpr_retrieval_run.py`` unquotes). Our test topics use
+  the same qids, so runs on either are interchangeable.
+
+Outputs: ``corpus.jsonl.gz`` (``wiki``), and in the same folder ``queries.jsonl`` (with each
+question's ``answers``), ``qrels/{train,dev}.tsv`` (DPR's positives), ``bm25-negatives.train.trec``
+(DPR's BM25 hard negatives, for ``data.negatives.source: run``) and ``topics/<split>[.<set>].tsv``
+(``train``); test topics with answers as JSONL (``qa``). Every file is written to a temporary path
+and renamed. ``python -m pyserini_moe.data.dpr --help`` shows the commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import csv
+import gzip
+import io
+import json
+import os
+import re
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from pyserini_moe.data.beir import QRELS_HEADER, Document, check_id, iter_lines, open_binary
+from pyserini_moe.data.errors import DataFormatError
+from pyserini_moe.data.export import write_topics_tsv
+from pyserini_moe.io import atomic_path
+from pyserini_moe.runs import Run, ranked, read_trec_run, write_trec_run
+
+WIKIPEDIA_PASSAGES = 21_015_324  # rows of psgs_w100.tsv: only sizes the progress bar
+_NON_SPACE = re.compile(r"\S")
+_MAX_EXAMPLE_CHARS = 256 << 20  # a JSON example this long is a broken file, not a big example
+
+
+def _open_text(path: Path) -> IO[str]:
+    """UTF-8 text (gunzipped for ``.gz``), newlines untranslated so the csv module sees quotes."""
+    return io.TextIOWrapper(open_binary(path), encoding="utf-8", newline="")
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """``(first line of the record, fields)`` of a tab-separated, CSV-quoted file; a broken quote
+    or bad UTF-8 is a DataFormatError at the record where it starts."""
+    csv.field_size_limit(1 << 24)
+    with _open_text(path) as handle:
+        reader = csv.reader(handle, delimiter="\t")
+        start = 1
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except (csv.Error, UnicodeDecodeError) as e:
+                raise DataFormatError(path, f"unreadable record ({e}); an unbalanced quote?",
+                                      start) from e
+            if row and any(field.strip() for field in row):
+                yield start, row
+            start = reader.line_num + 1
+
+
+# --------------------------------------------------------------------------- Wikipedia passages
+
+
+def iter_wikipedia(path: str | os.PathLike) -> Iterator[Document]:
+    """Stream DPR's ``psgs_w100.tsv`` (or ``.tsv.gz``) as documents, header skipped."""
+    path = Path(path)
+    for lineno, row in _csv_rows(path):
+        if len(row) != 3:
+            raise DataFormatError(path, f"expected 3 tab-separated columns (id, text, title), "
+                                        f"found {len(row)}", lineno)
+        if row[0] == "id" and lineno == 1:
+            continue
+        yield Document(check_id(path, lineno, row[0].strip(), "passage"), row[2],
+                       row[1].strip('"'))
+
+
+def convert_wikipedia(source: str | os.PathLike, target: str | os.PathLike,
+                      progress: bool = True) -> int:
+    """Write ``psgs_w100.tsv`` as a BEIR ``corpus.jsonl.gz``, streaming; returns the passage count.
+
+    Ids are checked for uniqueness in passing (a set of 21M short strings, ~2 GB); texts are never
+    held in memory.
+    """
+    from tqdm import tqdm  # noqa: PLC0415
+
+    source, target = Path(source), Path(target)
+    if not target.name.endswith(".jsonl.gz"):
+        raise ValueError(f"{target}: the corpus must be named *.jsonl.gz (e.g. corpus.jsonl.gz)")
+    total = WIKIPEDIA_PASSAGES if source.name.startswith("psgs_w100") else None
+    seen: set[str] = set()
+    with atomic_path(target) as tmp, gzip.open(tmp, "wt", encoding="utf-8", compresslevel=6) as out, \
+            tqdm(total=total, unit="psg", unit_scale=True, desc=source.name,
+                 disable=not progress) as bar:
+        for doc in iter_wikipedia(source):
+            if doc.id in seen:
+                raise DataFormatError(source, f"duplicate passage id {doc.id!r}")
+            seen.add(doc.id)
+            out.write(json.dumps({"_id": doc.id, "title": doc.title, "text": doc.text},
+                                 ensure_ascii=False) + "\n")
+            bar.update()
+        if not seen:
+            raise DataFormatError(source, "no passages")
+    return len(seen)
+
+
+def passage_texts(source: str | os.PathLike, wanted: Iterable[str]) -> dict[str, str]:
+    """``{docid: text}`` for the ``wanted`` ids only, streamed from ``psgs_w100.tsv``, a BEIR
+    ``corpus.jsonl(.gz)`` or a folder holding one. The text is without its title: DPR's answer
+    match searches the passage text alone."""
+    path = Path(source).expanduser()
+    if path.is_dir():
+        found = [path / n for n in ("corpus.jsonl.gz", "corpus.jsonl") if (path / n).is_file()]
+        if not found:
+            raise FileNotFoundError(f"{path}: no corpus.jsonl(.gz) in this folder")
+        path = found[0]
+    if not path.is_file():
+        raise FileNotFoundError(f"passages file not found: {path}")
+    wanted = set(wanted)
+    texts: dict[str, str] = {}
+    if not wanted:
+        return texts
+    if path.name.endswith((".jsonl", ".jsonl.gz")):
+        for lineno, line in iter_lines(path):
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataFormatError(path, f"malformed JSON ({e.msg})", lineno) from e
+            if not isinstance(obj, dict) or "_id" not in obj:
+                raise DataFormatError(path, 'expected a JSON object with "_id"', lineno)
+            if str(obj["_id"]) in wanted:
+                texts[str(obj["_id"])] = str(obj.get("text") or "")
+                if len(texts) == len(wanted):
+                    break
+    else:
+        for doc in iter_wikipedia(path):
+            if doc.id in wanted:
+                texts[doc.id] = doc.text
+                if len(texts) == len(wanted):
+                    break
+    return texts
+
+
+# --------------------------------------------------------------------------- retriever training data
+
+
+@dataclass(frozen=True)
+class DprExample:
+    """One question of a DPR retriever file, with passage ids only."""
+
+    qid: str
+    question: str
+    answers: tuple[str, ...]
+    positives: tuple[str, ...]
+    hard_negatives: tuple[str, ...]  # DPR's BM25 negatives, in DPR's (BM25) order
+
+
+class _JsonArray:
+    """Streams the elements of a top-level JSON array with the line each one starts on.
+
+    DPR's training files are one array of several GB; ``json.load`` would hold it all (and name no
+    line on an error), so elements are decoded one by one from a sliding buffer.
+    """
+
+    def __init__(self, handle: IO[str], path: Path, chunk: int = 1 << 20) -> None:
+        self.handle, self.path, self.chunk = handle, path, chunk
+        self.buf, self.pos, self.line, self.eof = "", 0, 1, False
+        self.decoder = json.JSONDecoder()
+
+    def _more(self) -> bool:
+        if self.eof:
+            return False
+        try:
+            data = self.handle.read(self.chunk)
+        except UnicodeDecodeError as e:
+            raise DataFormatError(self.path, f"not valid UTF-8 ({e.reason})", self.line) from e
+        if not data:
+            self.eof = True
+            return False
+        self.buf, self.pos = self.buf[self.pos:] + data, 0
+        return True
+
+    def _advance(self, to: int) -> None:
+        self.line += self.buf.count("\n", self.pos, to)
+        self.pos = to
+
+    def _next_char(self) -> str | None:
+        """Skip whitespace; the next character, or None at the end of the file."""
+        while True:
+            match = _NON_SPACE.search(self.buf, self.pos)
+            if match:
+                self._advance(match.start())
+                return self.buf[self.pos]
+            self._advance(len(self.buf))
+            if not self._more():
+                return None
+
+    def _decode(self) -> Any:
+        while True:
+            try:
+                value, end = self.decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as e:
+                if len(self.buf) - self.pos < _MAX_EXAMPLE_CHARS and self._more():
+                    continue  # the element may just be cut by the buffer's end
+                line = self.line + self.buf.count("\n", self.pos, e.pos)
+                raise DataFormatError(self.path, f"malformed JSON ({e.msg})", line) from None
+            self._advance(end)
+            return value
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        if self._next_char() != "[":
+            raise DataFormatError(self.path, "expected a JSON array ([...]) of DPR examples",
+                                  self.line)
+        self._advance(self.pos + 1)
+        if self._next_char() == "]":
+            return
+        while True:
+            self._next_char()
+            start = self.line
+            yield start, self._decode()
+            char = self._next_char()
+            if char == ",":
+                self._advance(self.pos + 1)
+            elif char == "]":
+                return
+            else:
+                raise DataFormatError(self.path, "expected ',' or ']' after an example" if char
+                                      else "the JSON array is not closed (truncated file?)",
+                                      self.line)
+
+
+def _ctx_ids(path: Path, line: int, example: dict, key: str, required: bool) -> tuple[str, ...]:
+    ctxs = example.get(key)
+    if ctxs is None and not required:
+        return ()
+    if not isinstance(ctxs, list):
+        raise DataFormatError(path, f'"{key}" must be a list of passages', line)
+    ids: dict[str, None] = {}
+    for i, ctx in enumerate(ctxs):
+        raw = ctx.get("passage_id", ctx.get("psg_id")) if isinstance(ctx, dict) else None
+        if raw is None:
+            raise DataFormatError(path, f'{key}[{i}] has no "passage_id" (or "psg_id"): '
+                                        "needed to find the passage in psgs_w100", line)
+        ids[check_id(path, line, raw, "passage")] = None
+    return tuple(ids)
+
+
+def read_biencoder(path: str | os.PathLike, prefix: str) -> Iterator[DprExample]:
+    """Stream a DPR retriever file (``.json`` or ``.json.gz``); qid = ``<prefix>-<index>``, index
+    the 0-based position in the file (so an id leads back to its source)."""
+    path = Path(path)
+    with _open_text(path) as handle:
+        for index, (line, obj) in enumerate(_JsonArray(handle, path)):
+            if not isinstance(obj, dict):
+                raise DataFormatError(path, f"example {index}: expected a JSON object, found "
+                                            f"{type(obj).__name__}", line)
+            question = obj.get("question")
+            if not isinstance(question, str) or not question.strip():
+                raise DataFormatError(path, f'example {index}: "question" must be a non-empty '
+                                            "string", line)
+            answers = obj.get("answers", [])
+            if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+                raise DataFormatError(path, f'example {index}: "answers" must be a list of '
+                                            "strings", line)
+            yield DprExample(f"{prefix}-{index}", question.strip(), tuple(answers),
+                             _ctx_ids(path, line, obj, "positive_ctxs", required=True),
+                             _ctx_ids(path, line, obj, "hard_negative_ctxs", required=False))
+
+
+@dataclass(frozen=True)
+class ConversionStats:
+    """What ``convert_training`` wrote, per ``<set>/<split>``."""
+
+    questions: dict[str, int]
+    skipped_without_positive: dict[str, int]
+
+
+def _checked_sets(files: Mapping[str, str | os.PathLike], what: str) -> dict[str, Path]:
+    out = {}
+    for name, file in files.items():
+        if not re.fullmatch(r"[A-Za-z0-9_.]+", name):
+            raise ValueError(f"{what}: data set name {name!r} must be letters, digits, '_' or '.' "
+                             "(it prefixes the query ids)")
+        out[name] = Path(file)
+        if not out[name].is_file():
+            raise FileNotFoundError(f"{what}: DPR file not found for {name!r}: {file}")
+    return out
+
+
+def convert_training(train: Mapping[str, str | os.PathLike], output: str | os.PathLike,
+                     dev: Mapping[str, str | os.PathLike] | None = None) -> ConversionStats:
+    """Merge DPR retriever files into one collection folder for the trainer (multi-set training).
+
+    ``train``/``dev`` map a data set name (``nq``, ``trivia``, ...) to its file; query ids are
+    ``<set>-<split>-<index>``. Writes ``queries.jsonl`` (train and dev questions with their
+    answers), ``qrels/train.tsv`` and ``qrels/dev.tsv`` (positives, grade 1),
+    ``bm25-negatives.train.trec`` (DPR's BM25 hard negatives in DPR's order) and topics files
+    ``topics/train.<set>.tsv`` (per set, for mining from a chosen subset, as TASER mines only NQ,
+    TriviaQA and WebQ) and ``topics/dev.tsv`` (all dev sets, TASER's model selection set). The
+    corpus (``wiki``) goes into the same folder; nothing else there is touched.
+    """
+    output = Path(output)
+    splits = {"train": _checked_sets(train, "train"), "dev": _checked_sets(dev or {}, "dev")}
+    if not splits["train"]:
+        raise ValueError("no training files given")
+    questions: dict[str, int] = {}
+    skipped: dict[str, int] = {}
+    topics: dict[str, dict[str, str]] = {}
+    with contextlib.ExitStack() as stack:
+        def out(name: str) -> IO[str]:
+            tmp = stack.enter_context(atomic_path(output / name))
+            return stack.enter_context(tmp.open("w", encoding="utf-8"))
+
+        queries, negatives = out("queries.jsonl"), out("bm25-negatives.train.trec")
+        for split, files in splits.items():
+            if not files:
+                continue
+            qrels = out(f"qrels/{split}.tsv")
+            qrels.write("\t".join(QRELS_HEADER) + "\n")
+            for name, path in files.items():
+                key, kept = f"{name}/{split}", 0
+                skipped[key] = 0
+                topic_key = f"{split}.{name}" if split == "train" else split
+                for ex in read_biencoder(path, f"{name}-{split}"):
+                    if not ex.positives:  # as DPR's JsonQADataset.load_data
+                        skipped[key] += 1
+                        continue
+                    kept += 1
+                    queries.write(json.dumps({"_id": ex.qid, "text": ex.question,
+                                              "answers": list(ex.answers)},
+                                             ensure_ascii=False) + "\n")
+                    topics.setdefault(topic_key, {})[ex.qid] = ex.question
+                    qrels.writelines(f"{ex.qid}\t{doc}\t1\n" for doc in ex.positives)
+                    if split == "train":
+                        ranked_negs = [d for d in ex.hard_negatives if d not in ex.positives]
+                        negatives.writelines(
+                            f"{ex.qid} Q0 {doc} {rank} {len(ranked_negs) - rank + 1} dpr-bm25\n"
+                            for rank, doc in enumerate(ranked_negs, start=1))
+                if not kept:
+                    raise DataFormatError(path, "no question with a positive passage")
+                questions[key] = kept
+        for name, texts in topics.items():
+            write_topics_tsv(texts, output / "topics" / f"{name}.tsv")
+    return ConversionStats(questions, skipped)
+
+
+# --------------------------------------------------------------------------- test questions, answers
+
+
+def _answer_list(path: str | os.PathLike, line: int | None, text: str) -> list[str]:
+    """A Python list literal of answer strings (DPR's CSV column; Pyserini's ``answers`` field,
+    which may still carry its CSV quotes)."""
+    text = text.strip()
+    if text.startswith('"') and text.endswith('"'):
+        text = text[1:-1].replace('""', '"')
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        value = None
+    if not isinstance(value, list) or not value or not all(isinstance(a, str) for a in value):
+        raise DataFormatError(path, f"answers must be a non-empty list of strings such as "
+                                    f"['Paris'], found {text[:80]!r}", line)
+    return value
+
+
+def read_qa_csv(path: str | os.PathLike, prefix: str = "") -> dict[str, tuple[str, list[str]]]:
+    """DPR's ``<set>-test.qa.csv`` as ``{qid: (question, answers)}``; qid = ``<prefix><row>``
+    with the 0-based row number, the qids of Pyserini's ``dpr-<set>-test`` topics."""
+    path = Path(path)
+    out: dict[str, tuple[str, list[str]]] = {}
+    for row, (line, fields) in enumerate(_csv_rows(path)):
+        if len(fields) < 2:
+            raise DataFormatError(path, "expected question<TAB>answers (a list such as "
+                                        f"['Paris']), found {len(fields)} column(s)", line)
+        if not fields[0].strip():
+            raise DataFormatError(path, "empty question", line)
+        out[f"{prefix}{row}"] = (fields[0].strip(), _answer_list(path, line, fields[1]))
+    if not out:
+        raise DataFormatError(path, "no questions")
+    return out
+
+
+def read_answers_jsonl(path: str | os.PathLike) -> dict[str, tuple[str, list[str]]]:
+    """Our topics-with-answers JSONL (``{"_id", "text", "answers"}``, as ``qa`` writes it)."""
+    path = Path(path)
+    out: dict[str, tuple[str, list[str]]] = {}
+    for line, raw in iter_lines(path):
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise DataFormatError(path, f"malformed JSON ({e.msg})", line) from e
+        if not isinstance(obj, dict) or not {"_id", "text", "answers"} <= obj.keys():
+            raise DataFormatError(path, 'expected {"_id", "text", "answers"}', line)
+        answers = obj["answers"]
+        if not isinstance(answers, list) or not answers or \
+                not all(isinstance(a, str) for a in answers):
+            raise DataFormatError(path, '"answers" must be a non-empty list of strings', line)
+        qid = check_id(path, line, obj["_id"], "query")
+        if qid in out:
+            raise DataFormatError(path, f"duplicate query id {qid!r}", line)
+        out[qid] = (str(obj["text"]), answers)
+    if not out:
+        raise DataFormatError(path, "no questions")
+    return out
+
+
+def _pyserini_answers(name: str) -> dict[str, list[str]]:
+    from pyserini_moe._java import bootstrap  # noqa: PLC0415 - starts a JVM; only when needed
+
+    bootstrap()
+    from pyserini.search import get_topics  # noqa: PLC0415
+
+    try:
+        topics = get_topics(name)
+    except ValueError as e:
+        raise ValueError(f"unknown answers {name!r}: not a file and not a Pyserini topics name "
+                         "(e.g. dpr-nq-test)") from e
+    answers = {}
+    for qid, fields in topics.items():
+        if "answers" not in fields:
+            raise ValueError(f"Pyserini topics {name!r} carry no answers (topic {qid})")
+        answers[str(qid)] = _answer_list(name, None, fields["answers"])
+    return answers
+
+
+def load_answers(spec: str | os.PathLike) -> dict[str, list[str]]:
+    """``{qid: answers}`` from our JSONL, a DPR ``.qa.csv`` (gz allowed) or a Pyserini DPR topics
+    name (``dpr-nq-test``, ``dpr-trivia-test``, ``dpr-wq-test``, ``dpr-curated-test``,
+    ``dpr-squad-test``)."""
+    path = Path(spec).expanduser()
+    if path.is_file():
+        read = read_answers_jsonl if ".jsonl" in path.name else read_qa_csv
+        return {qid: answers for qid, (_, answers) in read(path).items()}
+    if os.sep in str(spec) or "." in path.name:
+        raise FileNotFoundError(f"answers file not found: {spec}")
+    return _pyserini_answers(str(spec))
+
+
+def convert_qa(source: str | os.PathLike, target: str | os.PathLike, prefix: str = "") -> int:
+    """Write DPR test questions as JSONL ``{"_id", "text", "answers"}``: a ``--topics`` file for
+    search (extra fields are ignored) and an ``answers:`` file for the regression runner."""
+    rows = read_qa_csv(source, prefix)
+    with atomic_path(target) as tmp, tmp.open("w", encoding="utf-8") as f:
+        for qid, (question, answers) in rows.items():
+            f.write(json.dumps({"_id": qid, "text": question, "answers": answers},
+                               ensure_ascii=False) + "\n")
+    return len(rows)
+
+
+def answer_accuracy(run: Run, answers: Mapping[str, list[str]], passages: str | os.PathLike,
+                    ks: Iterable[int], regex: bool = False) -> dict[str, float]:
+    """DPR top-k accuracy of ``run``, reading only the passages the run ranks within max(ks)."""
+    from pyserini_moe.eval.metrics import topk_accuracy  # noqa: PLC0415
+
+    ks = sorted(set(ks))
+    needed = {docid for qid in answers for docid, _ in ranked(run.get(qid, {}))[:ks[-1]]}
+    texts = passage_texts(passages, needed)
+    missing = needed - texts.keys()
+    if missing:
+        raise ValueError(f"{passages}: the run ranks passage {min(missing)!r} that is not in it "
+                         f"({len(missing)} missing): wrong passages file for this run?")
+    return topk_accuracy(run, answers, texts, ks, regex)
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def merge_runs(paths: Iterable[str | os.PathLike], target: str | os.PathLike) -> Run:
+    """Per query, the hits of the first run that has it: model-mined negatives for some data sets,
+    DPR's BM25 negatives for the rest (TASER appendix D mines only NQ, TriviaQA and WebQ)."""
+    merged: Run = {}
+    for path in paths:
+        for qid, hits in read_trec_run(path).items():
+            merged.setdefault(qid, hits)
+    if not merged:
+        raise ValueError("the runs to merge are empty")
+    write_trec_run(merged, target, tag="merged")
+    return merged
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for value in values or []:
+        name, sep, file = value.partition("=")
+        if not sep or not name or not file:
+            raise ValueError(f"{flag} {value!r}: expected NAME=FILE, e.g. nq=biencoder-nq-train.json")
+        if name in out:
+            raise ValueError(f"{flag}: data set {name!r} given twice")
+        out[name] = file
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pyserini_moe.data.dpr",
+        description="Convert DPR's published data (psgs_w100.tsv, biencoder-*.json, *.qa.csv) "
+                    "into the BEIR layout, topics and answer files of pyserini_moe.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    wiki = sub.add_parser("wiki", help="psgs_w100.tsv -> corpus.jsonl.gz (streamed)")
+    wiki.add_argument("--input", required=True, help="psgs_w100.tsv (or .tsv.gz)")
+    wiki.add_argument("--output", required=True, help="e.g. data/dpr/corpus.jsonl.gz")
+    wiki.add_argument("--quiet", action="store_true", help="no progress bar")
+    train = sub.add_parser("train", help="biencoder-*.json -> queries, qrels, BM25-negatives run, "
+                                         "topics (one merged multi-set collection)")
+    train.add_argument("--train", nargs="+", required=True, metavar="SET=FILE",
+                       help="e.g. nq=biencoder-nq-train.json trivia=biencoder-trivia-train.json")
+    train.add_argument("--dev", nargs="+", metavar="SET=FILE",
+                       help="e.g. nq=biencoder-nq-dev.json trivia=biencoder-trivia-dev.json")
+    train.add_argument("--output", required=True, help="collection folder (the corpus goes there too)")
+    qa = sub.add_parser("qa", help="<set>-test.qa.csv -> topics JSONL with answers")
+    qa.add_argument("--input", required=True, help="e.g. nq-test.qa.csv")
+    qa.add_argument("--output", required=True, help="e.g. data/dpr/test/nq.jsonl")
+    qa.add_argument("--prefix", default="", help="prepended to the row numbers used as qids "
+                                                 "(default none: Pyserini's dpr-*-test qids)")
+    merge = sub.add_parser("merge-runs", help="per query, the hits of the first run that has it")
+    merge.add_argument("--runs", nargs="+", required=True, help="TREC runs, by priority")
+    merge.add_argument("--output", required=True, help="merged TREC run")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "wiki":
+        count = convert_wikipedia(args.input, args.output, progress=not args.quiet)
+        print(f"{count} passages written to {args.output}", file=sys.stderr)
+    elif args.command == "train":
+        stats = convert_training(_pairs(args.train, "--train"), args.output,
+                                 _pairs(args.dev, "--dev"))
+        for key, count in stats.questions.items():
+            print(f"{key}: {count} questions ({stats.skipped_without_positive[key]} without a "
+                  "positive passage skipped)", file=sys.stderr)
+    elif args.command == "qa":
+        count = convert_qa(args.input, args.output, args.prefix)
+        print(f"{count} questions written to {args.output}", file=sys.stderr)
+    else:
+        merged = merge_runs(args.runs, args.output)
+        print(f"{len(merged)} queries written to {args.output}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    from pyserini_moe.cli import run_main  # noqa: PLC0415
+
+    sys.exit(run_main(main))
