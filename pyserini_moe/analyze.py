@@ -319,16 +319,19 @@ def main(argv: list[str] | None = None) -> int:
                     "block, SB-MoE's experts won and activated, SB-MoE against its number of "
                     "experts.")
     sub = parser.add_subparsers(dest="command", required=True)
-    routing = sub.add_parser("routing", help="expert shares per side and specialised block")
+    # Flags every model-routing subcommand takes.
+    encoding = argparse.ArgumentParser(add_help=False)
+    encoding.add_argument("--max-length", type=int, default=256, help="passage / document tokens")
+    encoding.add_argument("--device", default=None, help="cpu, cuda (default: CUDA when present)")
+    encoding.add_argument("--quiet", action="store_true", help="no progress bars")
+    routing = sub.add_parser("routing", help="expert shares per side and specialised block",
+                             parents=[encoding])
     routing.add_argument("--model", required=True, help="a saved TASER model folder")
     routing.add_argument("--corpus", required=True, help="collection whose passages to route")
     routing.add_argument("--topics", required=True, help="queries to route (as in search)")
     routing.add_argument("--sample", type=int, default=1000,
                          help="passages sampled from the corpus (seeded); 0 = all")
-    routing.add_argument("--max-length", type=int, default=256, help="passage tokens")
     routing.add_argument("--output", help="also write the Markdown table here")
-    routing.add_argument("--device", default=None, help="cpu, cuda (default: CUDA when present)")
-    routing.add_argument("--quiet", action="store_true", help="no progress bars")
 
     experts = sub.add_parser(
         "experts", help="SB-MoE: documents / queries each expert wins, activated experts",
@@ -339,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
                     "paper: 1.14% of MS MARCO, 3.85% of NQ), i.e. that share of the routed "
                     "texts; --threshold sets the share directly (needed for corpora smaller "
                     "than --min-docs). The same share applies to queries (the paper counts "
-                    "documents only).")
+                    "documents only).", parents=[encoding])
     experts.add_argument("--model", required=True, help="a saved SB-MoE model folder")
     experts.add_argument("--corpus", help="collection whose documents to route (name or BEIR "
                                           "folder)")
@@ -353,12 +356,9 @@ def main(argv: list[str] | None = None) -> int:
                          help="activation threshold as a percentage of the routed texts "
                               "(overrides --min-docs)")
     experts.add_argument("--batch-size", type=int, default=32, help="texts per batch")
-    experts.add_argument("--max-length", type=int, default=256, help="document tokens")
     experts.add_argument("--query-max-length", type=int, default=64, help="query tokens")
     experts.add_argument("--output", help="also write the Markdown tables here")
     experts.add_argument("--plot", help="write a PNG bar plot of the shares here")
-    experts.add_argument("--device", default=None, help="cpu, cuda (default: CUDA when present)")
-    experts.add_argument("--quiet", action="store_true", help="no progress bars")
 
     count = sub.add_parser(
         "expert-count", help="SB-MoE: effectiveness against the number of experts (figure 2)",
