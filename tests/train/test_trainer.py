@@ -195,6 +195,26 @@ def test_learned_routers_train_with_their_regulariser_and_a_glob_learning_rate(t
     assert len(log) == 2 and all(0 <= e["regularization"] <= 0.01 * 0.7 for e in log)
 
 
+def test_taser_shared_trains_exactly_like_the_siamese_model(toy, tiny_bert, tmp_path, texts):
+    """TASER-shared is the Siamese architecture with its FFNs moved into one-expert blocks: the
+    same recipe and seed must give the same model, step for step."""
+    encoded = {}
+    for name, model in (("siamese", {"type": "siamese", "args": {"pooling": "mean"}}),
+                        ("shared", {"type": "taser", "args": {"router": "shared", "every": 0,
+                                                              "pooling": "mean",
+                                                              "normalize": True}})):
+        raw = recipe(toy, tmp_path / name, max_steps=3)
+        raw["model"] = {**model, "backbone": str(tiny_bert)}
+        config = from_dict(raw, f"{name}.yaml")
+        set_seed(config.training.seed)
+        trainer = Trainer(build_model(config.model, "cpu"), config, progress=False)
+        start = trainer.model.eval().encode(texts, Side.PASSAGE).dense
+        trainer.train()
+        encoded[name] = trainer.model.eval().encode(texts, Side.PASSAGE).dense
+        assert not torch.allclose(encoded[name], start, atol=1e-3)  # training moved it
+    torch.testing.assert_close(encoded["shared"], encoded["siamese"], atol=1e-5, rtol=0)
+
+
 def test_linear_schedule_warms_up_then_decays_without_zero_steps():
     factor = linear_schedule(10, 2)
     values = [factor(s) for s in range(10)]
