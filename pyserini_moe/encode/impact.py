@@ -3,6 +3,11 @@
 Lucene stores impacts as integers: a weight of 0.4 would silently become 0. Both sides therefore
 quantise explicitly with the same factor (``round(w * factor)``, terms rounding to 0 dropped),
 and the factor is recorded in the index so queries always match their documents.
+
+Queries keep at most ``max_terms`` terms: Anserini's ``SimpleImpactSearcher`` turns a query into
+one Lucene clause per term, and Lucene refuses more than ``IndexSearcher.getMaxClauseCount()``
+(1024 in Anserini 1.7.1, which never raises it). A lightly trained SPLADE emits thousands of
+query terms; without the cap every query fails inside Lucene.
 """
 
 from __future__ import annotations
@@ -12,15 +17,24 @@ from pyserini_moe.encode.common import ModelDocumentEncoder, ModelQueryEncoder
 from pyserini_moe.modeling.base import Encoded, RetrievalModel
 
 DEFAULT_QUANTIZATION = 100
+DEFAULT_QUERY_MAX_TERMS = 1024  # Lucene's default max clause count, checked by ImpactSearcher
 
 
-def quantize(weights: torch.Tensor, vocab: list[str], factor: int) -> list[dict[str, int]]:
-    """[B, V] non-negative weights -> one ``{token: int weight}`` per row, zeros dropped."""
+def quantize(weights: torch.Tensor, vocab: list[str], factor: int,
+             max_terms: int | None = None) -> list[dict[str, int]]:
+    """[B, V] non-negative weights -> one ``{token: int weight}`` per row, zeros dropped.
+
+    With ``max_terms``, each row keeps its ``max_terms`` largest quantised weights; equal weights
+    are kept in vocabulary order, so a query always yields the same terms.
+    """
     q = torch.round(weights.float() * factor).to(torch.int64).cpu()
     out = []
     for row in q:
-        idx = torch.nonzero(row > 0).flatten().tolist()
-        out.append({vocab[i]: int(row[i]) for i in idx})
+        idx = torch.nonzero(row > 0).flatten()
+        terms = list(zip(idx.tolist(), row[idx].tolist()))  # in vocabulary order
+        if max_terms is not None and len(terms) > max_terms:
+            terms = sorted(terms, key=lambda t: -t[1])[:max_terms]  # stable sort: ties by id
+        out.append({vocab[i]: w for i, w in terms})
     return out
 
 
@@ -54,9 +68,17 @@ class ImpactDocumentEncoder(_Impact, ModelDocumentEncoder):
 
 
 class ImpactQueryEncoder(_Impact, ModelQueryEncoder):
-    """Queries -> ``{token: int}``, the form ``LuceneImpactSearcher`` sends to Lucene."""
+    """Queries -> ``{token: int}``, the form ``LuceneImpactSearcher`` sends to Lucene; at most
+    ``max_terms`` terms (the heaviest) per query, so Lucene accepts every query."""
 
     def __init__(self, model: RetrievalModel | str, device: str | None = None,
-                 max_length: int = 64, quantization: int = DEFAULT_QUANTIZATION) -> None:
+                 max_length: int = 64, quantization: int = DEFAULT_QUANTIZATION,
+                 max_terms: int = DEFAULT_QUERY_MAX_TERMS) -> None:
         super().__init__(model, device, max_length)
         self._init_impact(quantization)
+        if max_terms < 1:
+            raise ValueError("max_terms must be >= 1")
+        self.max_terms = max_terms
+
+    def convert(self, out: Encoded) -> list[dict[str, int]]:
+        return quantize(out.sparse, self.vocab, self.quantization, self.max_terms)

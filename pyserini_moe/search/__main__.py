@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="query encoder (default: the encoder recorded in the index; another "
                           "model than the one that built the index is refused)")
     enc.add_argument("--query-max-length", type=int, default=64, help="query tokens kept")
+    enc.add_argument("--query-max-terms", type=int, default=1024,
+                     help="impact: query terms kept (the heaviest); may not exceed Lucene's max "
+                          "clause count (1024), which refuses longer queries")
     enc.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA if present)")
     enc.add_argument("--exhaustive", action="store_true",
                      help="multivector: exact MaxSim against every document instead of Faiss "
@@ -77,8 +80,9 @@ def search(args: argparse.Namespace, topics: dict[str, str]) -> Run:
     else:
         from pyserini_moe.search.encoded import SEARCHERS  # noqa: PLC0415
 
+        extra = {"query_max_terms": args.query_max_terms} if args.retriever == "impact" else {}
         searcher = SEARCHERS[args.retriever](args.index, args.encoder, device=args.device,
-                                             query_max_length=args.query_max_length)
+                                             query_max_length=args.query_max_length, **extra)
     if args.exhaustive:
         return searcher.search(topics, hits=args.hits, batch_size=args.batch_size,
                                progress=not args.quiet, exhaustive=True)
@@ -101,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError("--exhaustive applies to a plain multivector search")
     if args.bm25_index and args.retriever == "bm25":
         raise ValueError("--bm25-index fuses a model's run with BM25; use a model --retriever")
-    for flag in ("hits", "batch_size", "threads", "query_max_length", "candidates"):
+    for flag in ("hits", "batch_size", "threads", "query_max_length", "query_max_terms",
+                 "candidates"):
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be >= 1")
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415

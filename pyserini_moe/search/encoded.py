@@ -88,12 +88,23 @@ class DenseSearcher(_EncodedSearcher):
 class ImpactSearcher(_EncodedSearcher):
     """Pyserini ``LuceneImpactSearcher`` + :class:`~pyserini_moe.encode.impact.ImpactQueryEncoder`.
 
-    Queries are quantised with the factor stored in the index, so both sides use the same scale.
+    Queries are quantised with the factor stored in the index, so both sides use the same scale,
+    and keep at most ``query_max_terms`` terms, which may not exceed Lucene's max clause count.
     """
 
     kind = "impact"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, query_max_terms: int | None = None, **kwargs: Any) -> None:
+        _java.bootstrap()
+        from pyserini.pyclass import autoclass  # noqa: PLC0415
+
+        from pyserini_moe.encode.impact import DEFAULT_QUERY_MAX_TERMS  # noqa: PLC0415
+
+        limit = autoclass("org.apache.lucene.search.IndexSearcher").getMaxClauseCount()
+        self.query_max_terms = query_max_terms or min(DEFAULT_QUERY_MAX_TERMS, limit)
+        if self.query_max_terms > limit:
+            raise ValueError(f"{self.query_max_terms} query terms (--query-max-terms) exceed "
+                             f"Lucene's max clause count ({limit}): Lucene refuses such queries")
         super().__init__(*args, **kwargs)
         from pyserini.search.lucene import LuceneImpactSearcher  # noqa: PLC0415
 
@@ -103,8 +114,34 @@ class ImpactSearcher(_EncodedSearcher):
         from pyserini_moe.encode.impact import ImpactQueryEncoder  # noqa: PLC0415
 
         return ImpactQueryEncoder(encoder, device=device, max_length=max_length,
-                                  quantization=int(self.meta["quantization"]))
+                                  quantization=int(self.meta["quantization"]),
+                                  max_terms=self.query_max_terms)
 
+    def search(self, topics: dict[str, str], hits: int = 1000, threads: int = 1,
+               batch_size: int = 64, progress: bool = True) -> Run:
+        return batched_search(topics, lambda texts, qids: self._batch(texts, qids, hits, threads),
+                              batch_size, self.kind, progress)
+
+    def _batch(self, texts: list[str], qids: list[str], hits: int, threads: int) -> dict:
+        """Anserini's batch search drops the exceptions of its query tasks and reports only
+        "queryCount = N is not equal to completedTaskCount = M"; on such a failure the batch's
+        queries are searched one at a time to name the failing query and Lucene's reason."""
+        from jnius import JavaException  # noqa: PLC0415
+
+        try:
+            return self.searcher.batch_search(texts, qids, k=hits, threads=threads)
+        except JavaException as e:
+            if "completedTaskCount" not in str(e):
+                raise
+            batch_error = e
+        for text, qid in zip(texts, qids):
+            try:
+                self.searcher.search(text, k=hits)
+            except JavaException as e:
+                raise RuntimeError(f"Lucene failed on query {qid!r}: {e.classname}: "
+                                   f"{e.innermessage}") from None
+        raise RuntimeError(f"Lucene's batch search failed ({batch_error.innermessage}) although "
+                           "each query succeeds alone") from None
 
 class MultiVectorSearcher(_EncodedSearcher):
     """Our multi-vector index: Faiss token candidates, exact MaxSim re-scoring."""

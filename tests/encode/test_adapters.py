@@ -218,3 +218,65 @@ def test_dense_hnsw_option_finds_the_flat_results(corpus, models, tmp_path):
     hnsw = search("dense", corpus, index, tmp_path / "hnsw.trec")
     for qid in flat:  # 30 documents: the graph search is exact here
         assert list(hnsw[qid])[:5] == list(flat[qid])[:5]
+
+
+def test_query_term_cap_keeps_the_heaviest_terms_ties_in_vocabulary_order():
+    vocab = ["a", "b", "c", "d", "e", "f"]
+    weights = torch.tensor([[0.3, 0.5, 0.3, 0.1, 0.5, 0.0], [0.0, 0.0, 0.2, 0.0, 0.0, 0.0]])
+    capped, short = quantize(weights, vocab, 10, max_terms=3)
+    assert capped == {"b": 5, "e": 5, "a": 3}  # "c" ties with "a" and comes later in the vocabulary
+    assert short == {"c": 2}
+    assert quantize(weights, vocab, 10, max_terms=5)[0] == quantize(weights, vocab, 10)[0]
+
+
+def test_impact_query_encoder_keeps_its_top_terms(models):
+    full = ImpactQueryEncoder(models["impact"], device="cpu").encode("what is dense retrieval")
+    capped = ImpactQueryEncoder(models["impact"], device="cpu", max_terms=4).encode(
+        "what is dense retrieval")
+    vocab = ImpactQueryEncoder(models["impact"], device="cpu").vocab
+    ranked = sorted(full, key=lambda t: (-full[t], vocab.index(t)))
+    assert len(full) > 4 and capped == {t: full[t] for t in ranked[:4]}
+
+
+def test_impact_cli_query_max_terms_is_what_pyserini_searches(corpus, models, tmp_path):
+    from pyserini.search.lucene import LuceneImpactSearcher
+
+    index = build("impact", corpus, models["impact"], tmp_path / "impact")
+    ours = search("impact", corpus, index, tmp_path / "run.trec", "--query-max-terms", "53")
+    pyserini = LuceneImpactSearcher(str(index), ImpactQueryEncoder(models["impact"], device="cpu",
+                                                                   max_terms=53))
+    queries = ["what is dense retrieval", "cat sat on the mat", "mixture of expert model", "sparse query"]
+    hits = pyserini.batch_search(queries, ["q0", "q1", "q2", "q3"], k=10)
+    assert ours  # the run writer orders tied scores as trec_eval does: compare docid -> score
+    for qid, run in ours.items():
+        assert {h.docid: float(h.score) for h in hits[qid]} == pytest.approx(run)
+
+
+def test_more_query_terms_than_lucene_allows_is_refused(corpus, models, tmp_path, capsys):
+    index = build("impact", corpus, models["impact"], tmp_path / "impact")
+    code = run_main(search_cli.main, ["--retriever", "impact", "--index", str(index), "--topics",
+                                      f"{corpus}:test", "--output", str(tmp_path / "r.trec"),
+                                      "--device", "cpu", "--query-max-terms", "1025"])
+    err = capsys.readouterr().err
+    assert code == 2 and "1025 query terms" in err and "max clause count (1024)" in err
+    assert not (tmp_path / "r.trec").exists()
+
+
+def test_lucene_failure_in_a_batch_names_the_query_and_the_cause(corpus, models, tmp_path):
+    """Anserini's batch search only says "queryCount = 4 is not equal to completedTaskCount = 0"."""
+    from pyserini.pyclass import autoclass
+
+    from pyserini_moe.search.encoded import ImpactSearcher
+
+    lucene = autoclass("org.apache.lucene.search.IndexSearcher")
+    searcher = ImpactSearcher(build("impact", corpus, models["impact"], tmp_path / "impact"),
+                              device="cpu")
+    limit = lucene.getMaxClauseCount()
+    lucene.setMaxClauseCount(2)  # fewer than q1's terms found in the index (q0 has at most 2)
+    try:
+        with pytest.raises(RuntimeError, match=r"Lucene failed on query 'q1': .*TooManyClauses: "
+                                               r"maxClauseCount is set to 2"):
+            searcher.search({"q0": "what is dense retrieval", "q1": "cat sat on the mat"}, hits=5,
+                            progress=False)
+    finally:
+        lucene.setMaxClauseCount(limit)
