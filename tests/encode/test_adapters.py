@@ -16,6 +16,7 @@ from pyserini_moe.modeling.base import Side
 from pyserini_moe.modeling.biencoder import SiameseBiEncoder
 from pyserini_moe.modeling.colbert import ColbertEncoder
 from pyserini_moe.modeling.splade import SpladeEncoder
+from pyserini_moe.modeling.taser import TaserEncoder
 from pyserini_moe.runs import read_trec_run
 from pyserini_moe.search import __main__ as search_cli
 
@@ -57,7 +58,17 @@ def models(tiny_bert, tiny_mlm, tmp_path_factory) -> dict[str, str]:
         "multivector": str(ColbertEncoder.from_backbone(tiny_bert, dim=16, device="cpu")
                            .save(out / "colbert")),
         "other-dense": str(SiameseBiEncoder.from_backbone(tiny_mlm, device="cpu").save(out / "other")),
+        "taser": str(_trained_like_taser(tiny_bert).save(out / "taser")),
     }
+
+
+def _trained_like_taser(path: Path) -> TaserEncoder:
+    """Det-R TASER whose passage expert differs from its question expert, as after training."""
+    model = TaserEncoder.from_backbone(path, every=1, device="cpu")
+    with torch.no_grad():
+        for block in model.expert_layers:
+            block.experts[1].intermediate.dense.weight.mul_(1.5)
+    return model
 
 
 def build(kind: str, corpus: Path, encoder: str, index: Path, *extra: str) -> Path:
@@ -132,6 +143,32 @@ def test_dense_cli_run_equals_pyserini_faiss_searcher(corpus, models, tmp_path):
         hits = pyserini.search(text, k=10)
         assert [h.docid for h in hits] == list(ours[qid])
         np.testing.assert_allclose([h.score for h in hits], list(ours[qid].values()), atol=1e-5)
+
+
+def test_taser_index_holds_passage_experts_and_pyserini_searches_it(corpus, models, tmp_path):
+    """Documents go through the passage expert, queries through the question expert, and
+    Pyserini's FaissSearcher with our query encoder returns the run of our command line."""
+    import faiss
+    from pyserini.search.faiss import FaissSearcher
+
+    index = build("dense", corpus, models["taser"], tmp_path / "taser")
+    assert read_meta(index)["model_type"] == "taser"
+    stored = faiss.read_index(str(index / "index")).reconstruct_n(0, 2)
+    doc_enc = DenseDocumentEncoder(models["taser"], device="cpu")
+    model = doc_enc.model
+    first = [json.loads(line) for line in (corpus / "corpus.jsonl").read_text().splitlines()[:2]]
+    texts = [f"{d['title']} {d['text']}" for d in first]
+    np.testing.assert_allclose(stored, model.encode(texts, Side.PASSAGE).dense.numpy(), atol=1e-5)
+    assert not np.allclose(stored, model.encode(texts, Side.QUERY).dense.numpy(), atol=1e-3)
+    ours = search("dense", corpus, index, tmp_path / "run.trec")
+    pyserini = FaissSearcher(str(index), DenseQueryEncoder(models["taser"], device="cpu"))
+    for qid, text in {"q0": "what is dense retrieval", "q2": "mixture of expert model"}.items():
+        hits = pyserini.search(text, k=10)
+        # Same documents and scores; tied scores may come in another order (ours: trec_eval's).
+        assert {h.docid: pytest.approx(h.score, abs=1e-5) for h in hits} == ours[qid]
+        np.testing.assert_allclose([h.score for h in hits], list(ours[qid].values()), atol=1e-5)
+        expected = model.encode([text], Side.QUERY).dense.numpy()[0]
+        np.testing.assert_allclose(pyserini.query_encoder.encode(text), expected, atol=1e-6)
 
 
 def test_impact_cli_run_equals_pyserini_impact_searcher(corpus, models, tmp_path):
