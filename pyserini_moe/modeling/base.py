@@ -140,6 +140,21 @@ class RetrievalModel(nn.Module):
         return directory
 
 
+class SingleBackboneModel(RetrievalModel):
+    """A model around one backbone, ``self.backbone``, built as ``cls(backbone, tokenizer,
+    **args)``: its config is all that rebuilding the architecture needs."""
+
+    @classmethod
+    def from_configs(cls, configs: dict[str, Any], tokenizer: Any,
+                     **args: Any) -> SingleBackboneModel:
+        from pyserini_moe.modeling.pooling import encoder_from_config  # noqa: PLC0415
+
+        return cls(encoder_from_config(configs[""]), tokenizer, **args)
+
+    def backbone_configs(self) -> dict[str, Any]:
+        return {"": self.backbone.config}
+
+
 def _untie(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """safetensors refuses shared storage (tied embeddings): give each entry its own copy."""
     seen: set[int] = set()

@@ -11,7 +11,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
-from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, default_device, register
+from pyserini_moe.modeling.base import (
+    Encoded,
+    RetrievalModel,
+    Side,
+    SingleBackboneModel,
+    default_device,
+    register,
+)
 from pyserini_moe.modeling.pooling import (
     POOLINGS,
     encoder_from_config,
@@ -28,7 +35,7 @@ def _embed(backbone: nn.Module, input_ids: torch.Tensor, attention_mask: torch.T
 
 
 @register
-class SiameseBiEncoder(RetrievalModel):
+class SiameseBiEncoder(SingleBackboneModel):
     """Queries and passages through the same backbone; score = dot product of pooled vectors.
 
     Defaults (mean pooling, L2-normalised) are how all-MiniLM-L6-v2 was trained; normalised
@@ -54,13 +61,6 @@ class SiameseBiEncoder(RetrievalModel):
         """Pretrained backbone + its tokenizer, on ``device`` (default: CUDA when present)."""
         model = cls(pretrained_encoder(name), load_tokenizer(name), pooling, normalize)
         return model.to(device or default_device())
-
-    @classmethod
-    def from_configs(cls, configs: dict[str, Any], tokenizer: Any, **args: Any) -> SiameseBiEncoder:
-        return cls(encoder_from_config(configs[""]), tokenizer, **args)
-
-    def backbone_configs(self) -> dict[str, Any]:
-        return {"": self.backbone.config}
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 side: Side) -> Encoded:

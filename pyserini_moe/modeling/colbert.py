@@ -9,13 +9,13 @@ import torch
 from torch import nn
 
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
-from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, default_device, register
+from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, default_device, register
 from pyserini_moe.modeling.heads import ProjectionHead, maxsim
-from pyserini_moe.modeling.pooling import encoder_from_config, pretrained_encoder
+from pyserini_moe.modeling.pooling import pretrained_encoder
 
 
 @register
-class ColbertEncoder(RetrievalModel):
+class ColbertEncoder(SingleBackboneModel):
     """Shared backbone + linear projection to ``dim`` (L2-normalised) for every token, [CLS]
     included; padding is masked out of both sides of MaxSim.
     """
@@ -36,13 +36,6 @@ class ColbertEncoder(RetrievalModel):
         """Pretrained backbone + random projection; on ``device`` (default: CUDA when present)."""
         model = cls(pretrained_encoder(name), load_tokenizer(name), dim, normalize)
         return model.to(device or default_device())
-
-    @classmethod
-    def from_configs(cls, configs: dict[str, Any], tokenizer: Any, **args: Any) -> ColbertEncoder:
-        return cls(encoder_from_config(configs[""]), tokenizer, **args)
-
-    def backbone_configs(self) -> dict[str, Any]:
-        return {"": self.backbone.config}
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 side: Side) -> Encoded:

@@ -26,8 +26,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
-from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, default_device, register
-from pyserini_moe.modeling.pooling import POOLINGS, encoder_from_config, pool, pretrained_encoder
+from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, default_device, register
+from pyserini_moe.modeling.pooling import POOLINGS, pool, pretrained_encoder
 
 INFERENCE_MODES = ("top1", "all")
 GATES = ("learned", "random")
@@ -120,7 +120,7 @@ def _random_weights(input_ids: torch.Tensor, attention_mask: torch.Tensor,
 
 
 @register
-class SbMoeEncoder(RetrievalModel):
+class SbMoeEncoder(SingleBackboneModel):
     """SB-MoE: a Siamese bi-encoder whose pooled vector is refined by a single MoE block.
 
     Training routes every text with noisy top-1 gating (Shazeer et al. 2017); inference uses
@@ -182,13 +182,6 @@ class SbMoeEncoder(RetrievalModel):
         model = cls(pretrained_encoder(name), load_tokenizer(name), n_experts, pooling, normalize,
                     inference, gate, balance_weight)
         return model.to(device or default_device())
-
-    @classmethod
-    def from_configs(cls, configs: dict[str, Any], tokenizer: Any, **args: Any) -> SbMoeEncoder:
-        return cls(encoder_from_config(configs[""]), tokenizer, **args)
-
-    def backbone_configs(self) -> dict[str, Any]:
-        return {"": self.backbone.config}
 
     def with_inference(self, mode: str) -> SbMoeEncoder:
         """Switch the inference mode in place (saved args included) and return the model, like

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
-from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, default_device, register
+from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, default_device, register
 from pyserini_moe.modeling.experts import (
     ROUTERS,
     balance_loss,
@@ -30,7 +30,7 @@ from pyserini_moe.modeling.experts import (
     set_route,
     transformer_layers,
 )
-from pyserini_moe.modeling.pooling import POOLINGS, encoder_from_config, pool, pretrained_encoder
+from pyserini_moe.modeling.pooling import POOLINGS, pool, pretrained_encoder
 
 ENTROPY_WEIGHT = 0.01  # beta of eq. 5, fixed in the paper
 
@@ -46,7 +46,7 @@ def specialised_layers(num_layers: int, every: int) -> list[int]:
 
 
 @register
-class TaserEncoder(RetrievalModel):
+class TaserEncoder(SingleBackboneModel):
     """TASER over any BERT-style backbone.
 
     ``router``: det | seq | tok | shared; ``num_experts`` (I) defaults to what the router needs
@@ -92,13 +92,6 @@ class TaserEncoder(RetrievalModel):
         model = cls(pretrained_encoder(name), load_tokenizer(name), router, num_experts, every,
                     pooling, normalize, entropy_weight, gumbel_tau)
         return model.to(device or default_device())
-
-    @classmethod
-    def from_configs(cls, configs: dict[str, Any], tokenizer: Any, **args: Any) -> TaserEncoder:
-        return cls(encoder_from_config(configs[""]), tokenizer, **args)
-
-    def backbone_configs(self) -> dict[str, Any]:
-        return {"": self.backbone.config}
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 side: Side) -> Encoded:
