@@ -92,4 +92,5 @@ def fingerprint(model: RetrievalModel) -> str:
 def describe(model: RetrievalModel, name: str) -> dict[str, Any]:
     """The encoder fields every index records (see :mod:`pyserini_moe.index.meta`)."""
     return {"encoder": name, "encoder_fingerprint": fingerprint(model),
-            "model_type": model.model_type}
+            "model_type": model.model_type,
+            "encoder_options": {k: model.args[k] for k in model.encode_options}}

@@ -39,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a model folder saved by `python -m pyserini_moe.train`, or a Hugging Face "
                           "backbone name/path used zero-shot (mean pooling, L2-normalised); "
                           "'all-minilm-l6-v2' is the packaged MiniLM")
+    enc.add_argument("--encoder-option", action="append", default=[], metavar="NAME=VALUE",
+                     help="an encode-time option of the model, recorded in the index and applied "
+                          "to queries when searching (e.g. SB-MoE: inference=all; repeatable)")
     enc.add_argument("--batch-size", type=int, default=32, help="documents per encoding batch")
     enc.add_argument("--max-length", type=int, default=256, help="document tokens kept")
     enc.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: CUDA if present)")
@@ -49,6 +52,18 @@ def build_parser() -> argparse.ArgumentParser:
                           "in the index and applied to queries too")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
+
+
+def parse_options(settings: list[str]) -> dict[str, str]:
+    """``NAME=VALUE`` strings -> options; the model checks names and values."""
+    options = {}
+    for setting in settings:
+        name, sep, value = setting.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise ValueError(f"--encoder-option {setting!r}: expected NAME=VALUE, e.g. "
+                             "inference=all")
+        options[name.strip()] = value.strip()
+    return options
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.retriever == "impact" else {"faiss": args.faiss}
         BUILDERS[args.retriever](args.corpus, args.encoder, args.index, batch_size=args.batch_size,
                                  max_length=args.max_length, device=args.device,
-                                 overwrite=args.overwrite, progress=not args.quiet, **extra)
+                                 overwrite=args.overwrite, progress=not args.quiet,
+                                 options=parse_options(args.encoder_option), **extra)
     print(f"{args.retriever} index written to {args.index} in {time.perf_counter() - start:.1f}s",
           file=sys.stderr)
     return 0

@@ -13,12 +13,14 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
 from pyserini_moe.data.beir import BeirCollection, Document
 from pyserini_moe.index.meta import write_meta
 from pyserini_moe.io import atomic_path
+from pyserini_moe.modeling.auto import load_encoder
 
 KINDS = ("dense", "impact", "multivector")
 
@@ -55,7 +57,7 @@ def _prepare(index_dir: str | os.PathLike, overwrite: bool, corpus: str) -> tupl
 def build_dense_index(corpus: str, encoder: str, index_dir: str | os.PathLike, *,
                       batch_size: int = 32, max_length: int = 256, faiss: str = "flat",
                       device: str | None = None, overwrite: bool = False,
-                      progress: bool = True) -> Path:
+                      progress: bool = True, options: dict[str, Any] | None = None) -> Path:
     """Faiss index in Pyserini's layout (``index`` + ``docid``), readable by ``FaissSearcher``."""
     import faiss as _faiss  # noqa: PLC0415
 
@@ -63,7 +65,8 @@ def build_dense_index(corpus: str, encoder: str, index_dir: str | os.PathLike, *
     from pyserini_moe.encode.dense import DenseDocumentEncoder  # noqa: PLC0415
 
     index_dir, collection = _prepare(index_dir, overwrite, corpus)
-    doc_encoder = DenseDocumentEncoder(encoder, device=device, max_length=max_length)
+    doc_encoder = DenseDocumentEncoder(load_encoder(encoder, device, options=options),
+                                       max_length=max_length)
     index = None
     with atomic_path(index_dir, directory=True) as out, open(out / "docid", "w") as ids:
         for batch in batches(collection, batch_size, "dense", progress):
@@ -85,15 +88,15 @@ def build_dense_index(corpus: str, encoder: str, index_dir: str | os.PathLike, *
 def build_impact_index(corpus: str, encoder: str, index_dir: str | os.PathLike, *,
                        batch_size: int = 32, max_length: int = 256, quantization: int = 100,
                        threads: int = 1, device: str | None = None, overwrite: bool = False,
-                       progress: bool = True) -> Path:
+                       progress: bool = True, options: dict[str, Any] | None = None) -> Path:
     """``JsonVectorCollection`` of quantised term weights -> Lucene impact index (Anserini)."""
     from pyserini_moe.encode.common import describe  # noqa: PLC0415
     from pyserini_moe.encode.impact import ImpactDocumentEncoder  # noqa: PLC0415
     from pyserini_moe.index.lucene import run_index_collection  # noqa: PLC0415
 
     index_dir, collection = _prepare(index_dir, overwrite, corpus)
-    doc_encoder = ImpactDocumentEncoder(encoder, device=device, max_length=max_length,
-                                        quantization=quantization)
+    doc_encoder = ImpactDocumentEncoder(load_encoder(encoder, device, options=options),
+                                        max_length=max_length, quantization=quantization)
     with tempfile.TemporaryDirectory(prefix="pyserini-moe-vectors-") as tmp:
         with open(Path(tmp) / "vectors.jsonl", "w") as f:
             for batch in batches(collection, batch_size, "impact", progress):
@@ -114,14 +117,15 @@ def build_impact_index(corpus: str, encoder: str, index_dir: str | os.PathLike, 
 def build_multivector_index(corpus: str, encoder: str, index_dir: str | os.PathLike, *,
                             batch_size: int = 32, max_length: int = 256, faiss: str = "flat",
                             device: str | None = None, overwrite: bool = False,
-                            progress: bool = True) -> Path:
+                            progress: bool = True, options: dict[str, Any] | None = None) -> Path:
     """Token vectors (fp16, memory-mapped) + a Faiss token index for late-interaction search."""
     from pyserini_moe.encode.common import describe  # noqa: PLC0415
     from pyserini_moe.encode.multivector import MultiVectorDocumentEncoder  # noqa: PLC0415
     from pyserini_moe.index.multivector import MultiVectorIndexWriter  # noqa: PLC0415
 
     index_dir, collection = _prepare(index_dir, overwrite, corpus)
-    doc_encoder = MultiVectorDocumentEncoder(encoder, device=device, max_length=max_length)
+    doc_encoder = MultiVectorDocumentEncoder(load_encoder(encoder, device, options=options),
+                                             max_length=max_length)
     dim = int(doc_encoder.encode(["dimension probe"])[0].shape[1])
     meta = {**describe(doc_encoder.model, encoder), "collection": collection.name,
             "max_length": max_length}

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from pyserini_moe.modeling.base import RetrievalModel, default_device, is_saved_model, load_model
 
 
 def load_encoder(spec: str, device: str | torch.device | None = None, pooling: str = "mean",
-                 normalize: bool = True) -> RetrievalModel:
-    """A saved pyserini-moe model folder, or a backbone used zero-shot as a Siamese bi-encoder.
+                 normalize: bool = True, options: dict[str, Any] | None = None) -> RetrievalModel:
+    """A saved pyserini-moe model folder, or a backbone used zero-shot as a Siamese bi-encoder,
+    with its encode-time ``options`` set (e.g. ``{"inference": "all"}`` for SB-MoE).
 
     The zero-shot default (mean pooling, L2-normalised) is how sentence-transformers models such
     as the packaged all-MiniLM-L6-v2 are meant to be used.
     """
     if is_saved_model(spec):
-        return load_model(spec, device)
+        return load_model(spec, device).configure(**(options or {}))
     from pyserini_moe.modeling.biencoder import SiameseBiEncoder  # noqa: PLC0415
 
     model = SiameseBiEncoder.from_backbone(spec, pooling=pooling, normalize=normalize)
-    return model.to(device or default_device()).eval()
+    return model.to(device or default_device()).eval().configure(**(options or {}))

@@ -77,6 +77,9 @@ class RetrievalModel(nn.Module):
 
     model_type: ClassVar[str]
     representations: ClassVar[tuple[str, ...]]
+    # Arguments that say how to encode, not what was learned (SB-MoE's TOP-1 / ALL): they may be
+    # changed on a trained model with ``configure`` and are recorded with every index.
+    encode_options: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, tokenizer: Any, args: dict[str, Any]) -> None:
         super().__init__()
@@ -99,6 +102,21 @@ class RetrievalModel(nn.Module):
         raise NotImplementedError
 
     # -- shared behaviour ------------------------------------------------------------------
+    def configure(self, **options: Any) -> RetrievalModel:
+        """Set encode-time options (see ``encode_options``) in place; returns the model."""
+        unknown = sorted(set(options) - set(self.encode_options))
+        if unknown:
+            raise ValueError(f"{self.model_type} models have no encode-time option "
+                             f"{', '.join(unknown)} (they have: "
+                             f"{', '.join(self.encode_options) or 'none'})")
+        for name, value in options.items():
+            self.set_option(name, value)
+        return self
+
+    def set_option(self, name: str, value: Any) -> None:  # pragma: no cover - abstract
+        """Apply one of ``encode_options`` (and record it in ``args``)."""
+        raise NotImplementedError
+
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device

@@ -145,6 +145,7 @@ class SbMoeEncoder(SingleBackboneModel):
 
     model_type = "sbmoe"
     representations = ("dense",)
+    encode_options = ("inference",)
 
     def __init__(self, backbone: nn.Module, tokenizer: Any, n_experts: int = 6,
                  pooling: str = "mean", normalize: bool = True, inference: str = "top1",
@@ -182,6 +183,10 @@ class SbMoeEncoder(SingleBackboneModel):
         model = cls(pretrained_encoder(name), load_tokenizer(name), n_experts, pooling, normalize,
                     inference, gate, balance_weight)
         return model.to(device or default_device())
+
+    def set_option(self, name: str, value: Any) -> None:
+        """``inference`` is the one encode-time option: TOP-1 or ALL over the trained experts."""
+        self.with_inference(value)
 
     def with_inference(self, mode: str) -> SbMoeEncoder:
         """Switch the inference mode in place (saved args included) and return the model, like

@@ -54,10 +54,16 @@ class _EncodedSearcher:
         self.index = str(index)
         self.meta = open_index(index, self.kind)
         self.encoder_name = encoder or self.meta["encoder"]
-        self.query_encoder = self._query_encoder(self.encoder_name, device, query_max_length)
+        from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
+
+        # The encode-time options the documents were encoded with (SB-MoE's TOP-1 / ALL) hold
+        # for the queries too.
+        model = load_encoder(self.encoder_name, device=device,
+                             options=self.meta.get("encoder_options"))
+        self.query_encoder = self._query_encoder(model, query_max_length)
         check_encoder(self.meta, self.query_encoder.model, index, self.encoder_name)
 
-    def _query_encoder(self, encoder: str, device: str | None, max_length: int) -> Any:
+    def _query_encoder(self, model: Any, max_length: int) -> Any:
         raise NotImplementedError
 
     def search(self, topics: dict[str, str], hits: int = 1000, threads: int = 1,
@@ -79,10 +85,10 @@ class DenseSearcher(_EncodedSearcher):
 
         self.searcher = FaissSearcher(self.index, self.query_encoder)
 
-    def _query_encoder(self, encoder: str, device: str | None, max_length: int) -> Any:
+    def _query_encoder(self, model: Any, max_length: int) -> Any:
         from pyserini_moe.encode.dense import DenseQueryEncoder  # noqa: PLC0415
 
-        return DenseQueryEncoder(encoder, device=device, max_length=max_length)
+        return DenseQueryEncoder(model, max_length=max_length)
 
 
 class ImpactSearcher(_EncodedSearcher):
@@ -110,10 +116,10 @@ class ImpactSearcher(_EncodedSearcher):
 
         self.searcher = LuceneImpactSearcher(self.index, self.query_encoder)
 
-    def _query_encoder(self, encoder: str, device: str | None, max_length: int) -> Any:
+    def _query_encoder(self, model: Any, max_length: int) -> Any:
         from pyserini_moe.encode.impact import ImpactQueryEncoder  # noqa: PLC0415
 
-        return ImpactQueryEncoder(encoder, device=device, max_length=max_length,
+        return ImpactQueryEncoder(model, max_length=max_length,
                                   quantization=int(self.meta["quantization"]),
                                   max_terms=self.query_max_terms)
 
@@ -154,10 +160,10 @@ class MultiVectorSearcher(_EncodedSearcher):
 
         self.searcher = MultiVectorIndex(self.index)
 
-    def _query_encoder(self, encoder: str, device: str | None, max_length: int) -> Any:
+    def _query_encoder(self, model: Any, max_length: int) -> Any:
         from pyserini_moe.encode.multivector import MultiVectorQueryEncoder  # noqa: PLC0415
 
-        return MultiVectorQueryEncoder(encoder, device=device, max_length=max_length)
+        return MultiVectorQueryEncoder(model, max_length=max_length)
 
     def search(self, topics: dict[str, str], hits: int = 1000, threads: int = 1,
                batch_size: int = 64, progress: bool = True, exhaustive: bool = False) -> Run:

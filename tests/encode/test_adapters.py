@@ -15,6 +15,7 @@ from pyserini_moe.index.meta import IndexMismatchError, read_meta
 from pyserini_moe.modeling.base import Side
 from pyserini_moe.modeling.biencoder import SiameseBiEncoder
 from pyserini_moe.modeling.colbert import ColbertEncoder
+from pyserini_moe.modeling.sbmoe import SbMoeEncoder
 from pyserini_moe.modeling.splade import SpladeEncoder
 from pyserini_moe.modeling.taser import TaserEncoder
 from pyserini_moe.runs import read_trec_run
@@ -230,6 +231,42 @@ def test_interrupted_dense_build_leaves_nothing(corpus, models, tmp_path, monkey
         encoded.build_dense_index(str(corpus), models["dense"], tmp_path / "idx", batch_size=4,
                                   device="cpu", progress=False)
     assert calls["n"] == 1 and list(tmp_path.iterdir()) == []
+
+
+def test_encode_time_options_are_recorded_and_applied_to_queries(corpus, tiny_bert, tmp_path,
+                                                                   capsys):
+    """SB-MoE's ALL mode chosen at indexing: stored in the index, used for the queries too."""
+    import faiss
+
+    torch.manual_seed(0)
+    model = SbMoeEncoder.from_backbone(tiny_bert, device="cpu")
+    with torch.no_grad():  # experts that matter, as after training
+        for expert in model.experts:
+            expert.up.weight.normal_(0, 0.5)
+    saved = str(model.save(tmp_path / "sbmoe"))
+    top1 = build("dense", corpus, saved, tmp_path / "top1")
+    every = build("dense", corpus, saved, tmp_path / "all", "--encoder-option", "inference=all")
+    assert read_meta(top1)["encoder_options"] == {"inference": "top1"}
+    assert read_meta(every)["encoder_options"] == {"inference": "all"}
+    vectors = {name: faiss.read_index(str(index / "index")).reconstruct_n(0, 3)
+               for name, index in (("top1", top1), ("all", every))}
+    assert not np.allclose(vectors["top1"], vectors["all"], atol=1e-4)
+    run = search("dense", corpus, every, tmp_path / "all.trec")  # the fingerprint matches
+    from pyserini_moe.search.encoded import DenseSearcher
+
+    query_model = DenseSearcher(every, device="cpu").query_encoder.model
+    assert query_model.args["inference"] == "all"
+    assert len(run["q0"]) == 10
+    for bad, message in ((["inference=most"], "unknown inference mode"),
+                         (["gate=random"], "no encode-time option gate")):
+        code = run_main(index_cli.main, ["--retriever", "dense", "--corpus", str(corpus), "--index",
+                                         str(tmp_path / "bad"), "--encoder", saved, "--quiet",
+                                         "--encoder-option", *bad])
+        assert code == 2 and message in capsys.readouterr().err
+    code = run_main(index_cli.main, ["--retriever", "dense", "--corpus", str(corpus), "--index",
+                                     str(tmp_path / "bad"), "--encoder", saved,
+                                     "--encoder-option", "inference"])
+    assert code == 2 and "expected NAME=VALUE" in capsys.readouterr().err
 
 
 def test_model_index_needs_an_encoder(corpus, tmp_path, capsys):
