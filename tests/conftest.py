@@ -3,6 +3,7 @@ no downloads."""
 
 from __future__ import annotations
 
+import json
 import os
 import string
 from pathlib import Path
@@ -54,6 +55,28 @@ def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_mlm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A checkpoint with an MLM head, like bert-base-uncased."""
     return _save_tiny_bert(tmp_path_factory.mktemp("tiny") / "mlm", mlm=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A BEIR-layout collection: 30 documents of tiny-vocabulary text, 4 judged test queries."""
+    import numpy as np  # noqa: PLC0415
+
+    rng = np.random.default_rng(0)
+    root = tmp_path_factory.mktemp("corpus")
+    with open(root / "corpus.jsonl", "w") as f:
+        for i in range(30):
+            text = " ".join(rng.choice(WORDS, size=int(rng.integers(4, 12))))
+            f.write(json.dumps({"_id": f"d{i}", "title": WORDS[i % len(WORDS)], "text": text})
+                    + "\n")
+    queries = ["what is dense retrieval", "cat sat on the mat", "mixture of expert model",
+               "sparse query"]
+    (root / "queries.jsonl").write_text("".join(
+        json.dumps({"_id": f"q{i}", "text": q}) + "\n" for i, q in enumerate(queries)))
+    (root / "qrels").mkdir()
+    (root / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(4)))
+    return root
 
 
 @pytest.fixture

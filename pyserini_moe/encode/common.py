@@ -44,7 +44,8 @@ class ModelDocumentEncoder(_ModelAdapter, DocumentEncoder):
     def encode(self, texts: list[str], titles: list[str] | None = None,
                max_length: int | None = None, **kwargs: Any) -> Any:
         return self.convert(self.model.encode(join_titles(texts, titles), Side.PASSAGE,
-                                              max_length or self.max_length))
+                                              max_length or self.max_length,
+                                              only=self.representation))
 
 
 class ModelQueryEncoder(_ModelAdapter, QueryEncoder):
@@ -61,7 +62,8 @@ class ModelQueryEncoder(_ModelAdapter, QueryEncoder):
         return self.encode_batch([query])[0]
 
     def encode_batch(self, queries: list[str]) -> Any:
-        return self.convert(self.model.encode(list(queries), Side.QUERY, self.max_length))
+        return self.convert(self.model.encode(list(queries), Side.QUERY, self.max_length,
+                                              only=self.representation))
 
 
 def join_titles(texts: list[str], titles: list[str] | None) -> list[str]:

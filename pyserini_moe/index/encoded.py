@@ -89,7 +89,8 @@ def build_impact_index(corpus: str, encoder: str, index_dir: str | os.PathLike, 
                        batch_size: int = 32, max_length: int = 256, quantization: int = 100,
                        threads: int = 1, device: str | None = None, overwrite: bool = False,
                        progress: bool = True, options: dict[str, Any] | None = None) -> Path:
-    """``JsonVectorCollection`` of quantised term weights -> Lucene impact index (Anserini)."""
+    """``JsonVectorCollection`` of quantised term weights -> Lucene impact index (Anserini); the
+    raw vectors are stored too, for exact re-scoring of fused candidates."""
     from pyserini_moe.encode.common import describe  # noqa: PLC0415
     from pyserini_moe.encode.impact import ImpactDocumentEncoder  # noqa: PLC0415
     from pyserini_moe.index.lucene import run_index_collection  # noqa: PLC0415
@@ -106,7 +107,7 @@ def build_impact_index(corpus: str, encoder: str, index_dir: str | os.PathLike, 
             run_index_collection([
                 "-collection", "JsonVectorCollection", "-input", tmp, "-index", str(out),
                 "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads),
-                "-impact", "-pretokenized", "-quiet",
+                "-impact", "-pretokenized", "-storeRaw", "-quiet",
             ])
             write_meta(out, "impact", collection=collection.name, num_docs=collection.num_docs(),
                        quantization=quantization, max_length=max_length,

@@ -134,9 +134,15 @@ class RetrievalModel(nn.Module):
         return {k: batch[k].to(self.device) for k in ("input_ids", "attention_mask")}
 
     @torch.inference_mode()
-    def encode(self, texts: list[str], side: Side, max_length: int = 256) -> Encoded:
-        """Encode one batch for inference (no gradient, eval mode expected)."""
-        return self(**self.tokenize(texts, side, max_length), side=side)
+    def encode(self, texts: list[str], side: Side, max_length: int = 256,
+               only: str | None = None) -> Encoded:
+        """Encode one batch for inference (no gradient, eval mode expected).
+
+        ``only`` names the one representation wanted; models with several take it as a
+        ``forward`` argument and skip the work of the others (an index needs one kind).
+        """
+        kwargs = {"only": only} if only is not None and len(self.representations) > 1 else {}
+        return self(**self.tokenize(texts, side, max_length), side=side, **kwargs)
 
     def save(self, directory: str | os.PathLike) -> Path:
         """Write the self-describing folder (atomically: a crash leaves no half-saved model)."""

@@ -8,6 +8,10 @@ Examples::
         --topics beir-v1.0.0-scifact-test --output run.trec
     python -m pyserini_moe.search --retriever dense --index indexes/scifact-minilm \\
         --topics scifact:test --output runs/minilm.trec     # encoder read from the index
+    # one model, several indexes (CoT-MoTE dense + sparse; CAME's three experts), fused
+    python -m pyserini_moe.search --retriever fused --index idx/cotmote-dense idx/cotmote-sparse \\
+        --fusion exact --topics scifact:test --output runs/cotmote-hybrid.trec \\
+        --expert-runs runs/cotmote
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import time
 from pyserini_moe.cli import run_main
 from pyserini_moe.runs import Run, write_trec_run
 
-RETRIEVERS = ("bm25", "dense", "impact", "multivector")
+RETRIEVERS = ("bm25", "dense", "impact", "multivector", "fused")
+FUSIONS = ("came_sum", "exact", "norm_sum", "norm_max", "sum_rr", "max_rr", "linear", "rrf",
+           "combsum", "combmnz", "wsum")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,9 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--retriever", choices=RETRIEVERS, default="bm25",
                         help="kind of retrieval; must match the index kind")
-    parser.add_argument("--index", required=True,
+    parser.add_argument("--index", required=True, nargs="+",
                         help="index folder built by `python -m pyserini_moe.index` (or any Lucene "
-                             "index / Pyserini prebuilt index name for bm25)")
+                             "index / Pyserini prebuilt index name for bm25); fused: one index per "
+                             "expert")
     parser.add_argument("--topics", required=True,
                         help="`<collection>:<split>` (e.g. scifact:test), a TSV/JSONL topics file, "
                              "or a Pyserini topics name (e.g. beir-v1.0.0-scifact-test)")
@@ -54,6 +61,19 @@ def build_parser() -> argparse.ArgumentParser:
     enc.add_argument("--exhaustive", action="store_true",
                      help="multivector: exact MaxSim against every document instead of Faiss "
                           "candidates (slow; the reference for candidate recall)")
+    fus = parser.add_argument_group(
+        "fused: each index (dense, impact, multivector) of one model retrieves its own "
+        "--candidates, scores are put in the model's units, then fused")
+    fus.add_argument("--fusion", choices=FUSIONS, default="came_sum",
+                     help="came_sum: sum, a missing document scored at the expert's K-th score "
+                          "(CAME eq. 12); exact: every expert re-scores the union of the "
+                          "candidates exactly and the scores are summed (CoT-MoTE's s_den + "
+                          "s_spr); norm_sum, norm_max, sum_rr, max_rr, linear: CAME table 4; rrf, "
+                          "combsum, combmnz, wsum: ranx")
+    fus.add_argument("--fusion-weights", type=float, nargs="+", default=None,
+                     help="linear / wsum: one weight per index")
+    fus.add_argument("--expert-runs", default=None, metavar="PREFIX",
+                     help="also write each expert's own run to PREFIX.<kind>.trec")
     hyb = parser.add_argument_group(
         "hybrid with BM25 (Pyserini's semantics: model + alpha * BM25, a missing score gets that "
         "list's minimum); fuse saved runs with `python -m pyserini_moe.fuse`")
@@ -73,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def search(args: argparse.Namespace, topics: dict[str, str]) -> Run:
     """Dispatch on ``--retriever``."""
+    if args.retriever == "fused":
+        return _fused(args, topics)
     if args.retriever == "bm25":
         from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
 
@@ -99,10 +121,48 @@ def search(args: argparse.Namespace, topics: dict[str, str]) -> Run:
     return hybrid(model_run, bm25_run, args.alpha, args.hybrid_normalize, k=args.hits)
 
 
+def _fused(args: argparse.Namespace, topics: dict[str, str]) -> Run:
+    """Expert runs -> fusion (-> BM25 hybrid on top when --bm25-index is given)."""
+    from pyserini_moe.search.experts import ExpertFusionSearcher  # noqa: PLC0415
+
+    searcher = ExpertFusionSearcher(args.index, args.encoder, device=args.device,
+                                    query_max_length=args.query_max_length,
+                                    query_max_terms=args.query_max_terms)
+    params = {"weights": args.fusion_weights} if args.fusion_weights else None
+    if args.fusion in ("linear", "wsum") and (not args.fusion_weights
+                                               or len(args.fusion_weights) != len(args.index)):
+        raise ValueError(f"--fusion {args.fusion} needs --fusion-weights, one per index "
+                         f"({len(args.index)}); tune them on a dev split with "
+                         "`python -m pyserini_moe.fuse --dev-runs ...`")
+    hits = args.candidates if args.bm25_index else args.hits
+    fused, runs = searcher.search(topics, hits=hits, candidates=args.candidates,
+                                  method=args.fusion, params=params, threads=args.threads,
+                                  batch_size=args.batch_size, progress=not args.quiet)
+    if args.expert_runs:
+        for kind, run in runs.items():
+            write_trec_run(run, f"{args.expert_runs}.{kind}.trec", tag=kind, hits=args.candidates)
+    if not args.bm25_index:
+        return fused
+    from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
+    from pyserini_moe.search.hybrid import hybrid  # noqa: PLC0415
+
+    bm25_run = Bm25Searcher(args.bm25_index, k1=args.k1, b=args.b).search(
+        topics, hits=args.candidates, threads=args.threads, batch_size=args.batch_size,
+        progress=not args.quiet)
+    return hybrid(fused, bm25_run, args.alpha, args.hybrid_normalize, k=args.hits)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.exhaustive and (args.retriever != "multivector" or args.bm25_index):
         raise ValueError("--exhaustive applies to a plain multivector search")
+    if args.retriever != "fused" and len(args.index) != 1:
+        raise ValueError(f"--retriever {args.retriever} searches one --index; several indexes "
+                         "of one model are searched with --retriever fused")
+    if args.retriever != "fused":
+        args.index = args.index[0]
+    if args.expert_runs and args.retriever != "fused":
+        raise ValueError("--expert-runs applies to --retriever fused")
     if args.bm25_index and args.retriever == "bm25":
         raise ValueError("--bm25-index fuses a model's run with BM25; use a model --retriever")
     for flag in ("hits", "batch_size", "threads", "query_max_length", "query_max_terms",

@@ -9,6 +9,7 @@ match the encoder that built it (same architecture and weights).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,22 @@ class DenseSearcher(_EncodedSearcher):
 
         return DenseQueryEncoder(model, max_length=max_length)
 
+    def rescore(self, topics: dict[str, str], candidates: dict[str, list[str]],
+                batch_size: int = 64) -> Run:
+        """Exact inner products of each query with its candidate documents, read back from the
+        Faiss index (flat and HNSW-flat indexes store the vectors)."""
+        import numpy as np  # noqa: PLC0415
+
+        rows = {docid: i for i, docid in enumerate(self.searcher.docids)}
+        run: Run = {}
+        for qids, vectors in _encoded_batches(self.query_encoder, topics, candidates, batch_size):
+            for qid, vector in zip(qids, vectors):
+                docs = candidates[qid]
+                matrix = np.stack([self.searcher.index.reconstruct(rows[d]) for d in docs]) \
+                    if docs else np.zeros((0, len(vector)), dtype=np.float32)
+                run[qid] = dict(zip(docs, (matrix @ vector).tolist()))
+        return run
+
 
 class ImpactSearcher(_EncodedSearcher):
     """Pyserini ``LuceneImpactSearcher`` + :class:`~pyserini_moe.encode.impact.ImpactQueryEncoder`.
@@ -128,6 +145,40 @@ class ImpactSearcher(_EncodedSearcher):
         return batched_search(topics, lambda texts, qids: self._batch(texts, qids, hits, threads),
                               batch_size, self.kind, progress)
 
+    @property
+    def scale(self) -> float:
+        """Lucene scores are sums of quantised query x document weights: multiplied by this they
+        are the model's own dot products again (what fusing with other experts needs)."""
+        return 1.0 / float(self.meta["quantization"]) ** 2
+
+    def rescore(self, topics: dict[str, str], candidates: dict[str, list[str]],
+                batch_size: int = 64) -> Run:
+        """Exact quantised dot products with the candidates' stored vectors, in Lucene's units
+        (the index must keep the raw documents: built by pyserini-moe with --impact, it does)."""
+        vectors: dict[str, dict[str, int]] = {}
+        run: Run = {}
+        for qids, queries in _encoded_batches(self.query_encoder, topics, candidates, batch_size):
+            for qid, query in zip(qids, queries):
+                scores = {}
+                for docid in candidates[qid]:
+                    if docid not in vectors:
+                        vectors[docid] = self._stored_vector(docid)
+                    doc = vectors[docid]
+                    scores[docid] = float(sum(w * doc.get(t, 0) for t, w in query.items()))
+                run[qid] = scores
+        return run
+
+    def _stored_vector(self, docid: str) -> dict[str, int]:
+        import json  # noqa: PLC0415
+
+        doc = self.searcher.doc(docid)
+        raw = doc.raw() if doc is not None else None
+        if not raw:
+            raise IndexMismatchError(f"{self.index} does not store document {docid!r}'s vector: "
+                                     "rebuild it with `python -m pyserini_moe.index --retriever "
+                                     "impact` for exact re-scoring")
+        return json.loads(raw)["vector"]
+
     def _batch(self, texts: list[str], qids: list[str], hits: int, threads: int) -> dict:
         """Anserini's batch search drops the exceptions of its query tasks and reports only
         "queryCount = N is not equal to completedTaskCount = M"; on such a failure the batch's
@@ -149,6 +200,7 @@ class ImpactSearcher(_EncodedSearcher):
         raise RuntimeError(f"Lucene's batch search failed ({batch_error.innermessage}) although "
                            "each query succeeds alone") from None
 
+
 class MultiVectorSearcher(_EncodedSearcher):
     """Our multi-vector index: Faiss token candidates, exact MaxSim re-scoring."""
 
@@ -165,6 +217,20 @@ class MultiVectorSearcher(_EncodedSearcher):
 
         return MultiVectorQueryEncoder(model, max_length=max_length)
 
+    def rescore(self, topics: dict[str, str], candidates: dict[str, list[str]],
+                batch_size: int = 64) -> Run:
+        """Exact MaxSim of each query with its candidate documents."""
+        import numpy as np  # noqa: PLC0415
+
+        rows = {docid: i for i, docid in enumerate(self.searcher.docids)}
+        run: Run = {}
+        for qids, vectors in _encoded_batches(self.query_encoder, topics, candidates, batch_size):
+            for qid, vector in zip(qids, vectors):
+                docs = np.array(sorted(rows[d] for d in candidates[qid]), dtype=np.int64)
+                scores = self.searcher._maxsim_docs(self.searcher._query(vector), docs)
+                run[qid] = {self.searcher.docids[d]: float(x) for d, x in zip(docs, scores)}
+        return run
+
     def search(self, topics: dict[str, str], hits: int = 1000, threads: int = 1,
                batch_size: int = 64, progress: bool = True, exhaustive: bool = False) -> Run:
         """Faiss token candidates + exact MaxSim; ``exhaustive`` scores every document instead
@@ -178,6 +244,15 @@ class MultiVectorSearcher(_EncodedSearcher):
             return {qid: dict(self.searcher.exhaustive_search(vectors[qid], k=hits))
                     for qid in tqdm(qids, desc="exhaustive maxsim", disable=not progress)}
         return self.searcher.batch_search(vectors, k=hits, threads=threads, progress=progress)
+
+
+def _encoded_batches(encoder: Any, topics: dict[str, str], candidates: dict[str, list[str]],
+                     batch_size: int) -> Iterator[tuple[list[str], Any]]:
+    """(query ids, their encodings) for the queries that have candidates, a batch at a time."""
+    qids = [q for q in candidates if q in topics]
+    for start in range(0, len(qids), batch_size):
+        batch = qids[start:start + batch_size]
+        yield batch, encoder.encode_batch([topics[q] for q in batch])
 
 
 SEARCHERS = {"dense": DenseSearcher, "impact": ImpactSearcher, "multivector": MultiVectorSearcher}

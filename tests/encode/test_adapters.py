@@ -28,25 +28,9 @@ from pyserini_moe.encode import (DenseDocumentEncoder, DenseQueryEncoder,  # noq
                                  MultiVectorDocumentEncoder, MultiVectorQueryEncoder)
 from pyserini_moe.encode.impact import dequantize, quantize  # noqa: E402
 
-WORDS = "the a of what is retrieval query passage dense sparse expert mixture model cat dog sat on mat".split()
-
-
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    """30 documents of tiny-vocabulary text and 4 judged queries."""
-    rng = np.random.default_rng(0)
-    root = tmp_path_factory.mktemp("corpus")
-    with open(root / "corpus.jsonl", "w") as f:
-        for i in range(30):
-            text = " ".join(rng.choice(WORDS, size=int(rng.integers(4, 12))))
-            f.write(json.dumps({"_id": f"d{i}", "title": WORDS[i % len(WORDS)], "text": text}) + "\n")
-    queries = ["what is dense retrieval", "cat sat on the mat", "mixture of expert model", "sparse query"]
-    (root / "queries.jsonl").write_text("".join(
-        json.dumps({"_id": f"q{i}", "text": q}) + "\n" for i, q in enumerate(queries)))
-    (root / "qrels").mkdir()
-    (root / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(4)))
-    return root
+def corpus(tiny_corpus) -> Path:
+    return tiny_corpus
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,281 @@
+"""CAME: competitively learned mixture of lexical, local and global experts (Cai et al., came.txt).
+
+A Siamese encoder (queries and passages share every parameter, section 3.2). The bottom
+``shared_layers`` Transformer layers of one backbone are shared by all experts (eq. 2); on top sit
+three private stacks, each a copy of the remaining pretrained layers (section 3.2.2):
+
+* lexical: MLM head -> max_i log(1 + ReLU(.)) over the vocabulary (SPLADE, eq. 3-4), dot product;
+* local: a linear map of every token vector, [CLS] included, to ``dim``; MaxSim (ColBERT, eq. 5);
+* global: the [CLS] vector, dot product (DPR, eq. 6).
+
+Training is the two-stage competitive learning of section 3.3 through the trainer's hooks: a
+standardized stage (the plain sum of the experts' contrastive losses, eq. 9) for the first
+``standardized_ratio`` of the steps, then a specialized stage where each training instance weights
+each expert's loss by how well that expert ranked the positive (eq. 10-11). Inference sums the
+raw expert scores (eq. 12, the "Sum" fusion of table 4).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
+from pyserini_moe.modeling.base import (
+    Encoded,
+    Side,
+    SingleBackboneModel,
+    default_device,
+    is_saved_model,
+    load_model,
+    register,
+)
+from pyserini_moe.modeling.experts import transformer_layers
+from pyserini_moe.modeling.heads import ProjectionHead, SpladeHead, maxsim, splade_head
+from pyserini_moe.modeling.pooling import pretrained_encoder
+
+if TYPE_CHECKING:
+    from pyserini_moe.train.config import TrainingConfig
+
+EXPERTS = ("lexical", "local", "global")
+# The Encoded field each expert fills: what an index of that expert is built from.
+REPRESENTATION = {"lexical": "sparse", "local": "multi", "global": "dense"}
+STAGES = ("competitive", "standardized", "specialized")
+STANDARDIZED, SPECIALIZED = "standardized", "specialized"
+PRIVATE_LAYERS = 2  # the paper keeps 2 of BERT-base's 12 layers private to each expert
+
+
+def positive_rank(scores: torch.Tensor, positive_index: torch.Tensor) -> torch.Tensor:
+    """Rank (1 = best) of each query's positive among {d+} ∪ D-, its OWN hard negatives.
+
+    Eq. 11 ranks d+ within the training instance (q, d+, D-), the D- sampled for q (eq. 7-8), not
+    among the in-batch passages that the loss also uses as negatives. ``scores`` [B, P] follow the
+    collator's layout: B positives, then n = (P - B) / B negatives per query, query by query.
+    Ties count against the positive: an expert that cannot separate d+ from a negative has not
+    ranked it first. Without hard negatives every rank is 1 and the weights are uniform.
+    """
+    b, p = scores.shape
+    if (p - b) % b:
+        raise ValueError(f"{p} passages for {b} queries: expected B positives followed by the same "
+                         "number of hard negatives for every query")
+    rows = torch.arange(b, device=scores.device)
+    positive = scores[rows, positive_index].unsqueeze(1)
+    own_negatives = scores[:, b:].reshape(b, b, (p - b) // b)[rows, rows]  # [B, n]
+    return 1 + (own_negatives >= positive).sum(1)
+
+
+def competitive_weights(ranks: torch.Tensor, tau: float) -> torch.Tensor:
+    """Eq. 11: w_e = softmax over experts of (1 / rank_e(d+)) / tau; ranks [B, E] -> [B, E]."""
+    return torch.softmax(ranks.reciprocal() / tau, dim=-1)
+
+
+@register
+class CameEncoder(SingleBackboneModel):
+    """CAME over any BERT-style backbone (BERT, RoBERTa, ELECTRA, MiniLM).
+
+    ``shared_layers`` defaults to all but the top two layers, as in the paper (10 of BERT-base's
+    12): 4 of the 6-layer MiniLM, so each expert still owns 2 private layers. 0 gives every expert
+    a full private copy (table 3's "w/o shared layers"). ``experts`` is any non-empty subset of
+    lexical / local / global (table 3's "w/o" rows); an expert left out is not built and its
+    ``Encoded`` field stays None. ``stages``: competitive (standardized, then specialized),
+    standardized only or specialized only (table 2's "w/o specialized" / "w/o standardized").
+
+    The backbone keeps its embeddings and only the shared layers (so each parameter is saved once);
+    ``self.stacks[expert]`` holds the private layers. The lexical head's decoder is tied to the
+    word embeddings, which all experts share.
+    """
+
+    model_type = "came"
+    representations = ("dense", "sparse", "multi")
+
+    def __init__(self, backbone: nn.Module, tokenizer: Any, shared_layers: int | None = None,
+                 experts: list[str] | tuple[str, ...] = EXPERTS, dim: int = 128, tau: float = 0.5,
+                 standardized_ratio: float = 0.2, stages: str = "competitive",
+                 normalize_local: bool = True, lexical_head: SpladeHead | None = None) -> None:
+        layers = transformer_layers(backbone)
+        shared_layers = _default_shared(len(layers)) if shared_layers is None else shared_layers
+        experts = _check_experts(experts)
+        if not 0 <= shared_layers <= len(layers):
+            raise ValueError(f"shared_layers must be in [0, {len(layers)}] (the backbone's layers), "
+                             f"got {shared_layers}")
+        if dim <= 0:
+            raise ValueError(f"dim must be > 0, got {dim}")
+        super().__init__(tokenizer, {"shared_layers": shared_layers, "experts": list(experts),
+                                     "dim": dim, "normalize_local": normalize_local})
+        self.set_competition(tau, standardized_ratio, stages)
+        self.backbone = backbone  # registered first: the tied word embeddings are named here
+        self.stacks = nn.ModuleDict({e: nn.ModuleList(copy.deepcopy(layer)
+                                                      for layer in layers[shared_layers:])
+                                     for e in experts})
+        backbone.encoder.layer = nn.ModuleList(layers[:shared_layers])
+        heads: dict[str, nn.Module] = {}
+        if "lexical" in experts:
+            heads["lexical"] = lexical_head if lexical_head is not None else splade_head(backbone)[0]
+        if "local" in experts:
+            heads["local"] = ProjectionHead(backbone.config.hidden_size, dim, normalize_local)
+        self.heads = nn.ModuleDict(heads)
+        self.experts = experts
+        # What this instance produces (the encode adapters check it); subsets produce fewer.
+        self.representations = tuple(REPRESENTATION[e] for e in experts)
+        self.pretrained_head = False  # set by from_backbone: did the checkpoint have an MLM head?
+        # Mean eq. 11 weight of each expert over the last loss computed (1.0 each when standardized).
+        self.last_weights: dict[str, float] = {}
+
+    @classmethod
+    def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE,
+                      shared_layers: int | None = None,
+                      experts: list[str] | tuple[str, ...] = EXPERTS, dim: int = 128,
+                      tau: float = 0.5, standardized_ratio: float = 0.2,
+                      stages: str = "competitive", normalize_local: bool = True,
+                      device: str | torch.device | None = None) -> CameEncoder:
+        """Pretrained backbone, every stack a copy of its top layers, the checkpoint's MLM head for
+        the lexical expert when it has one (else a random transform on the tied embeddings, as
+        SPLADE), a random local projection; on ``device`` (default: CUDA when present).
+
+        ``name`` may also be a saved CAME model with the same architecture: the paper's second
+        round trains the BM25-negative model further on hard negatives (section 3.3), typically
+        with ``stages="specialized"``.
+        """
+        if is_saved_model(name):
+            model = load_model(name, device or default_device())
+            if not isinstance(model, cls):
+                raise ValueError(f"{name} holds a {model.model_type} model, not a came one")
+            wanted = {"shared_layers": shared_layers if shared_layers is not None
+                      else _default_shared(model.backbone.config.num_hidden_layers),
+                      "experts": list(_check_experts(experts)), "dim": dim,
+                      "normalize_local": normalize_local}
+            differ = {k: f"{model.args[k]} != {v}" for k, v in wanted.items() if model.args[k] != v}
+            if differ:
+                raise ValueError(f"{name} was saved with another architecture (saved != asked: "
+                                 f"{differ})")
+            model.set_competition(tau, standardized_ratio, stages)
+            return model
+        backbone = pretrained_encoder(name)
+        head, found = splade_head(backbone, name) if "lexical" in experts else (None, False)
+        model = cls(backbone, load_tokenizer(name), shared_layers, experts, dim, tau,
+                    standardized_ratio, stages, normalize_local, lexical_head=head)
+        model.pretrained_head = found
+        return model.to(device or default_device())
+
+    # -- encoding --------------------------------------------------------------------------
+    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                      experts: tuple[str, ...] | list[str] | None = None) -> dict[str, torch.Tensor]:
+        """Last token vectors [B, L, H] of each expert's stack (default: every active expert).
+
+        The shared bottom runs once; this replays what ``BertModel.forward`` does (embeddings,
+        the attention mask in the form the configured attention implementation wants, the layers).
+        """
+        from transformers.masking_utils import create_bidirectional_mask  # noqa: PLC0415
+
+        hidden = self.backbone.embeddings(input_ids=input_ids)
+        mask = create_bidirectional_mask(config=self.backbone.config, inputs_embeds=hidden,
+                                         attention_mask=attention_mask)
+        for layer in self.backbone.encoder.layer:
+            hidden = layer(hidden, mask)
+        out = {}
+        for name in experts or self.experts:
+            expert_hidden = hidden
+            for layer in self.stacks[name]:
+                expert_hidden = layer(expert_hidden, mask)
+            out[name] = expert_hidden
+        return out
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, side: Side,
+                only: str | None = None) -> Encoded:
+        """Every active expert's representation, or ``only`` one (sparse, multi or dense): an
+        index needs one kind, and skipping the other stacks saves their cost."""
+        experts = self.experts
+        if only is not None:
+            wanted = [e for e in self.experts if REPRESENTATION[e] == only]
+            if not wanted:
+                raise ValueError(f"this CAME model produces {self.representations}, not {only!r}")
+            experts = wanted
+        hidden = self.hidden_states(input_ids, attention_mask, experts)
+        out = Encoded()
+        if "lexical" in hidden:
+            out.sparse = self.heads["lexical"](hidden["lexical"], attention_mask)
+        if "local" in hidden:
+            out.multi, out.mask = self.heads["local"](hidden["local"]), attention_mask
+        if "global" in hidden:
+            out.dense = hidden["global"][:, 0]
+        return out
+
+    # -- scoring ---------------------------------------------------------------------------
+    def expert_scores(self, q: Encoded, p: Encoded) -> dict[str, torch.Tensor]:
+        """One [Bq, Bp] similarity matrix per active expert: lexical dot product (eq. 4), local
+        MaxSim over real tokens, [CLS] included (eq. 5), global [CLS] dot product (eq. 6)."""
+        scorers = {"lexical": lambda: q.sparse @ p.sparse.T,
+                   "local": lambda: maxsim(q.multi, q.mask, p.multi, p.mask),
+                   "global": lambda: q.dense @ p.dense.T}
+        return {e: scorers[e]() for e in self.experts}
+
+    def score(self, q: Encoded, p: Encoded) -> torch.Tensor:
+        """Sum of the raw expert scores (eq. 12, the paper's "Sum" fusion)."""
+        return torch.stack(list(self.expert_scores(q, p).values())).sum(0)
+
+    # -- competitive learning (trainer hooks) ---------------------------------------------
+    def set_competition(self, tau: float, standardized_ratio: float, stages: str) -> None:
+        """Set (and record in ``args``) how the experts are trained; they do not change what the
+        model computes, so a saved model can be trained further under another schedule."""
+        if not (math.isfinite(tau) and tau > 0):
+            raise ValueError(f"tau (the competition temperature of eq. 11) must be > 0, got {tau}")
+        if not 0 <= standardized_ratio <= 1:
+            raise ValueError(f"standardized_ratio must be in [0, 1], got {standardized_ratio}")
+        if stages not in STAGES:
+            raise ValueError(f"unknown stages {stages!r}; choose from {STAGES}")
+        self.args.update(tau=tau, standardized_ratio=standardized_ratio, stages=stages)
+        self.tau = tau
+        self.standardized_ratio = standardized_ratio
+        self.stages = stages
+        self.stage = SPECIALIZED if stages == SPECIALIZED else STANDARDIZED
+
+    def on_train_step(self, step: int, total: int) -> None:
+        """Standardized for the first ceil(standardized_ratio * total) steps, then specialized
+        (section 4.4: 1 of 5 epochs on MS MARCO, 3 of 15 on NQ); the ablations keep one stage."""
+        if self.stages == "competitive":
+            switch = math.ceil(self.standardized_ratio * total)
+            self.stage = STANDARDIZED if step < switch else SPECIALIZED
+
+    def compute_loss(self, q: Encoded, p: Encoded, positive_index: torch.Tensor,
+                     cfg: TrainingConfig) -> torch.Tensor:
+        """Batch mean of sum_e w_e L_e, L_e the contrastive loss of expert e (eq. 7-8, in-batch +
+        hard negatives, scores / ``cfg.temperature``); w_e = 1 in the standardized stage (eq. 9),
+        the detached competitive weights of eq. 11 in the specialized stage (eq. 10). The
+        validation loss (eval mode) uses whichever stage training has reached."""
+        scores = self.expert_scores(q, p)
+        losses = torch.stack([F.cross_entropy(s / cfg.temperature, positive_index,
+                                              reduction="none") for s in scores.values()], dim=1)
+        if self.stage == SPECIALIZED:
+            with torch.no_grad():  # the weights reward an expert; they are not trained (eq. 11)
+                ranks = torch.stack([positive_rank(s, positive_index) for s in scores.values()],
+                                    dim=1)
+                weights = competitive_weights(ranks.to(losses.dtype), self.tau)
+        else:
+            weights = torch.ones_like(losses)
+        self.last_weights = dict(zip(scores, weights.mean(0).tolist()))
+        return (weights * losses).sum(1).mean()
+
+
+def _default_shared(num_layers: int) -> int:
+    """All but the top ``PRIVATE_LAYERS`` layers (10 of 12 in the paper, 4 of MiniLM's 6)."""
+    return max(0, num_layers - PRIVATE_LAYERS)
+
+
+def _check_experts(experts: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """The requested experts in canonical order; unknown, repeated or no experts are errors."""
+    if isinstance(experts, str):
+        experts = [experts]
+    unknown = sorted(set(experts) - set(EXPERTS))
+    if unknown:
+        raise ValueError(f"unknown expert(s) {unknown}; choose from {EXPERTS}")
+    if len(set(experts)) != len(experts):
+        raise ValueError(f"expert listed twice in {list(experts)}")
+    if not experts:
+        raise ValueError(f"at least one expert is needed; choose from {EXPERTS}")
+    return tuple(e for e in EXPERTS if e in experts)

@@ -1,0 +1,166 @@
+"""CoT-MoTE: mixture of textual experts in every Transformer block (Ma et al., cot-mote.txt).
+
+Every block keeps one self-attention for queries and passages and splits its FFN sub-layer into a
+Q-FFN (queries) and a P-FFN (passages), both initialised from the pretrained FFN (eq. 7-9; the
+surgery is :func:`~pyserini_moe.modeling.experts.insert_experts` with the deterministic router).
+One forward gives two representations of the last layer:
+
+* dense: the [CLS] vector, DEN = h_0 (eq. 3), scored by dot product;
+* sparse: SPR = max_i log(1 + ReLU(h_i E^T)) with E the word-embedding matrix (eq. 4), scored by
+  dot product; only the ``sparse_top_k`` largest weights of each text are kept (section 3.3:
+  "Top-k sparse vectors for similarity computation"). We apply the same cut while training, so
+  the scores the model is trained on are the scores an impact index computes;
+
+and the hybrid score s_den + s_spr (eq. 13), which fine-tuning optimises.
+
+Variants for the paper's comparison (section 5.1, table 3): ``mote`` (the above), ``siamese``
+(one FFN for both, i.e. the plain backbone) and ``separate`` (two full encoders, no parameter
+shared).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any
+
+import torch
+from torch import nn
+
+from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
+from pyserini_moe.modeling.base import (
+    Encoded,
+    RetrievalModel,
+    Side,
+    default_device,
+    is_saved_model,
+    load_model,
+    register,
+)
+from pyserini_moe.modeling.experts import ExpertFeedForward, insert_experts, set_route, \
+    transformer_layers
+from pyserini_moe.modeling.heads import SpladeHead
+from pyserini_moe.modeling.pooling import POOLINGS, encoder_from_config, pool, pretrained_encoder
+
+VARIANTS = ("mote", "siamese", "separate")
+DEFAULT_TOP_K = 256
+
+
+def keep_top_k(weights: torch.Tensor, k: int) -> torch.Tensor:
+    """Zero all but the ``k`` largest entries of each row of [B, V] (0 = keep everything)."""
+    if k <= 0 or k >= weights.shape[-1]:
+        return weights
+    top = weights.topk(k, dim=-1)
+    return torch.zeros_like(weights).scatter(-1, top.indices, top.values)
+
+
+@register
+class CotMoteEncoder(RetrievalModel):
+    """CoT-MoTE (or its Siamese / fully separated baselines) over a BERT-style backbone.
+
+    ``backbone`` encodes both sides (``mote``: routed through Q-FFN / P-FFN by side); for
+    ``separate``, ``passage_backbone`` encodes the passages and ``backbone`` the queries.
+    """
+
+    model_type = "cotmote"
+    representations = ("dense", "sparse")
+
+    def __init__(self, backbone: nn.Module, tokenizer: Any, variant: str = "mote",
+                 passage_backbone: nn.Module | None = None, pooling: str = "cls",
+                 sparse_top_k: int = DEFAULT_TOP_K) -> None:
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown variant {variant!r}; choose from {VARIANTS}")
+        if pooling not in POOLINGS:
+            raise ValueError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
+        if sparse_top_k < 0:
+            raise ValueError(f"sparse_top_k must be >= 0 (0 keeps every term), got {sparse_top_k}")
+        if (variant == "separate") != (passage_backbone is not None):
+            raise ValueError("a passage backbone is needed by, and only by, the 'separate' variant")
+        super().__init__(tokenizer, {"variant": variant, "pooling": pooling,
+                                     "sparse_top_k": sparse_top_k})
+        self.backbone = backbone
+        self.passage_backbone = passage_backbone
+        self.variant = variant
+        self.pooling = pooling
+        self.sparse_top_k = sparse_top_k
+        # A tuple, not a ModuleList: the blocks live inside the backbone already.
+        self.expert_layers: tuple[ExpertFeedForward, ...] = ()
+        if variant == "mote":
+            layers = list(range(len(transformer_layers(backbone))))
+            self.expert_layers = tuple(insert_experts(backbone, layers, 2, "det"))
+        # Eq. 4 projects with E^T itself: no transform, no bias, nothing to learn but E.
+        self.sparse_heads = nn.ModuleList(
+            SpladeHead(b.config, b.get_input_embeddings(), transform=False)
+            for b in self.encoders())
+
+    @classmethod
+    def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE, variant: str = "mote",
+                      pooling: str = "cls", sparse_top_k: int = DEFAULT_TOP_K,
+                      device: str | torch.device | None = None) -> CotMoteEncoder:
+        """A pretrained HF backbone (Q-FFN and P-FFN copied from its FFNs), or a saved CoT-MoTE
+        model of the same variant, e.g. the output of ``python -m pyserini_moe.pretrain``."""
+        if is_saved_model(name):
+            model = load_model(name, device or default_device())
+            if not isinstance(model, cls) or model.variant != variant:
+                found = getattr(model, "variant", model.model_type)
+                raise ValueError(f"{name} holds a {model.model_type} model ({found}), not a "
+                                 f"cotmote {variant} one")
+            model.pooling = model.args["pooling"] = pooling
+            model.sparse_top_k = model.args["sparse_top_k"] = sparse_top_k
+            return model.train()
+        backbone = pretrained_encoder(name)
+        passage = copy.deepcopy(backbone) if variant == "separate" else None
+        model = cls(backbone, load_tokenizer(name), variant, passage, pooling, sparse_top_k)
+        return model.to(device or default_device())
+
+    @classmethod
+    def from_configs(cls, configs: dict[str, Any], tokenizer: Any, **args: Any) -> CotMoteEncoder:
+        backbone = encoder_from_config(configs[""])
+        passage = encoder_from_config(configs["passage"]) if "passage" in configs else None
+        return cls(backbone, tokenizer, passage_backbone=passage, **args)
+
+    def backbone_configs(self) -> dict[str, Any]:
+        configs = {"": self.backbone.config}
+        if self.passage_backbone is not None:
+            configs["passage"] = self.passage_backbone.config
+        return configs
+
+    def encoders(self) -> list[nn.Module]:
+        """The query encoder, then the passage encoder when it is a separate one."""
+        return [self.backbone] + ([self.passage_backbone] if self.passage_backbone is not None
+                                  else [])
+
+    def encoder_for(self, side: Side) -> tuple[nn.Module, SpladeHead]:
+        """The backbone and sparse head that encode ``side`` (routing set for MoTE)."""
+        index = 1 if side == Side.PASSAGE and self.passage_backbone is not None else 0
+        return self.encoders()[index], self.sparse_heads[index]
+
+    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                      side: Side) -> torch.Tensor:
+        """Last-layer token vectors of ``side``'s encoder (Q-FFN or P-FFN for MoTE)."""
+        set_route(self.expert_layers, side, attention_mask)
+        encoder, _ = self.encoder_for(side)
+        return encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, side: Side,
+                only: str | None = None) -> Encoded:
+        """Both representations, or ``only`` one of them (an index needs one: skipping the
+        [L x V] vocabulary projection makes dense encoding as cheap as a plain backbone's)."""
+        hidden = self.hidden_states(input_ids, attention_mask, side)
+        out = Encoded()
+        if only in (None, "dense"):
+            out.dense = pool(hidden, attention_mask, self.pooling)
+        if only in (None, "sparse"):
+            _, head = self.encoder_for(side)
+            out.sparse = keep_top_k(head(hidden, attention_mask), self.sparse_top_k)
+        return out
+
+    def dense_score(self, q: Encoded, p: Encoded) -> torch.Tensor:
+        return q.dense @ p.dense.T
+
+    def sparse_score(self, q: Encoded, p: Encoded) -> torch.Tensor:
+        return q.sparse @ p.sparse.T
+
+    def score(self, q: Encoded, p: Encoded) -> torch.Tensor:
+        """Hybrid similarity s_den + s_spr (eq. 13), what fine-tuning optimises."""
+        return self.dense_score(q, p) + self.sparse_score(q, p)

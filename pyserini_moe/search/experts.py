@@ -1,0 +1,98 @@
+"""One model, several indexes: each representation ("expert") retrieves its own top-K, then the
+lists are fused. CoT-MoTE searches a Faiss and a Lucene impact index built from one checkpoint
+(hybrid = s_den + s_spr); CAME searches an impact, a multi-vector and a Faiss index (its lexical,
+local and global experts) and sums their scores (eq. 12).
+
+Scores are first put in the model's own units (impact scores are divided by the squared
+quantisation factor), so that a raw sum is the model's score. Fusions:
+
+* the CAME fusions of :mod:`pyserini_moe.search.fusion` (``came_sum``: eq. 12's sum with a missing
+  document scored at the expert's K-th score; ``norm_sum``, ``norm_max``, ``sum_rr``, ``max_rr``,
+  ``linear``) and ranx's (``rrf``, ``combsum``, ...);
+* ``exact``: every document any expert returned is re-scored exactly by every expert (Faiss
+  vectors, stored impact vectors, MaxSim) and the scores are summed: the model's score on the
+  union of the candidate lists, with no fill-in rule.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pyserini_moe.index.meta import IndexMismatchError, read_meta
+from pyserini_moe.runs import Run
+from pyserini_moe.search.fusion import fuse, top_k
+
+EXACT = "exact"
+
+
+class ExpertFusionSearcher:
+    """Searchers over ``indexes`` (dense, impact, multivector; kind read from each index)."""
+
+    def __init__(self, indexes: list[str | os.PathLike], encoder: str | None = None,
+                 device: str | None = None, query_max_length: int = 64,
+                 query_max_terms: int | None = None) -> None:
+        from pyserini_moe.search.encoded import SEARCHERS  # noqa: PLC0415
+
+        if len(indexes) < 2:
+            raise ValueError("expert fusion needs at least two indexes (one per representation)")
+        self.searchers = []
+        for index in indexes:
+            meta = read_meta(index)
+            kind = meta.get("kind") if meta else None
+            if kind not in SEARCHERS:
+                raise IndexMismatchError(f"{index}: expert fusion takes dense, impact or "
+                                         f"multivector indexes built by pyserini-moe, not "
+                                         f"{kind or 'an index without pyserini_moe.json'}")
+            extra = {"query_max_terms": query_max_terms} if kind == "impact" else {}
+            self.searchers.append(SEARCHERS[kind](index, encoder, device=device,
+                                                  query_max_length=query_max_length, **extra))
+        kinds = [s.kind for s in self.searchers]
+        if len(set(kinds)) < len(kinds):
+            raise ValueError(f"two indexes of the same kind ({kinds}): give one per expert")
+
+    @property
+    def kinds(self) -> list[str]:
+        return [s.kind for s in self.searchers]
+
+    def expert_runs(self, topics: dict[str, str], candidates: int = 1000, threads: int = 1,
+                    batch_size: int = 64, progress: bool = True) -> dict[str, Run]:
+        """Each expert's own top-``candidates``, in model units, by kind."""
+        return {s.kind: _scaled(s.search(topics, hits=candidates, threads=threads,
+                                         batch_size=batch_size, progress=progress),
+                                getattr(s, "scale", 1.0))
+                for s in self.searchers}
+
+    def fuse(self, topics: dict[str, str], runs: dict[str, Run], method: str = "came_sum",
+             params: dict[str, Any] | None = None, norm: str | None = None,
+             hits: int = 1000) -> Run:
+        """Fuse the expert runs (in the order of the indexes) with ``method``."""
+        if method == EXACT:
+            return top_k(self.exact(topics, runs), hits)
+        return fuse([runs[kind] for kind in self.kinds], method, norm=norm, params=params, k=hits)
+
+    def exact(self, topics: dict[str, str], runs: dict[str, Run]) -> Run:
+        """Sum of every expert's exact score over the union of the experts' candidates."""
+        union = {qid: sorted({d for run in runs.values() for d in run.get(qid, {})})
+                 for qid in topics}
+        total: Run = {qid: dict.fromkeys(docs, 0.0) for qid, docs in union.items()}
+        for searcher in self.searchers:
+            scale = getattr(searcher, "scale", 1.0)
+            for qid, scores in searcher.rescore(topics, union).items():
+                for docid, score in scores.items():
+                    total[qid][docid] += score * scale
+        return total
+
+    def search(self, topics: dict[str, str], hits: int = 1000, candidates: int = 1000,
+               method: str = "came_sum", params: dict[str, Any] | None = None,
+               norm: str | None = None, threads: int = 1, batch_size: int = 64,
+               progress: bool = True) -> tuple[Run, dict[str, Run]]:
+        """(fused run, the expert runs it was fused from)."""
+        runs = self.expert_runs(topics, candidates, threads, batch_size, progress)
+        return self.fuse(topics, runs, method, params, norm, hits), runs
+
+
+def _scaled(run: Run, scale: float) -> Run:
+    if scale == 1.0:
+        return run
+    return {qid: {d: s * scale for d, s in hits.items()} for qid, hits in run.items()}

@@ -1,0 +1,343 @@
+"""CoT-MAE pre-training with textual experts (CoT-MoTE section 3.2, eq. 10-12).
+
+The encoder (a :class:`~pyserini_moe.modeling.cotmote.CotMoteEncoder`: queries through Q-FFN,
+passages through P-FFN) reads a masked text and predicts the masked tokens (MLM, eq. 11); a
+one-layer decoder reads only the encoder's [CLS] vector followed by a *contextual span* of the
+same text and predicts that span token by token (causal LM, eq. 12), so the [CLS] bottleneck must
+carry what the span needs. The decoder and the MLM head are discarded afterwards: the output is
+the encoder, saved as a retrieval model that fine-tuning recipes start from.
+
+Contextual spans (CoT-MAE's two options, section 3.2):
+
+* a neighbouring span of the same document (no extra data; the default here): the document's
+  sentences are cut in two at a random sentence boundary, one half is the anchor, the other its
+  context;
+* queries of the document: training queries of a collection (``collection:split`` qrels) or
+  docT5query pseudo-queries (``corpus=file.tsv``, lines ``docid<TAB>query``). The passage
+  (P-FFN) reconstructs its query and the query (Q-FFN, the query expert's own MLM signal)
+  reconstructs the start of its passage.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import math
+import random
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm import tqdm
+
+from pyserini_moe.modeling.base import Side
+from pyserini_moe.modeling.cotmote import CotMoteEncoder
+from pyserini_moe.modeling.heads import SpladeHead, splade_head
+
+log = logging.getLogger(__name__)
+
+LOG_FILE = "pretrain_log.jsonl"
+ARGS_FILE = "pretrain_args.json"
+MODEL_DIR = "model"
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass(frozen=True)
+class ContextExample:
+    """An anchor text encoded on ``side`` and the span the decoder reconstructs from it."""
+
+    anchor: str
+    side: Side
+    context: str
+
+
+@dataclass(frozen=True)
+class PretrainArgs:
+    """Everything that defines a pre-training run (saved with its output)."""
+
+    backbone: str
+    variant: str = "mote"
+    corpora: tuple[str, ...] = ()
+    queries: tuple[str, ...] = ()          # collection:split whose judged pairs are used
+    pseudo_queries: tuple[str, ...] = ()   # corpus=path.tsv
+    max_steps: int = 300
+    batch_size: int = 16
+    max_length: int = 128                  # anchor tokens (the paper cuts its corpus at 144)
+    context_max_length: int = 64           # decoder tokens
+    mask_ratio: float = 0.3                # CoT-MAE's encoder mask rate
+    learning_rate: float = 1e-4
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    switch_experts: bool = False           # table 4's ablation: queries -> P-FFN, passages -> Q-FFN
+    seed: int = 42
+
+    def check(self) -> None:
+        if not self.corpora and not self.queries and not self.pseudo_queries:
+            raise ValueError("nothing to pre-train on: give --corpus, --queries or "
+                             "--pseudo-queries")
+        for name, value in (("max_steps", self.max_steps), ("batch_size", self.batch_size),
+                            ("max_length", self.max_length),
+                            ("context_max_length", self.context_max_length)):
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if not 0 < self.mask_ratio < 1:
+            raise ValueError(f"mask_ratio must be in (0, 1), got {self.mask_ratio}")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+
+
+# ------------------------------------------------------------------------------------- data
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s for s in _SENTENCE_END.split(text.strip()) if s]
+
+
+def span_examples(texts: Iterable[str], rng: random.Random) -> list[ContextExample]:
+    """Two neighbouring spans of each document with at least two sentences, one the anchor and
+    the other its context (which is which drawn at random)."""
+    out = []
+    for text in texts:
+        sentences = split_sentences(text)
+        if len(sentences) < 2:
+            continue
+        cut = rng.randrange(1, len(sentences))
+        first, second = " ".join(sentences[:cut]), " ".join(sentences[cut:])
+        anchor, context = (first, second) if rng.random() < 0.5 else (second, first)
+        out.append(ContextExample(anchor, Side.PASSAGE, context))
+    return out
+
+
+def query_examples(pairs: Iterable[tuple[str, str]]) -> list[ContextExample]:
+    """(query, passage) pairs -> the passage reconstructs the query, the query the passage."""
+    out = []
+    for query, passage in pairs:
+        if query.strip() and passage.strip():
+            out.append(ContextExample(passage, Side.PASSAGE, query))
+            out.append(ContextExample(query, Side.QUERY, passage))
+    return out
+
+
+def judged_pairs(spec: str) -> list[tuple[str, str]]:
+    """(query text, relevant document text) of ``collection:split``'s qrels."""
+    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
+
+    name, sep, split = spec.rpartition(":")
+    if not sep or not name or not split:
+        raise ValueError(f"--queries {spec!r}: expected COLLECTION:SPLIT, e.g. scifact:train")
+    collection = BeirCollection.load(name)
+    if split not in collection.splits():
+        raise ValueError(f"--queries {spec!r}: {name} has no {split!r} qrels "
+                         f"(it has: {', '.join(collection.splits())})")
+    if split == "test":
+        log.warning("--queries %s: pre-training on TEST queries leaks them into the model", spec)
+    topics, qrels = collection.topics(split), collection.qrels(split)
+    wanted = {doc for judged in qrels.values() for doc, rel in judged.items() if rel > 0}
+    docs = {d.id: d.contents for d in collection.corpus() if d.id in wanted}
+    return [(topics[q], docs[d]) for q, judged in qrels.items() if q in topics
+            for d, rel in judged.items() if rel > 0 and d in docs]
+
+
+def pseudo_query_pairs(spec: str) -> list[tuple[str, str]]:
+    """``corpus=file.tsv`` (lines ``docid<TAB>query``, docT5query output) -> (query, doc) pairs."""
+    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
+
+    name, sep, path = spec.partition("=")
+    if not sep or not name or not path:
+        raise ValueError(f"--pseudo-queries {spec!r}: expected CORPUS=FILE, e.g. "
+                         "msmarco=doct5query.tsv")
+    docs = {d.id: d.contents for d in BeirCollection.load(name).corpus()}
+    pairs = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            docid, tab, query = line.rstrip("\n").partition("\t")
+            if not tab:
+                raise ValueError(f"{path}:{lineno}: expected docid<TAB>query")
+            if docid not in docs:
+                raise ValueError(f"{path}:{lineno}: document {docid!r} is not in {name}")
+            pairs.append((query, docs[docid]))
+    return pairs
+
+
+def build_examples(args: PretrainArgs) -> list[ContextExample]:
+    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
+
+    rng = random.Random(args.seed)
+    examples: list[ContextExample] = []
+    for corpus in args.corpora:
+        examples += span_examples((d.contents for d in BeirCollection.load(corpus).corpus()), rng)
+    for spec in args.queries:
+        examples += query_examples(judged_pairs(spec))
+    for spec in args.pseudo_queries:
+        examples += query_examples(pseudo_query_pairs(spec))
+    if not examples:
+        raise ValueError("no pre-training examples: the corpora have no multi-sentence documents "
+                         "and no queries were given")
+    return examples
+
+
+# ------------------------------------------------------------------------------------ model
+
+
+class ContextualMae(nn.Module):
+    """Encoder + MLM heads + a one-layer causal decoder over the [CLS] bottleneck (eq. 11-12)."""
+
+    def __init__(self, encoder: CotMoteEncoder, mlm_heads: list[SpladeHead],
+                 switch_experts: bool = False) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.mlm_heads = nn.ModuleList(mlm_heads)  # one per encoder (two for 'separate')
+        config = copy.deepcopy(encoder.backbone.config)
+        config.num_hidden_layers, config.is_decoder, config.add_cross_attention = 1, True, False
+        from transformers import AutoModel  # noqa: PLC0415
+
+        self.decoder = AutoModel.from_config(config)
+        self.decoder.pooler = None
+        # The decoder reads word vectors of the encoder's own vocabulary matrix (not a copy).
+        self.decoder.embeddings.word_embeddings = encoder.backbone.get_input_embeddings()
+        self.switch_experts = switch_experts
+
+    def route_side(self, side: Side) -> Side:
+        if not self.switch_experts:
+            return side
+        return Side.PASSAGE if side == Side.QUERY else Side.QUERY
+
+    def loss(self, anchors: dict[str, torch.Tensor], labels: torch.Tensor,
+             context: dict[str, torch.Tensor], side: Side) -> tuple[torch.Tensor, torch.Tensor]:
+        """(MLM loss, decoder loss) of one side's batch. ``labels`` holds the original ids at
+        masked positions and -100 elsewhere."""
+        side = self.route_side(side)
+        hidden = self.encoder.hidden_states(anchors["input_ids"], anchors["attention_mask"], side)
+        head = self.mlm_heads[1 if side == Side.PASSAGE and len(self.mlm_heads) > 1 else 0]
+        masked = labels != -100
+        mlm = F.cross_entropy(head.logits(hidden[masked]), labels[masked]) if masked.any() \
+            else hidden.sum() * 0.0
+        encoder, _ = self.encoder.encoder_for(side)
+        ids, mask = context["input_ids"], context["attention_mask"]
+        embeds = encoder.get_input_embeddings()(ids)
+        embeds = torch.cat([hidden[:, :1], embeds[:, 1:]], dim=1)  # [CLS] slot <- bottleneck
+        out = self.decoder(inputs_embeds=embeds, attention_mask=mask,
+                           use_cache=False).last_hidden_state
+        targets = ids[:, 1:].masked_fill(~mask[:, 1:].bool(), -100)
+        decoded = head.logits(out[:, :-1])
+        dec = F.cross_entropy(decoded.reshape(-1, decoded.shape[-1]), targets.reshape(-1),
+                              ignore_index=-100)
+        return mlm, dec
+
+
+def mlm_heads_for(encoder: CotMoteEncoder, backbone: str) -> list[SpladeHead]:
+    """An MLM head per encoder, tied to its word embeddings: the checkpoint's own when it has
+    one (bert-base-uncased), else eq. 4's plain projection h E^T (MiniLM ships without)."""
+    heads = []
+    for module in encoder.encoders():
+        head, found = splade_head(module, backbone)
+        if not found:
+            head = SpladeHead(module.config, module.get_input_embeddings(), transform=False)
+        heads.append(head.to(encoder.device))
+    return heads
+
+
+def mask_tokens(input_ids: torch.Tensor, attention_mask: torch.Tensor, tokenizer: Any,
+                ratio: float, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT masking of ``ratio`` of the real non-special tokens: 80% [MASK], 10% a random token,
+    10% unchanged. Returns (masked ids, labels with -100 where nothing is predicted)."""
+    special = torch.tensor([[tok in tokenizer.all_special_ids for tok in row]
+                            for row in input_ids.tolist()], device=input_ids.device)
+    candidates = attention_mask.bool() & ~special
+    draw = torch.rand(input_ids.shape, generator=generator).to(input_ids.device)
+    chosen = candidates & (draw < ratio)
+    labels = input_ids.masked_fill(~chosen, -100)
+    action = torch.rand(input_ids.shape, generator=generator).to(input_ids.device)
+    masked = input_ids.clone()
+    masked[chosen & (action < 0.8)] = tokenizer.mask_token_id
+    swap = chosen & (action >= 0.8) & (action < 0.9)
+    random_ids = torch.randint(len(tokenizer), input_ids.shape, generator=generator)
+    masked[swap] = random_ids.to(input_ids.device)[swap]
+    return masked, labels
+
+
+# ------------------------------------------------------------------------------------- loop
+
+
+def pretrain(args: PretrainArgs, output_dir: Path, device: torch.device,
+             examples: list[ContextExample] | None = None, progress: bool = True) -> Path:
+    """Pre-train, then save the encoder to ``output_dir/model``; returns that folder."""
+    from pyserini_moe.train.trainer import linear_schedule, set_seed  # noqa: PLC0415
+
+    args.check()
+    set_seed(args.seed)
+    examples = examples if examples is not None else build_examples(args)
+    encoder = CotMoteEncoder.from_backbone(args.backbone, variant=args.variant, device=device)
+    model = ContextualMae(encoder, mlm_heads_for(encoder, args.backbone), args.switch_experts)
+    model.to(device).train()
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=args.learning_rate)
+    schedule = linear_schedule(args.max_steps, math.ceil(args.warmup_ratio * args.max_steps))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    rng = random.Random(args.seed)
+    generator = torch.Generator().manual_seed(args.seed)
+    order: list[ContextExample] = []
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / ARGS_FILE).write_text(json.dumps(
+        {**asdict(args), "examples": len(examples)}, indent=2, default=str) + "\n")
+    log.info("%d pre-training examples, %d steps on %s", len(examples), args.max_steps, device)
+    started = time.perf_counter()
+    with open(output_dir / LOG_FILE, "w") as log_file:
+        for step in tqdm(range(args.max_steps), desc="pretrain", unit="step",
+                         disable=not progress):
+            if len(order) < args.batch_size:
+                more = examples[:]
+                rng.shuffle(more)
+                order += more
+            batch, order = order[:args.batch_size], order[args.batch_size:]
+            parts = _step(model, batch, args, generator)
+            loss = parts["mlm_loss"] + parts["decoder_loss"]
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if args.max_grad_norm:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            log_file.write(json.dumps({
+                "step": step + 1, "loss": loss.item(),
+                **{k: v.item() for k, v in parts.items()},
+                "lr": args.learning_rate * schedule(step),
+                "elapsed": round(time.perf_counter() - started, 3)}) + "\n")
+            log_file.flush()
+    encoder.eval()
+    return encoder.save(output_dir / MODEL_DIR)  # atomic: replaces an older model only at the end
+
+
+def _step(model: ContextualMae, batch: list[ContextExample], args: PretrainArgs,
+          generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """Losses of one batch, averaged over its sides weighted by their number of examples."""
+    tokenizer = model.encoder.tokenizer
+    totals = {"mlm_loss": 0.0, "decoder_loss": 0.0}
+    for side in (Side.QUERY, Side.PASSAGE):
+        group = [e for e in batch if e.side == side]
+        if not group:
+            continue
+        anchors = model.encoder.tokenize([e.anchor for e in group], side, args.max_length)
+        masked, labels = mask_tokens(anchors["input_ids"], anchors["attention_mask"], tokenizer,
+                                     args.mask_ratio, generator)
+        context = model.encoder.tokenize([e.context for e in group], Side.PASSAGE,
+                                         args.context_max_length)
+        mlm, dec = model.loss({"input_ids": masked, "attention_mask": anchors["attention_mask"]},
+                              labels, context, side)
+        share = len(group) / len(batch)
+        totals["mlm_loss"] = totals["mlm_loss"] + share * mlm
+        totals["decoder_loss"] = totals["decoder_loss"] + share * dec
+    return totals
