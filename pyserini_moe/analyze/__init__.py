@@ -8,14 +8,18 @@
 * ``experts``: for SB-MoE, how many documents and queries each expert wins at inference (the
   gate's argmax) and which experts are "activated" (SB-MoE table III).
 * ``expert-count``: SB-MoE's figure 2, nDCG@10 and R@100 against the number of experts.
+
+The other systems' analyses live in their own modules and add their subcommands here
+(:data:`ANALYSES`): :mod:`~pyserini_moe.analyze.cotmote` (``divergence``: KL / JS between query and
+passage embeddings, t-SNE).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import random
-import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,11 +27,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from pyserini_moe.cli import run_main
-
 # SB-MoE section VI: an expert is activated when the gate ranks it first for "at least 100k
 # documents of the given corpus" (table III's thresholds: 100k / corpus size, 1.14% to 3.85%).
 PAPER_MIN_DOCS = 100_000
+# Modules of this package that add subcommands: ``add_parsers(subparsers, encoding_parent)``
+# returns {subcommand: runner}.
+ANALYSES = ("cotmote",)
 EXPERT_COUNT_METRICS = ("ndcg@10", "recall@100")  # figure 2's metrics
 
 
@@ -315,9 +320,9 @@ def _run_expert_count(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m pyserini_moe.analyze",
-        description="Routing analyses of Mixture-of-Experts retrievers: TASER's expert shares per "
+        description="Analyses of Mixture-of-Experts retrievers: TASER's expert shares per "
                     "block, SB-MoE's experts won and activated, SB-MoE against its number of "
-                    "experts.")
+                    "experts, CoT-MoTE's query-passage divergences.")
     sub = parser.add_subparsers(dest="command", required=True)
     # Flags every model-routing subcommand takes.
     encoding = argparse.ArgumentParser(add_help=False)
@@ -375,10 +380,9 @@ def main(argv: list[str] | None = None) -> int:
     count.add_argument("--output", help="also write the Markdown table here")
     count.add_argument("--plot", help="write a PNG line plot here")
     count.add_argument("--quiet", action="store_true", help="no progress bars")
-    args = parser.parse_args(argv)
     commands = {"routing": _run_routing, "experts": _run_experts, "expert-count": _run_expert_count}
+    for module in ANALYSES:
+        commands.update(importlib.import_module(f"pyserini_moe.analyze.{module}")
+                        .add_parsers(sub, encoding))
+    args = parser.parse_args(argv)
     return commands[args.command](args)
-
-
-if __name__ == "__main__":
-    sys.exit(run_main(main))

@@ -1,0 +1,188 @@
+"""CoT-MoTE's embedding analysis: how far apart queries and passages lie (cot-mote.txt section 5.3,
+appendix A.1, figures 2 and 4).
+
+For N judged (query, relevant passage) pairs, each model's dense vectors give the distance matrix
+d = 1 - cos(q_i, p_j) (eq. 14). Row i of p1 = softmax(-d) is query i's distribution over the
+passages (eq. 15), row j of p2 = softmax(-d^T) passage j's distribution over the queries (eq. 16).
+The appendix writes the normalising sum without an axis; normalised over the whole matrix, p2
+would be p1 transposed and compared cell by cell with another pair, so we normalise per row,
+which keeps the query-to-passage vs passage-to-query reading of the text. Per row:
+KL = sum p1 log(p1 / p2) (eq. 17) and JS = (KL(p1 || m) + KL(p2 || m)) / 2 with m = (p1 + p2) / 2
+(eq. 18-19). Rows are paired across models (same pairs), so the paper's two-tailed t-tests are
+paired t-tests over rows. Lower = queries and passages share more of one embedding space.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+TSNE_POINTS = 300  # pairs drawn in the t-SNE plot (figure 2 / 4 show a sample too)
+
+
+def divergences(queries: np.ndarray, passages: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row KL and JS (eq. 14-19) of N paired query / passage vectors [N, H]."""
+    if queries.shape != passages.shape or queries.ndim != 2 or len(queries) < 2:
+        raise ValueError(f"need >= 2 paired query and passage vectors of one shape, got "
+                         f"{queries.shape} and {passages.shape}")
+    q = queries / np.linalg.norm(queries, axis=1, keepdims=True).clip(1e-12)
+    p = passages / np.linalg.norm(passages, axis=1, keepdims=True).clip(1e-12)
+    d = 1.0 - q @ p.T  # eq. 14
+    p1, p2 = _softmax(-d), _softmax(-d.T)  # eq. 15, 16
+    kl = _kl(p1, p2)  # eq. 17
+    m = (p1 + p2) / 2  # eq. 18
+    js = (_kl(p1, m) + _kl(p2, m)) / 2  # eq. 19
+    return kl, js
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _kl(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * (np.log(a) - np.log(b))).sum(axis=1)
+
+
+def judged_pairs(topics: dict[str, str], qrels: dict[str, dict[str, int]], docs: dict[str, str],
+                 sample: int, seed: int) -> list[tuple[str, str]]:
+    """(query text, relevant passage text): each topic with its first relevant document (by id,
+    so the choice is stable), then a seeded sample of ``sample`` pairs (0 = all)."""
+    pairs = []
+    for qid, text in topics.items():
+        relevant = sorted(d for d, rel in qrels.get(qid, {}).items() if rel > 0 and d in docs)
+        if relevant:
+            pairs.append((text, docs[relevant[0]]))
+    if sample and sample < len(pairs):
+        pairs = random.Random(seed).sample(pairs, sample)
+    if len(pairs) < 2:
+        raise ValueError("fewer than two judged (query, relevant document) pairs: check that the "
+                         "topics, qrels and corpus belong together")
+    return pairs
+
+
+def embed(model: Any, pairs: list[tuple[str, str]], max_length: int, query_max_length: int,
+          batch_size: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """Dense vectors of the queries (query side) and passages (passage side) of ``pairs``."""
+    from pyserini_moe.modeling.base import Side  # noqa: PLC0415
+
+    if "dense" not in model.representations:
+        raise ValueError(f"a {model.model_type} model has no dense representation to analyse")
+    out = []
+    for side, index, length in ((Side.QUERY, 0, query_max_length),
+                                (Side.PASSAGE, 1, max_length)):
+        texts = [pair[index] for pair in pairs]
+        out.append(np.concatenate([
+            model.encode(texts[i:i + batch_size], side, length, only="dense").dense.float()
+            .cpu().numpy() for i in range(0, len(texts), batch_size)]))
+    return out[0], out[1]
+
+
+def format_divergences(results: dict[str, tuple[np.ndarray, np.ndarray]]) -> str:
+    """Markdown: mean (sd) KL and JS per model, paired two-tailed t-test against the first."""
+    from scipy.stats import ttest_rel  # noqa: PLC0415
+
+    names = list(results)
+    base_kl, base_js = results[names[0]]
+    lines = [f"| model | KL | JS | p (KL vs {names[0]}) | p (JS vs {names[0]}) |",
+             "|---|---|---|---|---|"]
+    for name, (kl, js) in results.items():
+        if name == names[0]:
+            p_kl = p_js = "-"
+        else:
+            p_kl = f"{ttest_rel(kl, base_kl).pvalue:.2g}"
+            p_js = f"{ttest_rel(js, base_js).pvalue:.2g}"
+        lines.append(f"| {name} | {kl.mean():.4f} ({kl.std():.4f}) | {js.mean():.4f} "
+                     f"({js.std():.4f}) | {p_kl} | {p_js} |")
+    return "\n".join(lines)
+
+
+def plot_tsne(embeddings: dict[str, tuple[np.ndarray, np.ndarray]], path: str | Path,
+              seed: int = 0) -> None:
+    """One t-SNE panel per model, queries and passages in two colours (figures 2 and 4A)."""
+    from sklearn.manifold import TSNE  # noqa: PLC0415
+
+    from pyserini_moe.analyze import _figure, _save_png  # noqa: PLC0415
+
+    fig, axes = _figure(width=4.2, height=4.2, ncols=len(embeddings))
+    for ax, (name, (q, p)) in zip(axes, embeddings.items()):
+        n = min(len(q), TSNE_POINTS)
+        points = np.concatenate([q[:n], p[:n]])
+        xy = TSNE(n_components=2, init="pca", random_state=seed,
+                  perplexity=min(30.0, (2 * n - 1) / 3)).fit_transform(points)
+        ax.scatter(xy[:n, 0], xy[:n, 1], s=6, alpha=0.7, label="queries")
+        ax.scatter(xy[n:, 0], xy[n:, 1], s=6, alpha=0.7, label="passages")
+        ax.set_title(name)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    axes[0].legend(loc="best", markerscale=2)
+    _save_png(fig, path)
+
+
+def _run_divergence(args: argparse.Namespace) -> int:
+    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
+    from pyserini_moe.data.topics import load_qrels, load_topics  # noqa: PLC0415
+    from pyserini_moe.io import atomic_path  # noqa: PLC0415
+    from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
+
+    models = _named(args.model)
+    topics, qrels = load_topics(args.topics), load_qrels(args.qrels)
+    docs = {d.id: d.contents for d in BeirCollection.load(args.corpus).corpus()}
+    pairs = judged_pairs(topics, qrels, docs, args.sample, args.seed)
+    embeddings = {}
+    for name, path in models.items():
+        model = load_encoder(path, device=args.device)
+        embeddings[name] = embed(model, pairs, args.max_length, args.query_max_length)
+    results = {name: divergences(q, p) for name, (q, p) in embeddings.items()}
+    text = (f"Query-passage divergences (cot-mote.txt appendix A.1) over {len(pairs)} judged "
+            f"pairs of {args.topics}; mean (sd) per row, paired t-tests:\n\n"
+            f"{format_divergences(results)}\n")
+    print(text)
+    if args.output:
+        with atomic_path(args.output) as tmp:
+            tmp.write_text(text)
+    if args.plot:
+        plot_tsne(embeddings, args.plot, args.seed)
+    return 0
+
+
+def _named(specs: list[str]) -> dict[str, str]:
+    """``NAME=PATH`` (or a bare path, named by its folder) -> {name: path}, names unique."""
+    out: dict[str, str] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        name, path = (name, path) if sep else (Path(spec).name, spec)
+        if not name or not path:
+            raise ValueError(f"--model {spec!r}: expected NAME=MODEL_FOLDER")
+        if name in out:
+            raise ValueError(f"--model name {name!r} given twice")
+        out[name] = path
+    return out
+
+
+def add_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, Callable[..., int]]:
+    parser = sub.add_parser(
+        "divergence", parents=[encoding],
+        help="CoT-MoTE: KL / JS divergence of query vs passage embeddings, t-SNE plot",
+        description="Encode judged (query, relevant passage) pairs with each model's dense "
+                    "representation and report the KL and JS divergences between the query-to-"
+                    "passage and passage-to-query distance distributions (cot-mote.txt appendix "
+                    "A.1, eq. 14-19), with paired t-tests against the first model, and optionally "
+                    "a t-SNE plot of queries vs passages per model (figures 2 and 4).")
+    parser.add_argument("--model", nargs="+", required=True, metavar="NAME=MODEL",
+                        help="saved models (or backbones, zero-shot), e.g. siamese=... mote=...")
+    parser.add_argument("--corpus", required=True, help="collection holding the passages")
+    parser.add_argument("--topics", required=True, help="queries (as in search)")
+    parser.add_argument("--qrels", required=True, help="judgments pairing queries and passages")
+    parser.add_argument("--sample", type=int, default=0,
+                        help="pairs sampled (seeded); 0 = every judged query")
+    parser.add_argument("--seed", type=int, default=0, help="seed of --sample and t-SNE")
+    parser.add_argument("--query-max-length", type=int, default=64, help="query tokens")
+    parser.add_argument("--output", help="also write the Markdown table here")
+    parser.add_argument("--plot", help="write the t-SNE PNG here")
+    return {"divergence": _run_divergence}
