@@ -50,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
         if any(r.status != "SKIP" for r in rows):
             print(f"report: {write_report(reg, rows, times, work)}")
         failed |= any(r.status in ("FAIL", "ERROR") for r in rows)
+        unset = sum(r.status == "UNSET" for r in rows)
+        if unset:
+            print(f"{unset} measured value(s) have no expected value in {reg.path} yet: copy them "
+                  "in to make them regressions")
     return 1 if failed else 0
 
 

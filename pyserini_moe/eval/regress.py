@@ -27,6 +27,10 @@ A regression file (``regressions/<name>.yaml``)::
         metrics: {top20: 0.836, top100: 0.886}
         source: "TASER table A2"
 
+A metric whose expected value is ``null`` has not been measured yet: the runner reports what it
+measures with status ``UNSET`` (neither pass nor fail), so a new condition can be run once and its
+values copied into the file.
+
 A condition has either ``qrels`` (metrics ndcg@k, recall@k, mrr@k, map, ...) or ``answers`` and
 ``passages`` (metrics topK: share of questions with an answer string in their top K passages,
 matched as DPR and Pyserini's ``evaluate_dpr_retrieval`` match them).
@@ -65,7 +69,7 @@ class RegressionSpecError(ValueError):
 @dataclasses.dataclass
 class MetricCheck:
     metric: str
-    expected: float
+    expected: float | None  # None: not measured yet (status UNSET)
     tolerance: float
 
 
@@ -148,6 +152,10 @@ def _number(value: Any, where: str) -> float:
     return float(value)
 
 
+def _expected(value: Any, where: str) -> float | None:
+    return None if value is None else _number(value, where)
+
+
 def _judgments(raw: dict, where: str) -> tuple[str | None, str | None, str | None, bool]:
     """``(qrels, answers, passages, regex)``: a condition is judged by qrels or by answers."""
     if ("qrels" in raw) == ("answers" in raw):
@@ -217,10 +225,10 @@ def load_regression(path: str | os.PathLike) -> Regression:
         for metric, spec in _require(raw, "metrics", where, dict).items():
             _check_metric(metric, answers is not None, where)
             if isinstance(spec, dict):
-                expected = _number(spec.get("expected"), f"{where}: {metric}.expected")
+                expected = _expected(spec.get("expected"), f"{where}: {metric}.expected")
                 tol = _number(spec.get("tolerance", default_tol), f"{where}: {metric}.tolerance")
             else:
-                expected, tol = _number(spec, f"{where}: {metric}"), default_tol
+                expected, tol = _expected(spec, f"{where}: {metric}"), default_tol
             if tol < 0:
                 raise RegressionSpecError(f"{where}: {metric}: tolerance must be >= 0")
             checks.append(MetricCheck(metric, expected, tol))
@@ -276,6 +284,8 @@ def run_step(command: str, work: Path, dry_run: bool) -> None:
 
 
 def check(measured: float, c: MetricCheck) -> str:
+    if c.expected is None:
+        return "UNSET"
     # Rounding drops float noise, so a delta exactly at the tolerance passes.
     return "OK" if round(abs(measured - c.expected), 6) <= c.tolerance else "FAIL"
 

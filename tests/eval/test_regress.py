@@ -126,6 +126,17 @@ def test_main_exit_codes_and_table(files, capsys):
     assert "FAIL" in capsys.readouterr().out
 
 
+def test_unmeasured_metrics_are_reported_unset_and_do_not_fail(files, capsys):
+    pending = write_yaml(files, {"name": "new", "conditions": [condition(files, None)]},
+                         "new.yaml")
+    reg = load_regression(pending)
+    rows, _ = run_regression(reg, files / "work")
+    assert statuses(rows) == ["UNSET"] and rows[0].measured == pytest.approx(0.75)
+    assert regress.main([str(pending), "--work-dir", str(files / "work")]) == 0
+    out = capsys.readouterr().out
+    assert "UNSET" in out and "0.7500" in out and "no expected value" in out
+
+
 def test_main_reports_bad_file_without_traceback(tmp_path, capsys):
     from pyserini_moe.cli import run_main
 
