@@ -11,7 +11,8 @@
 
 The other systems' analyses live in their own modules and add their subcommands here
 (:data:`ANALYSES`): :mod:`~pyserini_moe.analyze.cotmote` (``divergence``: KL / JS between query and
-passage embeddings, t-SNE).
+passage embeddings, t-SNE), :mod:`~pyserini_moe.analyze.came` (``came``: CAME's experts vs fusion,
+RBO overlap between the experts, figure 4's case study).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from tqdm import tqdm
 PAPER_MIN_DOCS = 100_000
 # Modules of this package that add subcommands: ``add_parsers(subparsers, encoding_parent)``
 # returns {subcommand: runner}.
-ANALYSES = ("cotmote",)
+ANALYSES = ("cotmote", "came")
 EXPERT_COUNT_METRICS = ("ndcg@10", "recall@100")  # figure 2's metrics
 
 
@@ -322,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m pyserini_moe.analyze",
         description="Analyses of Mixture-of-Experts retrievers: TASER's expert shares per "
                     "block, SB-MoE's experts won and activated, SB-MoE against its number of "
-                    "experts, CoT-MoTE's query-passage divergences.")
+                    "experts, CoT-MoTE's query-passage divergences, CAME's experts compared.")
     sub = parser.add_subparsers(dest="command", required=True)
     # Flags every model-routing subcommand takes.
     encoding = argparse.ArgumentParser(add_help=False)

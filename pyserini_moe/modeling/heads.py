@@ -44,14 +44,20 @@ class SpladeHead(nn.Module):
             hidden = self.transform(hidden)
         return F.linear(hidden, self.embedding_weight, self.bias)
 
-    def forward(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor,
+                max_elements: int = 2 ** 26) -> torch.Tensor:
         """[B, L, H], [B, L] -> [B, V] non-negative weights; padding never contributes.
 
         log(1 + ReLU(.)) is monotone, so it is applied after the max: same values and gradients,
-        one [B, L, V] tensor fewer.
+        one [B, L, V] tensor fewer. The [rows, L, V] logits are built for chunks of rows holding
+        at most ``max_elements`` entries (32 passages x 256 tokens x 30,522 terms would be 1 GB
+        of float32 at once).
         """
-        logits = self.logits(hidden).masked_fill(~mask.bool().unsqueeze(-1), float("-inf"))
-        return torch.log1p(torch.relu(logits.max(1).values))
+        rows = max(1, max_elements // max(1, hidden.shape[1] * self.embedding_weight.shape[0]))
+        keep = mask.bool().unsqueeze(-1)
+        out = [self.logits(hidden[i:i + rows]).masked_fill(~keep[i:i + rows], float("-inf"))
+               .max(1).values for i in range(0, hidden.shape[0], rows)]
+        return torch.log1p(torch.relu(torch.cat(out)))
 
     def load_pretrained(self, name_or_path: str | os.PathLike) -> bool:
         """Copy the checkpoint's MLM head (BERT ``cls.predictions``) if it has one.

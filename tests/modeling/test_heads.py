@@ -46,6 +46,21 @@ def test_splade_head_nonnegative_and_padding_has_no_effect(tiny_bert) -> None:
     torch.testing.assert_close(head(hidden[:1, :3], mask[:1, :3])[0], weights[0])
 
 
+def test_splade_head_gives_the_same_weights_and_gradients_in_any_row_chunking(tiny_bert) -> None:
+    head, _ = _head(tiny_bert)
+    torch.manual_seed(1)
+    hidden = torch.randn(5, 4, 32, requires_grad=True)
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]])
+    whole = head(hidden, mask)
+    (grad_whole,) = torch.autograd.grad(whole.sum(), hidden)
+    rows_of_one = 4 * head.embedding_weight.shape[0]  # max_elements that fit exactly one row
+    for max_elements in (1, rows_of_one, 2 * rows_of_one + 1):
+        chunked = head(hidden, mask, max_elements=max_elements)
+        torch.testing.assert_close(chunked, whole)
+        (grad,) = torch.autograd.grad(chunked.sum(), hidden)
+        torch.testing.assert_close(grad, grad_whole)
+
+
 def test_splade_head_plain_variant_is_tied_and_has_no_transform(tiny_bert) -> None:
     head, backbone = _head(tiny_bert, transform=False)
     emb = backbone.get_input_embeddings().weight

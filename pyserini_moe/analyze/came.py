@@ -1,0 +1,432 @@
+"""``python -m pyserini_moe.analyze came``: how CAME's three experts differ and what fusing gains.
+
+From the runs that ``python -m pyserini_moe.search --retriever fused --expert-runs PREFIX`` writes
+(``PREFIX.impact.trec`` = lexical, ``PREFIX.multivector.trec`` = local, ``PREFIX.dense.trec`` =
+global) and one or more fused runs, the command reports, in Markdown:
+
+1. table 3 in small: each expert's and each fused run's metrics, every run tested (paired, by
+   :func:`pyserini_moe.eval.metrics.compare`, as ``python -m pyserini_moe.eval --baseline``)
+   against the best single expert;
+2. how much the experts' result lists overlap (section 5.3: "the rank-biased overlap (RBO) between
+   top 1000 results retrieved by any two independently trained experts is 42%-48%"): an RBO
+   matrix, top-k overlap, and each expert's relevant documents that no other expert finds;
+3. figure 4 in kind (section 5.5): the queries where the experts disagree most, with each run's
+   rank of the first relevant document and its top documents.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tqdm import tqdm
+
+from pyserini_moe.analyze import _figure, _save_png
+from pyserini_moe.runs import Run, ranked
+
+if TYPE_CHECKING:
+    from pyserini_moe.eval.metrics import Qrels
+
+# CAME's matching experts (section 3.2) and the run file each gets from ``search --expert-runs``.
+EXPERTS = {"lexical": "impact", "local": "multivector", "global": "dense"}
+DEFAULT_METRICS = ("ndcg@10", "recall@100", "recall@1000")
+# Section 5.3 compares the experts' top 1000; it cites Webber et al. (2010) but gives no p.
+# p = 0.9 is a common choice: the top 10 ranks carry 86% of the weight (Webber et al. eq. 21).
+PAPER_DEPTH = 1000
+DEFAULT_RBO_P = 0.9
+OVERLAP_KS = (10, 100)
+COMPLEMENT_DEPTH = 100
+TOP_DOCS = 3  # documents listed per run in the case study
+RELEVANT_SHOWN = 5  # relevant documents listed per case study query
+SNIPPET_CHARS = 60  # a document without a title is shown by its first words
+
+Ranking = list[str]  # docids, best first
+
+
+def rbo(a: Sequence[str], b: Sequence[str], p: float = DEFAULT_RBO_P) -> float:
+    """Extrapolated rank-biased overlap RBO_ext of two rankings (Webber et al. 2010, eq. 32).
+
+    With S the shorter list (length s), L the longer (length l), and X_d the number of documents
+    that S's top d and L's top d share (for d > s, S whole against L's top d)::
+
+        RBO_ext = (1-p)/p * [ sum_{d=1..l} X_d/d * p^d + sum_{d=s+1..l} X_s*(d-s)/(s*d) * p^d ]
+                  + [ (X_l - X_s)/l + X_s/s ] * p^l
+
+    For lists of equal length k this is eq. 30, ``X_k/k * p^k + (1-p)/p * sum_d X_d/d * p^d``:
+    the agreement seen at depth k is assumed to hold below it, so identical lists score 1 at any
+    depth and disjoint ones 0, and a list that is a prefix of the other also scores 1. Lists
+    must be free of duplicates (runs are); ties are whatever order the caller gives (here
+    trec_eval's). One empty list against a non-empty one scores 0; two empty lists are undefined.
+    """
+    if not 0 < p < 1:
+        raise ValueError(f"RBO's p must be in (0, 1), got {p}")
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    s, l = len(short), len(long_)
+    if l == 0:
+        raise ValueError("RBO of two empty rankings is undefined")
+    if s == 0:
+        return 0.0
+    seen_short: set[str] = set()
+    seen_long: set[str] = set()
+    x = 0  # X_d
+    x_s = 0
+    total = 0.0  # the bracketed sums
+    for d in range(1, l + 1):
+        item = long_[d - 1]
+        if d <= s:
+            mine = short[d - 1]
+            seen_short.add(mine)
+            seen_long.add(item)
+            x += (mine in seen_long) + (item in seen_short) - (mine == item)
+            if d == s:
+                x_s = x
+        else:
+            x += item in seen_short
+            total += x_s * (d - s) / (s * d) * p ** d
+        total += x / d * p ** d
+    return (1 - p) / p * total + ((x - x_s) / l + x_s / s) * p ** l
+
+
+def overlap_at(a: Sequence[str], b: Sequence[str], k: int) -> float:
+    """|A_k ∩ B_k| / k for the top k of each list (a shorter list still divides by k)."""
+    return len(set(a[:k]) & set(b[:k])) / k
+
+
+def rankings(run: Run) -> dict[str, Ranking]:
+    """qid -> docids in trec_eval's order (score descending, ties by docid descending)."""
+    return {qid: [docid for docid, _ in ranked(hits)] for qid, hits in run.items()}
+
+
+def mean_pairwise(lists: Mapping[str, Mapping[str, Ranking]], qids: Sequence[str],
+                  measure: Callable[[Ranking, Ranking], float],
+                  progress: bool = False) -> dict[tuple[str, str], float]:
+    """``measure`` of every pair of runs, averaged over ``qids``. A query one run has no results
+    for counts as no overlap; a query neither has is left out."""
+    means = {}
+    for x, y in tqdm(list(itertools.combinations(lists, 2)), desc="overlap", disable=not progress):
+        values = [measure(lists[x].get(q, []), lists[y].get(q, [])) for q in qids
+                  if lists[x].get(q) or lists[y].get(q)]
+        means[x, y] = math.fsum(values) / len(values) if values else 0.0
+    return means
+
+
+@dataclass(frozen=True)
+class Complement:
+    """One expert's relevant documents in its top k (pooled over queries), and how many of them
+    no other expert has in its own top k."""
+
+    found: int
+    unique: int
+
+    @property
+    def share(self) -> float | None:
+        return self.unique / self.found if self.found else None
+
+
+def relevant(qrels: Qrels) -> dict[str, set[str]]:
+    """qid -> documents judged relevant (> 0); queries without any are left out."""
+    return {q: rel for q, docs in qrels.items() if (rel := {d for d, g in docs.items() if g > 0})}
+
+
+def complementarity(lists: Mapping[str, Mapping[str, Ranking]], qrels: Qrels,
+                    k: int = COMPLEMENT_DEPTH) -> dict[str, Complement]:
+    """Per expert, the relevant documents of its top k that are in no other expert's top k: what
+    it alone contributes to the fusion's candidates (section 5.3, "could complement each other")."""
+    found = dict.fromkeys(lists, 0)
+    unique = dict.fromkeys(lists, 0)
+    for qid, rel in relevant(qrels).items():
+        tops = {name: set(ranking.get(qid, [])[:k]) for name, ranking in lists.items()}
+        for name, top in tops.items():
+            others = set().union(*(t for n, t in tops.items() if n != name))
+            found[name] += len(top & rel)
+            unique[name] += len(top & rel - others)
+    return {name: Complement(found[name], unique[name]) for name in lists}
+
+
+def first_relevant(ranking: Ranking, rel: set[str], depth: int) -> int | None:
+    """1-based rank of the first relevant document in the top ``depth``; None beyond it."""
+    return next((r for r, docid in enumerate(ranking[:depth], start=1) if docid in rel), None)
+
+
+def disagreements(lists: Mapping[str, Mapping[str, Ranking]], qrels: Qrels, depth: int,
+                  n: int) -> list[tuple[str, float]]:
+    """The ``n`` queries where the experts disagree most, as ``(qid, spread)``.
+
+    Disagreement is the spread (max - min over experts) of the reciprocal rank of the first
+    relevant document within ``depth`` (0 beyond it). It is 1 for figure 4's pattern, one expert
+    at rank 1 and another beyond the top 1000, while ranks 500 vs 1000 barely count. Ties go to
+    the query whose worst expert ranks the document lowest, then to the smaller qid; queries
+    with no disagreement (spread 0) are never picked.
+    """
+    scored = []
+    for qid, rel in relevant(qrels).items():
+        ranks = [first_relevant(r.get(qid, []), rel, depth) for r in lists.values()]
+        rr = [1 / r if r else 0.0 for r in ranks]
+        spread = max(rr) - min(rr)
+        if spread > 0:
+            worst = max(r or depth + 1 for r in ranks)
+            scored.append((-spread, -worst, qid))
+    return [(qid, -neg) for neg, _, qid in sorted(scored)[:n]]
+
+
+# -- Markdown ---------------------------------------------------------------------------------
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def square(names: Sequence[str], pairs: Mapping[tuple[str, str], float]) -> list[list[float]]:
+    """The symmetric matrix of pairwise values, 1 on the diagonal (RBO of a list with itself)."""
+    return [[1.0 if x == y else pairs.get((x, y), pairs.get((y, x), math.nan)) for y in names]
+            for x in names]
+
+
+def format_rbo_matrix(names: Sequence[str], pairs: Mapping[tuple[str, str], float]) -> str:
+    lines = ["| RBO | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    lines += [f"| {x} | " + " | ".join(f"{v:.3f}" for v in row) + " |"
+              for x, row in zip(names, square(names, pairs))]
+    return "\n".join(lines)
+
+
+def format_overlaps(overlaps: Mapping[int, Mapping[tuple[str, str], float]]) -> str:
+    """One row per pair of experts, one column per k."""
+    ks = list(overlaps)
+    lines = ["| pair | " + " | ".join(f"top-{k} overlap" for k in ks) + " |",
+             "|---|" + "---:|" * len(ks)]
+    for pair in next(iter(overlaps.values())):
+        lines.append(f"| {pair[0]} / {pair[1]} | "
+                     + " | ".join(f"{overlaps[k][pair]:.3f}" for k in ks) + " |")
+    return "\n".join(lines)
+
+
+def format_complementarity(complements: Mapping[str, Complement]) -> str:
+    lines = [f"| expert | relevant in top-{COMPLEMENT_DEPTH} | in no other expert's | share |",
+             "|---|---:|---:|---:|"]
+    for name, c in complements.items():
+        share = "-" if c.share is None else f"{c.share:.2%}"
+        lines.append(f"| {name} | {c.found} | {c.unique} | {share} |")
+    return "\n".join(lines)
+
+
+def format_cases(cases: Sequence[tuple[str, float]], lists: Mapping[str, Mapping[str, Ranking]],
+                 qrels: Qrels, depth: int, topics: Mapping[str, str],
+                 labels: Mapping[str, str]) -> str:
+    """Per query: its text, its relevant documents, and per run (experts, then fused) the rank
+    of the first relevant document ('-' beyond ``depth``, as in figure 4) and its top documents.
+    ``labels`` maps a docid to what to show after it (title or snippet)."""
+    def doc(docid: str) -> str:
+        return _cell(f"{docid} ({labels[docid]})" if labels.get(docid) else docid)
+
+    rel = relevant(qrels)
+    blocks = []
+    for i, (qid, spread) in enumerate(cases, start=1):
+        title = f"{qid}: {_cell(topics[qid])}" if qid in topics else qid
+        judged = sorted(rel[qid], key=lambda d: (-qrels[qid][d], d))
+        more = f" and {len(judged) - RELEVANT_SHOWN} more" if len(judged) > RELEVANT_SHOWN else ""
+        lines = [f"### {i}. {title}", "",
+                 f"Disagreement {spread:.3f}. Relevant: "
+                 + ", ".join(map(doc, judged[:RELEVANT_SHOWN])) + more + ".", "",
+                 f"| run | first relevant rank | top {TOP_DOCS} |", "|---|---:|---|"]
+        for name, ranking in lists.items():
+            hits = ranking.get(qid, [])
+            rank = first_relevant(hits, rel[qid], depth)
+            lines.append(f"| {name} | {rank or '-'} | "
+                         + ", ".join(map(doc, hits[:TOP_DOCS])) + " |")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def plot_rbo(names: Sequence[str], pairs: Mapping[tuple[str, str], float], path: str | Path,
+             title: str) -> None:
+    """Heat map of the RBO matrix, each cell annotated with its value."""
+    fig, (ax,) = _figure(4.8, 4.0)
+    matrix = square(names, pairs)
+    image = ax.imshow(matrix, vmin=0, vmax=1, cmap="viridis")
+    for i, row in enumerate(matrix):
+        for j, v in enumerate(row):
+            ax.text(j, i, f"{v:.3f}", ha="center", va="center",
+                    color="black" if v > 0.6 else "white")
+    ax.set(xticks=range(len(names)), xticklabels=names, yticks=range(len(names)),
+           yticklabels=names, title=title)
+    fig.colorbar(image, ax=ax, label="RBO")
+    _save_png(fig, path)
+
+
+# -- command line -----------------------------------------------------------------------------
+def parse_named_runs(specs: Sequence[str], flag: str,
+                     allowed: Sequence[str] | None = None) -> dict[str, str]:
+    """``["lexical=a.trec", ...]`` -> ``{"lexical": "a.trec", ...}``, in the order given."""
+    runs: dict[str, str] = {}
+    for spec in specs:
+        name, sep, path = (part.strip() for part in spec.partition("="))
+        if not sep or not name or not path:
+            raise ValueError(f"{flag} {spec!r}: expected NAME=RUN_FILE, e.g. lexical=runs/came."
+                             "impact.trec")
+        if allowed is not None and name not in allowed:
+            raise ValueError(f"{flag} {spec!r}: unknown expert {name!r}; valid: "
+                             f"{', '.join(allowed)}")
+        if name in runs:
+            raise ValueError(f"{flag}: {name!r} given twice")
+        runs[name] = path
+    return runs
+
+
+def _read_titles(corpus: str, docids: set[str]) -> dict[str, str]:
+    """Title of each wanted document, or the start of its text when it has none."""
+    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
+
+    labels = {}
+    for document in BeirCollection.load(corpus).corpus():
+        if document.id in docids:
+            text = document.title or document.text
+            labels[document.id] = (text if len(text) <= SNIPPET_CHARS  # cut at a word
+                                   else text[:SNIPPET_CHARS + 1].rsplit(None, 1)[0] + "…")
+    return labels
+
+
+def _run_came(args: argparse.Namespace) -> int:
+    from pyserini_moe.data.topics import load_qrels, load_topics  # noqa: PLC0415
+    from pyserini_moe.eval.metrics import (  # noqa: PLC0415
+        compare,
+        evaluate,
+        format_comparison,
+        parse_metrics,
+    )
+    from pyserini_moe.io import atomic_path  # noqa: PLC0415
+    from pyserini_moe.runs import read_trec_run  # noqa: PLC0415
+
+    experts = parse_named_runs(args.expert_runs, "--expert-runs", list(EXPERTS))
+    if len(experts) < 2:
+        raise ValueError(f"--expert-runs: need at least two of {', '.join(EXPERTS)}; got "
+                         f"{', '.join(experts)}")
+    fused = parse_named_runs(args.fused or [], "--fused")
+    if clash := set(fused) & set(experts):
+        raise ValueError(f"--fused: {', '.join(sorted(clash))} is already an expert's name")
+    if args.depth < 1:
+        raise ValueError(f"--depth must be >= 1, got {args.depth}")
+    if args.cases < 0:
+        raise ValueError(f"--cases must be >= 0, got {args.cases}")
+    if not 0 < args.rbo_p < 1:
+        raise ValueError(f"--rbo-p must be in (0, 1), got {args.rbo_p}")
+    metrics = [m.name for m in parse_metrics(args.metrics)]
+    paths = {**experts, **fused}
+    for name, path in paths.items():
+        if not Path(path).is_file():
+            flag = "--expert-runs" if name in experts else "--fused"
+            raise FileNotFoundError(f"{flag} {name}: run file not found: {path}")
+    qrels = load_qrels(args.qrels)
+    runs = {}
+    for name, path in paths.items():
+        runs[name] = read_trec_run(path)
+        if not set(runs[name]) & set(qrels):
+            raise ValueError(f"{name} run {path}: none of its {len(runs[name])} queries is in "
+                             f"the qrels {args.qrels} (wrong --qrels?)")
+    topics = load_topics(args.topics) if args.topics else {}
+
+    key = metrics[0]
+    scores = {name: evaluate(runs[name], qrels, [key])[key] for name in experts}
+    best = max(experts, key=scores.__getitem__)  # ties: the first given
+    comparison = compare(runs, qrels, metrics, baseline=best)
+
+    lists = {name: rankings(run) for name, run in runs.items()}
+    expert_lists = {name: lists[name] for name in experts}
+    qids = sorted(qrels)
+    rbos = mean_pairwise({n: {q: r[:args.depth] for q, r in lst.items()}
+                          for n, lst in expert_lists.items()}, qids,
+                         lambda a, b: rbo(a, b, args.rbo_p), progress=not args.quiet)
+    overlaps = {k: mean_pairwise(expert_lists, qids, lambda a, b, k=k: overlap_at(a, b, k))
+                for k in OVERLAP_KS}
+    complements = complementarity(expert_lists, qrels)
+    rel = relevant(qrels)
+    pooled = sum(len(set().union(*(set(lst.get(q, [])[:COMPLEMENT_DEPTH])
+                                   for lst in expert_lists.values())) & docs)
+                 for q, docs in rel.items())
+    cases = disagreements(expert_lists, qrels, args.depth, args.cases)
+    labels: dict[str, str] = {}
+    if args.corpus and cases:
+        wanted = {d for q, _ in cases for lst in lists.values() for d in lst.get(q, [])[:TOP_DOCS]}
+        wanted |= {d for q, _ in cases for d in rel[q]}
+        labels = _read_titles(args.corpus, wanted)
+
+    names = list(experts)
+    sections = [
+        f"# CAME: experts and fusion on {args.qrels}",
+        f"{len(qrels)} queries. Experts: " + ", ".join(f"{n} ({p})" for n, p in experts.items())
+        + (". Fused: " + ", ".join(f"{n} ({p})" for n, p in fused.items()) if fused else "")
+        + ".",
+        "## Effectiveness (CAME table 3)",
+        f"Every run is tested against the best single expert by {key}, {best}.",
+        format_comparison(comparison),
+        "## Overlap between the experts (CAME section 5.3)",
+        f"Rank-biased overlap (RBO_ext, Webber et al. 2010) of the top {args.depth}, "
+        f"p = {args.rbo_p:g}, mean over the queries of the qrels (the paper: 42%-48% at top "
+        "1000 between independently trained experts).",
+        format_rbo_matrix(names, rbos),
+        "Top-k overlap |A ∩ B| / k, mean over the queries of the qrels.",
+        format_overlaps(overlaps),
+        f"Complementarity: the relevant documents in each expert's top {COMPLEMENT_DEPTH} that no "
+        f"other expert has in its top {COMPLEMENT_DEPTH}, pooled over queries. All experts "
+        f"together find {pooled} of the {sum(map(len, rel.values()))} relevant documents.",
+        format_complementarity(complements),
+        "## Case study (CAME figure 4)",
+    ]
+    if cases:
+        sections += [
+            f"The {len(cases)} queries where the experts disagree most: the largest spread (max - "
+            "min over experts) of the reciprocal rank of the first relevant document in the top "
+            f"{args.depth} (0 beyond it; '-' in the tables).",
+            format_cases(cases, lists, qrels, args.depth, topics, labels)]
+    else:
+        sections.append("No query on which the experts disagree." if args.cases
+                        else "Left out (--cases 0).")
+    text = "\n\n".join(sections) + "\n"
+    print(text)
+    if args.output:
+        with atomic_path(args.output) as tmp:
+            tmp.write_text(text)
+    if args.plot:
+        plot_rbo(names, rbos, args.plot, f"RBO of CAME's experts (top {args.depth}, "
+                                         f"p = {args.rbo_p:g})")
+    return 0
+
+
+def add_parsers(sub: Any, _encoding: argparse.ArgumentParser) -> dict[str, Callable[..., int]]:
+    """The ``came`` subcommand; it reads runs only, so it takes none of the model flags."""
+    came = sub.add_parser(
+        "came", help="CAME: experts vs fusion (table 3), expert overlap (RBO), case study "
+                     "(figure 4)",
+        description="Compare CAME's experts and fused runs: metrics with paired tests against "
+                    "the best expert (table 3), rank-biased overlap and top-k overlap between "
+                    "the experts' lists and the relevant documents only one expert finds "
+                    "(section 5.3), and the queries where the experts disagree most "
+                    "(figure 4). Expert runs come from `python -m pyserini_moe.search "
+                    "--retriever fused --expert-runs PREFIX`: "
+                    + ", ".join(f"PREFIX.{kind}.trec ({name})" for name, kind in EXPERTS.items())
+                    + ".")
+    came.add_argument("--expert-runs", nargs="+", required=True, metavar="EXPERT=RUN",
+                      help="two or three of lexical=RUN local=RUN global=RUN")
+    came.add_argument("--fused", nargs="+", metavar="NAME=RUN",
+                      help="fused runs, e.g. sum=runs/came.trec norm_sum=runs/came-norm.trec")
+    came.add_argument("--qrels", required=True,
+                      help="qrels (as in eval: scifact:test, a file, a Pyserini name)")
+    came.add_argument("--topics", help="topics, for the query texts of the case study")
+    came.add_argument("--corpus", help="collection (name or BEIR folder), for document titles "
+                                       "in the case study")
+    came.add_argument("--metrics", nargs="+", default=list(DEFAULT_METRICS),
+                      help="metrics; the first picks the best expert (default: "
+                           f"{' '.join(DEFAULT_METRICS)})")
+    came.add_argument("--depth", type=int, default=PAPER_DEPTH,
+                      help="ranks compared by RBO and searched for the first relevant document "
+                           f"(default: {PAPER_DEPTH}, the paper's top 1000)")
+    came.add_argument("--rbo-p", type=float, default=DEFAULT_RBO_P,
+                      help="RBO persistence p (default: 0.9, which gives the top 10 ranks 86%% of "
+                           "the weight; the paper does not state its p)")
+    came.add_argument("--cases", type=int, default=5, help="queries in the case study")
+    came.add_argument("--output", help="also write the Markdown here")
+    came.add_argument("--plot", help="write a PNG heat map of the RBO matrix here")
+    came.add_argument("--quiet", action="store_true", help="no progress bars")
+    return {"came": _run_came}
