@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="impact: query terms kept (the heaviest); may not exceed Lucene's max "
                           "clause count (1024), which refuses longer queries")
     enc.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA if present)")
+    enc.add_argument("--faiss-params", default=None,
+                     help="multivector: Faiss search parameters of the token index, e.g. "
+                          "nprobe=32 (IVF) or efSearch=256 (HNSW)")
     enc.add_argument("--exhaustive", action="store_true",
                      help="multivector: exact MaxSim against every document instead of Faiss "
                           "candidates (slow; the reference for candidate recall)")
@@ -102,7 +105,8 @@ def search(args: argparse.Namespace, topics: dict[str, str]) -> Run:
     else:
         from pyserini_moe.search.encoded import SEARCHERS  # noqa: PLC0415
 
-        extra = {"query_max_terms": args.query_max_terms} if args.retriever == "impact" else {}
+        extra = {"impact": {"query_max_terms": args.query_max_terms},
+                 "multivector": {"faiss_params": args.faiss_params}}.get(args.retriever, {})
         searcher = SEARCHERS[args.retriever](args.index, args.encoder, device=args.device,
                                              query_max_length=args.query_max_length, **extra)
     if args.exhaustive:
@@ -127,7 +131,8 @@ def _fused(args: argparse.Namespace, topics: dict[str, str]) -> Run:
 
     searcher = ExpertFusionSearcher(args.index, args.encoder, device=args.device,
                                     query_max_length=args.query_max_length,
-                                    query_max_terms=args.query_max_terms)
+                                    query_max_terms=args.query_max_terms,
+                                    faiss_params=args.faiss_params)
     params = {"weights": args.fusion_weights} if args.fusion_weights else None
     if args.fusion in ("linear", "wsum") and (not args.fusion_weights
                                                or len(args.fusion_weights) != len(args.index)):

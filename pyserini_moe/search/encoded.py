@@ -206,11 +206,11 @@ class MultiVectorSearcher(_EncodedSearcher):
 
     kind = "multivector"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, faiss_params: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         from pyserini_moe.index.multivector import MultiVectorIndex  # noqa: PLC0415
 
-        self.searcher = MultiVectorIndex(self.index)
+        self.searcher = MultiVectorIndex(self.index, faiss_params=faiss_params)
 
     def _query_encoder(self, model: Any, max_length: int) -> Any:
         from pyserini_moe.encode.multivector import MultiVectorQueryEncoder  # noqa: PLC0415

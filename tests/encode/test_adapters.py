@@ -180,6 +180,17 @@ def test_multivector_cli_matches_exhaustive_maxsim(corpus, models, tmp_path):
     assert [d for d, _ in exact] == list(ours["q1"])
 
 
+def test_multivector_search_passes_faiss_parameters_to_the_token_index(corpus, models, tmp_path):
+    index = build("multivector", corpus, models["multivector"], tmp_path / "mv", "--faiss",
+                  "hnsw16")
+    default = search("multivector", corpus, index, tmp_path / "a.trec")
+    wide = search("multivector", corpus, index, tmp_path / "b.trec", "--faiss-params",
+                  "efSearch=512")
+    assert wide == default  # 30 documents: any efSearch finds the same candidates
+    with pytest.raises(RuntimeError, match="bogus"):  # reaches Faiss, which refuses it
+        search("multivector", corpus, index, tmp_path / "c.trec", "--faiss-params", "bogus=1")
+
+
 def test_searching_with_another_encoder_is_refused(corpus, models, tmp_path, capsys):
     index = build("dense", corpus, models["dense"], tmp_path / "dense")
     code = run_main(search_cli.main, ["--retriever", "dense", "--index", str(index), "--topics",
