@@ -145,6 +145,16 @@ def _figure(width: float = 6.4, height: float = 4.0, ncols: int = 1) -> tuple[An
     return fig, fig.subplots(1, ncols, squeeze=False)[0]
 
 
+def emit(text: str, output: str | Path | None) -> None:
+    """Print a report, and write it to ``output`` (atomically) when one is given."""
+    from pyserini_moe.io import atomic_path  # noqa: PLC0415
+
+    print(text)
+    if output:
+        with atomic_path(output) as tmp:
+            tmp.write_text(text)
+
+
 def _save_png(fig: Any, path: str | Path) -> None:
     from pyserini_moe.io import atomic_path  # noqa: PLC0415
 
@@ -216,7 +226,6 @@ def plot_expert_count(results: dict[int, dict[str, float]], metrics: Sequence[st
 def _run_routing(args: argparse.Namespace) -> int:
     from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
-    from pyserini_moe.io import atomic_path  # noqa: PLC0415
     from pyserini_moe.modeling.base import load_model  # noqa: PLC0415
 
     model = load_model(args.model, args.device)
@@ -233,17 +242,13 @@ def _run_routing(args: argparse.Namespace) -> int:
     unit = "tokens" if model.args["router"] == "tok" else "sequences"
     text = (f"Routing of {len(queries)} queries and {len(passages)} passages by {args.model} "
             f"({model.args['router']} router; shares of {unit}):\n\n{table}\n")
-    print(text)
-    if args.output:
-        with atomic_path(args.output) as tmp:
-            tmp.write_text(text)
+    emit(text, args.output)
     return 0
 
 
 def _run_experts(args: argparse.Namespace) -> int:
     from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
-    from pyserini_moe.io import atomic_path  # noqa: PLC0415
     from pyserini_moe.modeling.base import load_model  # noqa: PLC0415
 
     if not args.corpus and not args.topics:
@@ -285,10 +290,7 @@ def _run_experts(args: argparse.Namespace) -> int:
     if threshold > 1:
         text += (f"\nNo expert can be activated: the corpus is smaller than --min-docs "
                  f"{args.min_docs}; pass --threshold PCT (the paper's were 1.14% to 3.85%).\n")
-    print(text)
-    if args.output:
-        with atomic_path(args.output) as tmp:
-            tmp.write_text(text)
+    emit(text, args.output)
     if args.plot:
         plot_experts(stats, threshold, args.plot, f"SB-MoE experts on {name}")
     return 0
@@ -297,7 +299,6 @@ def _run_experts(args: argparse.Namespace) -> int:
 def _run_expert_count(args: argparse.Namespace) -> int:
     from pyserini_moe.data.topics import load_qrels  # noqa: PLC0415
     from pyserini_moe.eval.metrics import evaluate, parse_metrics  # noqa: PLC0415
-    from pyserini_moe.io import atomic_path  # noqa: PLC0415
     from pyserini_moe.runs import read_trec_run  # noqa: PLC0415
 
     paths = parse_runs(args.runs)
@@ -309,10 +310,7 @@ def _run_expert_count(args: argparse.Namespace) -> int:
         else None
     table = format_expert_count(results, args.metrics, baseline)
     text = f"SB-MoE against the number of experts on {args.qrels}:\n\n{table}\n"
-    print(text)
-    if args.output:
-        with atomic_path(args.output) as tmp:
-            tmp.write_text(text)
+    emit(text, args.output)
     if args.plot:
         plot_expert_count(results, args.metrics, args.plot, f"SB-MoE on {args.qrels}", baseline)
     return 0

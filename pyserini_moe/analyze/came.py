@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
-from pyserini_moe.analyze import _figure, _save_png
+from pyserini_moe.analyze import _figure, _save_png, emit
 from pyserini_moe.runs import Run, ranked
 
 if TYPE_CHECKING:
@@ -296,7 +296,6 @@ def _run_came(args: argparse.Namespace) -> int:
         format_comparison,
         parse_metrics,
     )
-    from pyserini_moe.io import atomic_path  # noqa: PLC0415
     from pyserini_moe.runs import read_trec_run  # noqa: PLC0415
 
     experts = parse_named_runs(args.expert_runs, "--expert-runs", list(EXPERTS))
@@ -384,10 +383,7 @@ def _run_came(args: argparse.Namespace) -> int:
         sections.append("No query on which the experts disagree." if args.cases
                         else "Left out (--cases 0).")
     text = "\n\n".join(sections) + "\n"
-    print(text)
-    if args.output:
-        with atomic_path(args.output) as tmp:
-            tmp.write_text(text)
+    emit(text, args.output)
     if args.plot:
         plot_rbo(names, rbos, args.plot, f"RBO of CAME's experts (top {args.depth}, "
                                          f"p = {args.rbo_p:g})")

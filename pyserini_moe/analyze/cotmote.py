@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from pyserini_moe.analyze import _figure, _save_png, emit
+
 TSNE_POINTS = 300  # pairs drawn in the t-SNE plot (figure 2 / 4 show a sample too)
 
 
@@ -107,8 +109,6 @@ def plot_tsne(embeddings: dict[str, tuple[np.ndarray, np.ndarray]], path: str | 
     """One t-SNE panel per model, queries and passages in two colours (figures 2 and 4A)."""
     from sklearn.manifold import TSNE  # noqa: PLC0415
 
-    from pyserini_moe.analyze import _figure, _save_png  # noqa: PLC0415
-
     fig, axes = _figure(width=4.2, height=4.2, ncols=len(embeddings))
     for ax, (name, (q, p)) in zip(axes, embeddings.items()):
         n = min(len(q), TSNE_POINTS)
@@ -127,7 +127,6 @@ def plot_tsne(embeddings: dict[str, tuple[np.ndarray, np.ndarray]], path: str | 
 def _run_divergence(args: argparse.Namespace) -> int:
     from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
     from pyserini_moe.data.topics import load_qrels, load_topics  # noqa: PLC0415
-    from pyserini_moe.io import atomic_path  # noqa: PLC0415
     from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
 
     models = _named(args.model)
@@ -142,10 +141,7 @@ def _run_divergence(args: argparse.Namespace) -> int:
     text = (f"Query-passage divergences (cot-mote.txt appendix A.1) over {len(pairs)} judged "
             f"pairs of {args.topics}; mean (sd) per row, paired t-tests:\n\n"
             f"{format_divergences(results)}\n")
-    print(text)
-    if args.output:
-        with atomic_path(args.output) as tmp:
-            tmp.write_text(text)
+    emit(text, args.output)
     if args.plot:
         plot_tsne(embeddings, args.plot, args.seed)
     return 0

@@ -16,7 +16,6 @@ from pyserini_moe.modeling import CameEncoder, ColbertEncoder, Encoded, Side, lo
 from pyserini_moe.modeling.came import competitive_weights, positive_rank
 from pyserini_moe.modeling.pooling import pretrained_encoder
 from pyserini_moe.train.config import TrainingConfig, from_dict, load_config
-from pyserini_moe.train.data import TrainingData
 from pyserini_moe.train.trainer import Trainer, parameter_groups
 
 ENCODERS = Path(__file__).resolve().parents[2] / "encoders"
@@ -322,20 +321,8 @@ def test_a_saved_model_continues_under_another_schedule(bert3, tmp_path, tiny_be
         make(tmp_path / "round1", tau=-1.0)
 
 
-def toy_data(num_negatives: int) -> TrainingData:
-    ids = [f"d{i}" for i in range(24)]
-    return TrainingData(
-        queries={f"q{i}": t for i, t in enumerate(TEXTS)},
-        passages=dict(zip(ids, TEXTS)),
-        positives={f"q{i}": frozenset({f"d{i}"}) for i in range(24)},
-        train_pairs=[(f"q{i}", f"d{i}") for i in range(18)],
-        validation_pairs=[(f"q{i}", f"d{i}") for i in range(18, 24)],
-        candidates={f"q{i}": [f"d{(i + k) % 24}" for k in range(1, 6)] for i in range(24)},
-        num_negatives=num_negatives, seed=3)
-
-
 @pytest.mark.parametrize("stage_step", [0, 9])  # standardized, then specialized (ratio 0.2 of 10)
-def test_one_training_step_moves_every_stack(bert3, tmp_path, stage_step) -> None:
+def test_one_training_step_moves_every_stack(bert3, tmp_path, stage_step, toy_data) -> None:
     config = from_dict({
         "output_dir": str(tmp_path / "run"),
         "model": {"type": "came", "backbone": str(bert3), "args": {"shared_layers": 1, "dim": 16}},

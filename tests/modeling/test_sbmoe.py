@@ -13,7 +13,6 @@ import torch.nn.functional as F
 from pyserini_moe.modeling import SbMoeEncoder, Side, load_model
 from pyserini_moe.modeling.losses import contrastive_loss
 from pyserini_moe.train.config import TrainingConfig, from_dict, load_config
-from pyserini_moe.train.data import TrainingData
 from pyserini_moe.train.trainer import Trainer, parameter_groups, set_seed
 
 ENCODERS = Path(__file__).resolve().parents[2] / "encoders"
@@ -187,20 +186,7 @@ def test_bad_arguments_are_refused(tiny_bert) -> None:
             make(tiny_bert, **args)
 
 
-def toy_data() -> TrainingData:
-    """A learnable in-memory task: each query is the text of its positive passage."""
-    ids = [f"d{i}" for i in range(24)]
-    return TrainingData(
-        queries={f"q{i}": t for i, t in enumerate(TEXTS)},
-        passages=dict(zip(ids, TEXTS)),
-        positives={f"q{i}": frozenset({f"d{i}"}) for i in range(24)},
-        train_pairs=[(f"q{i}", f"d{i}") for i in range(18)],
-        validation_pairs=[(f"q{i}", f"d{i}") for i in range(18, 24)],
-        candidates={f"q{i}": [f"d{(i + k) % 24}" for k in range(1, 6)] for i in range(24)},
-        num_negatives=1, seed=3)
-
-
-def test_a_short_training_run_learns_and_writes_best(tiny_bert, tmp_path) -> None:
+def test_a_short_training_run_learns_and_writes_best(tiny_bert, tmp_path, toy_data) -> None:
     config = from_dict({
         "output_dir": str(tmp_path / "run"),
         "model": {"type": "sbmoe", "backbone": str(tiny_bert), "args": {"n_experts": 3}},
