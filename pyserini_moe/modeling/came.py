@@ -126,6 +126,7 @@ class CameEncoder(SingleBackboneModel):
         self.pretrained_head = False  # set by from_backbone: did the checkpoint have an MLM head?
         # Mean eq. 11 weight of each expert over the last loss computed (1.0 each when standardized).
         self.last_weights: dict[str, float] = {}
+        self.last_losses: dict[str, float] = {}  # each expert's mean loss, same moment
 
     @classmethod
     def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE,
@@ -259,7 +260,14 @@ class CameEncoder(SingleBackboneModel):
         else:
             weights = torch.ones_like(losses)
         self.last_weights = dict(zip(scores, weights.mean(0).tolist()))
+        self.last_losses = dict(zip(scores, losses.detach().mean(0).tolist()))
         return (weights * losses).sum(1).mean()
+
+    def loss_parts(self) -> dict[str, float]:
+        """Each expert's mean loss and weight in the last ``compute_loss``, for the training log:
+        the competition made visible."""
+        return {**{f"loss_{e}": v for e, v in self.last_losses.items()},
+                **{f"weight_{e}": v for e, v in self.last_weights.items()}}
 
 
 def _default_shared(num_layers: int) -> int:

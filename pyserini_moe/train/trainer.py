@@ -11,6 +11,8 @@ own, through two optional hooks:
   (``config`` is the :class:`~pyserini_moe.train.config.TrainingConfig`); CAME uses it for its
   weighted per-expert losses. FLOPS and ``aux_loss`` are still added by the trainer (set
   ``flops_weight: 0`` in the recipe if the hook regularises itself).
+  A model with this hook may also have ``loss_parts() -> dict[str, float]``: what its last
+  ``compute_loss`` was made of, written to the training log.
 * ``model.regularization(q_enc, p_enc) -> Tensor | None`` is added to the loss when it returns a
   value: a regulariser that needs both sides of the batch at once (TASER's routing entropy).
 * ``model.on_train_step(step, total_steps)`` is called before every optimizer step (0-based), so a
@@ -152,6 +154,8 @@ class Trainer:
             total = contrastive_loss(self.model.score(q, p), batch.positive_index,
                                      self.cfg.temperature)
         parts = {"rank_loss": total.item()}
+        if hook is not None and hasattr(self.model, "loss_parts"):
+            parts.update(self.model.loss_parts())  # e.g. CAME's per-expert losses and weights
         weights = self.cfg.flops_weight
         for name, enc, weight in (("flops_query", q, weights.query),
                                   ("flops_passage", p, weights.passage)):

@@ -342,6 +342,9 @@ def test_one_training_step_moves_every_stack(bert3, tmp_path, stage_step, toy_da
     optimizer.step()
     assert parts["flops_query"] > 0 and parts["flops_passage"] > 0  # the trainer's FLOPS term
     weights = model.last_weights
+    # the training log gets each expert's loss and weight
+    assert {k: parts[f"weight_{k}"] for k in weights} == weights
+    assert all(parts[f"loss_{k}"] > 0 for k in weights)
     if stage_step == 9:
         assert model.stage == "specialized" and sum(weights.values()) == pytest.approx(1.0)
     else:
