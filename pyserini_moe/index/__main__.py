@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     enc.add_argument("--quantization", type=int, default=100,
                      help="impact: weights are stored as round(w * factor); the factor is recorded "
                           "in the index and applied to queries too")
+    enc.add_argument("--shard-id", type=int, default=None,
+                     help="encode only this shard (0-based) of --shard-num contiguous slices of "
+                          "the corpus; join the shards with `python -m pyserini_moe.index.merge`")
+    enc.add_argument("--shard-num", type=int, default=None, help="number of shards")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -71,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     for flag in ("threads", "batch_size", "max_length", "quantization"):
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be >= 1")
+    if (args.shard_id is None) != (args.shard_num is None):
+        raise ValueError("--shard-id and --shard-num go together")
+    if args.shard_num is not None and args.retriever == "bm25":
+        raise ValueError("BM25 indexes are not sharded: Lucene indexes the whole corpus itself "
+                         "(use --threads)")
     start = time.perf_counter()
     if args.retriever == "bm25":
         from pyserini_moe.index.lucene import build_bm25_index  # noqa: PLC0415
@@ -81,12 +90,16 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--encoder is required for a {args.retriever} index")
         from pyserini_moe.index.encoded import BUILDERS  # noqa: PLC0415
 
+        from pyserini_moe.index.encoded import Shard  # noqa: PLC0415
+
         extra = {"quantization": args.quantization, "threads": args.threads} \
             if args.retriever == "impact" else {"faiss": args.faiss}
+        shard = Shard(args.shard_id, args.shard_num) if args.shard_num is not None else None
         BUILDERS[args.retriever](args.corpus, args.encoder, args.index, batch_size=args.batch_size,
                                  max_length=args.max_length, device=args.device,
                                  overwrite=args.overwrite, progress=not args.quiet,
-                                 options=parse_options(args.encoder_option), **extra)
+                                 options=parse_options(args.encoder_option), shard=shard,
+                                 **extra)
     print(f"{args.retriever} index written to {args.index} in {time.perf_counter() - start:.1f}s",
           file=sys.stderr)
     return 0

@@ -1,0 +1,149 @@
+"""``python -m pyserini_moe.index.merge``: join the shards of a sharded encoding into one index.
+
+Encoding is what costs; it splits across processes or machines with
+``python -m pyserini_moe.index ... --shard-id I --shard-num N`` (contiguous, equal slices of the
+corpus, as Pyserini's encoder does). Merging is cheap and checks that the shards belong together:
+same kind, same encoder (fingerprint and encode-time options), same corpus and document length,
+and every shard id of ``N`` exactly once. The result is the index a single process would build:
+
+* dense: the shards' vectors (read back from Faiss) in shard order, in a new index of the shards'
+  Faiss type;
+* multivector: every document's token vectors appended in shard order, and the Faiss token index
+  built once over all of them;
+* impact: the shards hold quantised vectors only; Lucene (Anserini's IndexCollection, with
+  ``--threads``) indexes all their files at once.
+
+Examples::
+
+    for i in 0 1 2 3; do
+      python -m pyserini_moe.index --retriever dense --corpus scifact --encoder work/m/best \\
+          --shard-id $i --shard-num 4 --index idx/shard$i &
+    done; wait
+    python -m pyserini_moe.index.merge --shards idx/shard0 idx/shard1 idx/shard2 idx/shard3 \\
+        --index idx/scifact-dense
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pyserini_moe.cli import run_main
+from pyserini_moe.index.encoded import IMPACT_SHARD, IMPACT_VECTORS, faiss_index
+from pyserini_moe.index.meta import IndexMismatchError, read_meta, write_meta
+from pyserini_moe.io import atomic_path
+
+# Fields every shard must agree on (besides the encoder fingerprint and options).
+_SAME = ("kind", "collection", "max_length", "faiss", "quantization", "dim", "model_type")
+# Fields of a shard's metadata that describe the shard, not the merged index.
+_PER_SHARD = {"kind", "created_by", "shard", "num_docs", "n_docs", "n_tokens"}
+
+
+def check_shards(shards: list[str | os.PathLike]) -> list[tuple[Path, dict[str, Any]]]:
+    """(folder, metadata) of each shard in shard-id order, after checking they form one whole."""
+    found = []
+    for folder in shards:
+        meta = read_meta(folder)
+        if meta is None or "shard" not in meta:
+            raise IndexMismatchError(f"{folder} is not an index shard (built with --shard-id / "
+                                     "--shard-num by python -m pyserini_moe.index)")
+        found.append((Path(folder), meta))
+    first = found[0][1]
+    for folder, meta in found[1:]:
+        for field in ("encoder_fingerprint", "encoder_options", *_SAME):
+            if meta.get(field) != first.get(field):
+                raise IndexMismatchError(f"{folder} and {found[0][0]} differ in {field} "
+                                         f"({meta.get(field)!r} vs {first.get(field)!r}): they are "
+                                         "not shards of one encoding")
+    num = first["shard"]["num"]
+    ids = sorted(meta["shard"]["id"] for _, meta in found)
+    if any(meta["shard"]["num"] != num for _, meta in found) or ids != list(range(num)):
+        raise IndexMismatchError(f"the shards must be ids 0..{num - 1} of {num}, each once; got "
+                                 f"ids {ids}")
+    return sorted(found, key=lambda item: item[1]["shard"]["id"])
+
+
+def merge(shards: list[str | os.PathLike], index_dir: str | os.PathLike, threads: int = 1,
+          overwrite: bool = False, progress: bool = True) -> Path:
+    """Merge ``shards`` into ``index_dir`` (written atomically); returns it."""
+    index_dir = Path(index_dir)
+    if index_dir.exists() and not overwrite:
+        raise FileExistsError(f"{index_dir} already exists; pass --overwrite to rebuild it")
+    ordered = check_shards(shards)
+    kind = ordered[0][1]["kind"]
+    common = {k: v for k, v in ordered[0][1].items() if k not in _PER_SHARD}
+    if kind == "dense":
+        _merge_dense(ordered, index_dir, common)
+    elif kind == "multivector":
+        _merge_multivector(ordered, index_dir, common, progress)
+    elif kind == IMPACT_SHARD:
+        _merge_impact(ordered, index_dir, common, threads)
+    else:
+        raise IndexMismatchError(f"cannot merge {kind!r} shards")
+    return index_dir
+
+
+def _merge_dense(ordered: list[tuple[Path, dict[str, Any]]], index_dir: Path,
+                 common: dict[str, Any]) -> None:
+    import faiss  # noqa: PLC0415
+
+    merged = faiss_index(int(common["dim"]), common["faiss"])
+    with atomic_path(index_dir, directory=True) as out, open(out / "docid", "w") as ids:
+        for folder, _ in ordered:
+            shard = faiss.read_index(str(folder / "index"))
+            merged.add(shard.reconstruct_n(0, shard.ntotal))
+            ids.write((folder / "docid").read_text())
+        ids.flush()
+        faiss.write_index(merged, str(out / "index"))
+        write_meta(out, "dense", num_docs=merged.ntotal, **common)
+
+
+def _merge_multivector(ordered: list[tuple[Path, dict[str, Any]]], index_dir: Path,
+                       common: dict[str, Any], progress: bool) -> None:
+    from pyserini_moe.index.multivector import MultiVectorIndex, MultiVectorIndexWriter  # noqa: PLC0415
+
+    encoder_meta = {k: v for k, v in common.items() if k not in ("dim", "faiss")}
+    with MultiVectorIndexWriter(index_dir, int(common["dim"]), encoder_meta,
+                                faiss_index=common["faiss"], progress=progress) as writer:
+        for folder, _ in ordered:
+            shard = MultiVectorIndex(folder)
+            for i, docid in enumerate(shard.docids):
+                writer.add(docid, shard.vectors[shard.offsets[i]:shard.offsets[i + 1]])
+
+
+def _merge_impact(ordered: list[tuple[Path, dict[str, Any]]], index_dir: Path,
+                  common: dict[str, Any], threads: int) -> None:
+    from pyserini_moe.index.encoded import lucene_impact_index  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory(prefix="pyserini-moe-shards-") as tmp:
+        for folder, meta in ordered:  # one input folder holding every shard's vector file
+            os.symlink((folder / IMPACT_VECTORS).resolve(),
+                       Path(tmp) / f"vectors-{meta['shard']['id']:05d}.jsonl")
+        with atomic_path(index_dir, directory=True) as out:
+            lucene_impact_index(tmp, out, threads)
+            write_meta(out, "impact", num_docs=sum(m["num_docs"] for _, m in ordered), **common)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pyserini_moe.index.merge",
+        description="Merge the shards written by `python -m pyserini_moe.index --shard-id I "
+                    "--shard-num N` into the index one process would have built.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--shards", nargs="+", required=True, help="the shard folders, any order")
+    parser.add_argument("--index", required=True, help="output index folder")
+    parser.add_argument("--threads", type=int, default=1, help="Lucene indexing threads (impact)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing index")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    merged = merge(args.shards, args.index, args.threads, args.overwrite, not args.quiet)
+    print(f"{len(args.shards)} shards merged into {merged}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))
