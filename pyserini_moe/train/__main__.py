@@ -36,7 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
                "  python -m pyserini_moe.train --config encoders/siamese-minilm.yaml\n"
                "  python -m pyserini_moe.train --config encoders/splade-minilm.yaml "
                "--max-steps 3 --output-dir work/smoke/splade\n"
-               "  python -m pyserini_moe.train --config encoders/dpr-minilm.yaml --resume\n\n"
+               "  python -m pyserini_moe.train --config encoders/dpr-minilm.yaml --resume\n"
+               "  torchrun --nproc_per_node 2 -m pyserini_moe.train --config ...  # data-parallel:\n"
+               "      each rank encodes a slice of every batch, in-batch negatives gathered\n\n"
                "The recipe schema is documented in pyserini_moe/train/config.py.\n"
                "On a busy machine, OMP_NUM_THREADS=1 is often faster.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -76,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("pyserini_moe").setLevel(logging.INFO)  # ours; not faiss's loader chatter
     from pyserini_moe.train.config import load_config  # noqa: PLC0415 - keeps --help fast
+    from pyserini_moe.train.distributed import init_from_env, local_device  # noqa: PLC0415
     from pyserini_moe.train.trainer import (  # noqa: PLC0415
         Trainer,
         build_model,
@@ -86,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     config = load_config(args.config).with_overrides(
         output_dir=args.output_dir, max_steps=args.max_steps, epochs=args.epochs,
         device=args.device).with_settings(args.set)
-    device = resolve_device(config.training.device)
+    ranks = init_from_env()  # under torchrun: join the group, one device per rank
+    device = resolve_device(local_device() if ranks is not None and
+                            config.training.device == "auto" else config.training.device)
     set_seed(config.training.seed)  # randomly initialised heads depend on it
     model = build_model(config.model, device)
     if args.init_only:
@@ -94,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     summary = Trainer(model, config, progress=not args.quiet).train(resume=args.resume,
                                                                     overwrite=args.overwrite)
+    if ranks is not None and not ranks.is_main:
+        return 0
     metrics = summary["metrics"]
     best = (f"best validation loss {metrics['best_val_loss']:.4f} at step {metrics['best_step']}"
             if metrics["best_step"] is not None else "no validation queries")

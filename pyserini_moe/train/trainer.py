@@ -52,6 +52,14 @@ from pyserini_moe.modeling.losses import contrastive_loss, flops
 from pyserini_moe.train.collator import Batch, Collator
 from pyserini_moe.train.config import ModelConfig, TrainConfig, TrainingConfig, model_class
 from pyserini_moe.train.data import Example, TrainingData, load_training_data
+from pyserini_moe.train.distributed import (
+    Ranks,
+    barrier,
+    gather_passages,
+    gather_queries,
+    init_from_env,
+    sum_gradients,
+)
 
 log = logging.getLogger(__name__)
 
@@ -141,12 +149,26 @@ class Trainer:
         self.collator = Collator(model, config.data.query_max_length,
                                  config.data.passage_max_length)
         self._validation: list[list[Example]] | None = None
+        # Set under torchrun (see pyserini_moe.train.distributed): this rank's slice of a batch.
+        self.ranks: Ranks | None = init_from_env()
+        self.is_main = self.ranks is None or self.ranks.is_main
 
     # -- loss ------------------------------------------------------------------------------
-    def loss(self, batch: Batch, flops_scale: float = 1.0) -> tuple[torch.Tensor, dict[str, float]]:
-        """Total loss of one batch, and its unweighted parts for the log."""
+    def loss(self, batch: Batch, flops_scale: float = 1.0,
+             counts: list[int] | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+        """Total loss of one batch, and its unweighted parts for the log.
+
+        ``counts``: under torchrun, how many of the global batch's queries each rank holds;
+        ``batch`` is this rank's slice, and the loss is the global batch's.
+        """
         q = self.model(**batch.queries, side=Side.QUERY)
         p = self.model(**batch.passages, side=Side.PASSAGE)
+        local_share = 1.0  # terms computed on this rank's slice only are averaged over ranks
+        if counts is not None and self.ranks is not None:
+            q, p = gather_queries(q, self.ranks, counts), gather_passages(p, self.ranks, counts)
+            batch = Batch(batch.queries, batch.passages,
+                          torch.arange(sum(counts), device=batch.positive_index.device))
+            local_share = 1.0 / self.ranks.world
         hook = getattr(self.model, "compute_loss", None)
         if hook is not None:
             total = hook(q, p, batch.positive_index, self.cfg)
@@ -166,12 +188,12 @@ class Trainer:
         regularization = getattr(self.model, "regularization", None)
         value = regularization(q, p) if regularization is not None else None
         if value is not None:
-            total = total + value
+            total = total + local_share * value
             parts["regularization"] = value.item()
         aux = [e.aux_loss for e in (q, p) if e.aux_loss is not None]
         if aux:
             aux_total = torch.stack([a.reshape(()) for a in aux]).sum()
-            total = total + aux_total
+            total = total + local_share * aux_total
             parts["aux_loss"] = aux_total.item()
         return total, parts
 
@@ -213,16 +235,21 @@ class Trainer:
             raise FileExistsError(f"{self.out} already holds a training checkpoint; pass --resume "
                                   "to continue it, --overwrite to start again, or choose another "
                                   "output directory")
-        if overwrite and not resume:
+        if overwrite and not resume and self.is_main:
             shutil.rmtree(checkpoint, ignore_errors=True)  # never resume the replaced run
         self.out.mkdir(parents=True, exist_ok=True)
         if self.data is None:
+            if not self.is_main:  # the main rank mines first (and fills the shared caches)
+                barrier(self.ranks)
             self.data = load_training_data(self.config.data, self.out, reuse_mined=resume,
-                                           progress=self.progress)
+                                           progress=self.progress and self.is_main)
+            if self.is_main:
+                barrier(self.ranks)
         data = self.data
         if not data.train_pairs:
             raise ValueError("no training examples: every judged query was held out")
-        self._write_dev_split(data)
+        if self.is_main:
+            self._write_dev_split(data)
 
         accumulation = self.cfg.grad_accumulation
         epoch_steps = self._epoch_steps()
@@ -236,12 +263,14 @@ class Trainer:
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
         state = {"step": 0, "best_val_loss": None, "best_step": None, "val_loss": None,
                  "elapsed": 0.0}
-        self._write_recipe()
+        if self.is_main:
+            self._write_recipe()
         if resume:
             state = self._load_checkpoint(optimizer, scheduler)
             log.info("resuming at step %d of %d", state["step"], total)
         else:
-            (self.out / LOG_FILE).unlink(missing_ok=True)
+            if self.is_main:
+                (self.out / LOG_FILE).unlink(missing_ok=True)
             set_seed(self.cfg.seed)
         log.info("%d training pairs (%d queries held out), %d steps on %s", len(data.train_pairs),
                  len({q for q, _ in data.validation_pairs}), total, self.model.device)
@@ -250,7 +279,7 @@ class Trainer:
         recent: deque[float] = deque(maxlen=20)
         started = time.perf_counter() - state["elapsed"]
         bar = tqdm(total=total, initial=state["step"], desc="train", unit="step",
-                   disable=not self.progress)
+                   disable=not self.progress or not self.is_main)
         step = state["step"]
         for epoch, steps_in_epoch in enumerate(epoch_steps):
             first = sum(epoch_steps[:epoch])
@@ -272,8 +301,10 @@ class Trainer:
                          "elapsed": round(time.perf_counter() - started, 3)}
                 bar.update()
                 bar.set_postfix(loss=f"{sum(recent) / len(recent):.4f}")
+                state.update(step=step, elapsed=entry["elapsed"])
+                if not self.is_main:  # the main rank validates, logs and saves
+                    continue
                 if step % eval_every == 0 or step == total:
-                    state.update(step=step, elapsed=entry["elapsed"])
                     entry["val_loss"] = self._validate(state)
                     self._append_log(entry)
                     self._save_checkpoint(state, optimizer, scheduler)
@@ -281,10 +312,13 @@ class Trainer:
                     self._append_log(entry)
         bar.close()
         self.model.eval()
-        self.model.save(self.out / "last")
-        if state["best_step"] is None:  # nothing held out: the final model is the one to use
-            self.model.save(self.out / "best")
-        return self._write_summary(state, total, recent)
+        if self.is_main:
+            self.model.save(self.out / "last")
+            if state["best_step"] is None:  # nothing held out: the final model is the one to use
+                self.model.save(self.out / "best")
+        summary = self._write_summary(state, total, recent)
+        barrier(self.ranks)  # every rank returns once the main rank's files exist
+        return summary
 
     def _epoch_steps(self) -> list[int]:
         """Optimizer steps of every epoch (batch packing can add a batch, so count them)."""
@@ -300,11 +334,17 @@ class Trainer:
         losses: list[float] = []
         parts: dict[str, float] = {}
         for examples in group:
-            loss, batch_parts = self.loss(self.collator(examples), flops_scale)
+            if self.ranks is None:
+                loss, batch_parts = self.loss(self.collator(examples), flops_scale)
+            else:
+                loss, batch_parts = self.loss(self.collator(self.ranks.local(examples)),
+                                              flops_scale, self.ranks.counts(len(examples)))
             (loss / len(group)).backward()
             losses.append(loss.item())
             for name, value in batch_parts.items():
                 parts[name] = parts.get(name, 0.0) + value / len(group)
+        if self.ranks is not None:
+            sum_gradients(self.model)
         if self.cfg.max_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
         optimizer.step()
@@ -376,7 +416,8 @@ class Trainer:
         if (self.out / LOG_FILE).is_file():  # drop entries of steps the checkpoint does not hold
             lines = [line for line in (self.out / LOG_FILE).read_text().splitlines()
                      if line.strip() and json.loads(line)["step"] <= progress["step"]]
-        (self.out / LOG_FILE).write_text("".join(line + "\n" for line in lines))
+        if self.is_main:
+            (self.out / LOG_FILE).write_text("".join(line + "\n" for line in lines))
         return progress
 
     def _check_same_recipe(self, saved: dict[str, Any]) -> None:
@@ -411,8 +452,9 @@ class Trainer:
         summary = {"recipe": self.config.to_dict(),
                    "recipe_file": str(self.config.source) if self.config.source else None,
                    "metrics": metrics}
-        with atomic_path(self.out / SUMMARY_FILE) as tmp:
-            tmp.write_text(json.dumps(summary, indent=2) + "\n")
+        if self.is_main:
+            with atomic_path(self.out / SUMMARY_FILE) as tmp:
+                tmp.write_text(json.dumps(summary, indent=2) + "\n")
         return summary
 
 
