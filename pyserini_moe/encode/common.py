@@ -77,8 +77,12 @@ def fingerprint(model: RetrievalModel) -> str:
     """Short, stable identity of a model's architecture and weights.
 
     Stored with every index, compared when searching: an index built by one encoder and searched
-    with another fails loudly instead of returning plausible-looking garbage.
+    with another fails loudly instead of returning plausible-looking garbage. An ONNX export
+    carries its own (its source model's, or a distinct one for int8 graphs).
     """
+    recorded = getattr(model, "fingerprint", None)
+    if isinstance(recorded, str):
+        return recorded
     h = hashlib.sha256(json.dumps({"type": model.model_type, "args": model.args},
                                   sort_keys=True).encode())
     with torch.no_grad():

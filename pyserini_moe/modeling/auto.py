@@ -11,12 +11,17 @@ from pyserini_moe.modeling.base import RetrievalModel, default_device, is_saved_
 
 def load_encoder(spec: str, device: str | torch.device | None = None, pooling: str = "mean",
                  normalize: bool = True, options: dict[str, Any] | None = None) -> RetrievalModel:
-    """A saved pyserini-moe model folder, or a backbone used zero-shot as a Siamese bi-encoder,
-    with its encode-time ``options`` set (e.g. ``{"inference": "all"}`` for SB-MoE).
+    """A saved pyserini-moe model folder, an ONNX export of one (run by onnxruntime), or a
+    backbone used zero-shot as a Siamese bi-encoder, with its encode-time ``options`` set (e.g.
+    ``{"inference": "all"}`` for SB-MoE).
 
     The zero-shot default (mean pooling, L2-normalised) is how sentence-transformers models such
     as the packaged all-MiniLM-L6-v2 are meant to be used.
     """
+    from pyserini_moe.modeling.onnx import OnnxModel, is_onnx_export  # noqa: PLC0415
+
+    if is_onnx_export(spec):
+        return OnnxModel(spec).configure(**(options or {}))  # type: ignore[return-value]
     if is_saved_model(spec):
         return load_model(spec, device).configure(**(options or {}))
     from pyserini_moe.modeling.biencoder import SiameseBiEncoder  # noqa: PLC0415

@@ -87,7 +87,7 @@ class CameEncoder(SingleBackboneModel):
     standardized only or specialized only (table 2's "w/o specialized" / "w/o standardized").
 
     The backbone keeps its embeddings and only the shared layers (so each parameter is saved once);
-    ``self.stacks[expert]`` holds the private layers. The lexical head's decoder is tied to the
+    ``self.stacks[stack_key(expert)]`` holds the private layers. The lexical head's decoder is tied to the
     word embeddings, which all experts share.
     """
 
@@ -110,8 +110,8 @@ class CameEncoder(SingleBackboneModel):
                                      "dim": dim, "normalize_local": normalize_local})
         self.set_competition(tau, standardized_ratio, stages)
         self.backbone = backbone  # registered first: the tied word embeddings are named here
-        self.stacks = nn.ModuleDict({e: nn.ModuleList(copy.deepcopy(layer)
-                                                      for layer in layers[shared_layers:])
+        self.stacks = nn.ModuleDict({stack_key(e): nn.ModuleList(copy.deepcopy(layer)
+                                                                 for layer in layers[shared_layers:])
                                      for e in experts})
         backbone.encoder.layer = nn.ModuleList(layers[:shared_layers])
         heads: dict[str, nn.Module] = {}
@@ -182,7 +182,7 @@ class CameEncoder(SingleBackboneModel):
         out = {}
         for name in experts or self.experts:
             expert_hidden = hidden
-            for layer in self.stacks[name]:
+            for layer in self.stacks[stack_key(name)]:
                 expert_hidden = layer(expert_hidden, mask)
             out[name] = expert_hidden
         return out
@@ -268,6 +268,12 @@ class CameEncoder(SingleBackboneModel):
         the competition made visible."""
         return {**{f"loss_{e}": v for e, v in self.last_losses.items()},
                 **{f"weight_{e}": v for e, v in self.last_weights.items()}}
+
+
+def stack_key(expert: str) -> str:
+    """The private stack's name in ``stacks``: ``global`` is a Python keyword, which graph
+    tracers (torch.fx, hence ONNX export) cannot use as an attribute name."""
+    return f"{expert}_layers"
 
 
 def _default_shared(num_layers: int) -> int:

@@ -103,6 +103,11 @@ class ExpertFeedForward(nn.Module):
             gates = F.gumbel_softmax(logits, tau=self.gumbel_tau, hard=True)
         else:
             gates = F.one_hot(logits.argmax(-1), logits.shape[-1]).to(hidden.dtype)
+        if torch.compiler.is_exporting():
+            # A graph (ONNX) cannot hold the data-dependent row selection below: every expert
+            # runs on every unit and the one-hot gate keeps the chosen one (same values).
+            gates = gates.expand(*hidden.shape[:-1], -1)
+            return sum(gates[..., e:e + 1] * expert(hidden) for e, expert in enumerate(self.experts))
         probs = logits.softmax(-1)
         keep = self._unit_mask(units)
         self.probs = probs[keep]

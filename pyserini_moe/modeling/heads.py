@@ -53,8 +53,11 @@ class SpladeHead(nn.Module):
         at most ``max_elements`` entries (32 passages x 256 tokens x 30,522 terms would be 1 GB
         of float32 at once).
         """
-        rows = max(1, max_elements // max(1, hidden.shape[1] * self.embedding_weight.shape[0]))
         keep = mask.bool().unsqueeze(-1)
+        if torch.compiler.is_exporting():  # a graph keeps batch and length symbolic: no chunks
+            return torch.log1p(torch.relu(self.logits(hidden).masked_fill(~keep, float("-inf"))
+                                          .max(1).values))
+        rows = max(1, max_elements // max(1, hidden.shape[1] * self.embedding_weight.shape[0]))
         out = [self.logits(hidden[i:i + rows]).masked_fill(~keep[i:i + rows], float("-inf"))
                .max(1).values for i in range(0, hidden.shape[0], rows)]
         return torch.log1p(torch.relu(torch.cat(out)))

@@ -117,7 +117,7 @@ def test_no_shared_layers_gives_each_expert_a_full_copy(bert3) -> None:
     assert [len(s) for s in model.stacks.values()] == [3, 3, 3]
     default = make(bert3)  # all but the top two layers shared, as in the paper
     assert default.args["shared_layers"] == 1
-    layer = sum(p.numel() for p in model.stacks["local"][0].parameters())
+    layer = sum(p.numel() for p in model.stacks["local_layers"][0].parameters())
     assert (sum(p.numel() for p in model.parameters())
             - sum(p.numel() for p in default.parameters())) == 2 * layer  # 3 copies vs 1 shared
 
@@ -125,7 +125,7 @@ def test_no_shared_layers_gives_each_expert_a_full_copy(bert3) -> None:
 def test_an_expert_left_out_is_not_built(bert3) -> None:
     model = make(bert3, experts=["global", "lexical"])
     assert model.experts == ("lexical", "global") and model.args["experts"] == ["lexical", "global"]
-    assert set(model.stacks) == {"lexical", "global"} and set(model.heads) == {"lexical"}
+    assert set(model.stacks) == {"lexical_layers", "global_layers"} and set(model.heads) == {"lexical"}
     assert model.representations == ("sparse", "dense")
     q = model.encode(PADDED[:2], Side.QUERY)
     assert q.multi is None and q.mask is None and q.dense is not None and q.sparse is not None
@@ -289,7 +289,7 @@ def test_save_load_round_trip(bert3, tmp_path) -> None:
     model = spread_stacks(make(bert3, shared_layers=1, tau=2.0, normalize_local=False)).eval()
     state = model.state_dict()
     assert {k.split(".")[3] for k in state if k.startswith("backbone.encoder.layer.")} == {"0"}
-    assert {k.split(".")[2] for k in state if k.startswith("stacks.global.")} == {"0", "1"}
+    assert {k.split(".")[2] for k in state if k.startswith("stacks.global_layers.")} == {"0", "1"}
     model.save(tmp_path / "came")
     loaded = load_model(tmp_path / "came", device="cpu")
     assert type(loaded) is CameEncoder and loaded.args == model.args and loaded.tau == 2.0

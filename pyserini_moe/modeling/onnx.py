@@ -1,0 +1,186 @@
+"""ONNX graphs of any model, run by onnxruntime (CPU, or CUDA when its provider is present).
+
+``export`` writes one graph per (side, representation): the side is fixed inside the graph, so
+each MoE model's routing for that side (TASER's and CoT-MoTE's query / passage experts, SB-MoE's
+gate, CAME's expert stacks) and its pooling are part of it; inputs are ``input_ids`` and
+``attention_mask`` with dynamic batch and length. Impact models export their vocabulary weights;
+quantisation to integers happens in the impact adapter, with the factor stored in the index, as
+for PyTorch. ``int8=True`` adds onnxruntime's dynamic int8 quantisation of the weights (faster,
+but the vectors change: such an export has its own fingerprint, so an index built with it is
+searched with it).
+
+:class:`OnnxModel` answers the calls the Pyserini adapters, index builders and searchers make
+on a :class:`~pyserini_moe.modeling.base.RetrievalModel` (``encode``, ``tokenize``,
+``representations``, ...), so ``--encoder <export folder>`` works wherever a model folder does.
+Export in its own process (``python -m pyserini_moe.export``): tracing a model is memory-hungry
+and leaves state behind in the exporting process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side
+
+ONNX_FILE = "pyserini_moe_onnx.json"
+FORMAT = "pyserini-moe-onnx/1"
+
+
+class _SideGraph(nn.Module):
+    """The model with its side and representation fixed: (input_ids, attention_mask) -> tensor."""
+
+    def __init__(self, model: RetrievalModel, side: Side, representation: str) -> None:
+        super().__init__()
+        self.model, self.side, self.representation = model, side, representation
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        only = {"only": self.representation} if len(self.model.representations) > 1 else {}
+        return getattr(self.model(input_ids, attention_mask, self.side, **only),
+                       self.representation)
+
+
+def graph_file(side: Side | str, representation: str) -> str:
+    return f"{Side(side).value}-{representation}.onnx"
+
+
+def export(model: RetrievalModel, output_dir: str | os.PathLike, source: str,
+           int8: bool = False) -> Path:
+    """Write every (side, representation) graph of ``model`` (in eval mode, its encode-time
+    options already set) and its tokenizer to ``output_dir``, atomically."""
+    from pyserini_moe.encode.common import fingerprint  # noqa: PLC0415
+    from pyserini_moe.io import atomic_path  # noqa: PLC0415
+
+    if getattr(model, "args", {}).get("gate") == "random":
+        raise ValueError("the random gate draws its expert weights in Python from a hash of the "
+                         "token ids: it has no ONNX graph; use the PyTorch model")
+    model = model.to("cpu").eval()
+    example = model.tokenize(["an example query", "a longer example passage text"],
+                             Side.PASSAGE, 16)
+    batch, length = torch.export.Dim("batch"), torch.export.Dim("length")
+    dynamic = {"input_ids": {0: batch, 1: length}, "attention_mask": {0: batch, 1: length}}
+    output_dir = Path(output_dir)
+    with atomic_path(output_dir, directory=True) as tmp:
+        files = {}
+        for side in (Side.QUERY, Side.PASSAGE):
+            for representation in model.representations:
+                name = graph_file(side, representation)
+                torch.onnx.export(_SideGraph(model, side, representation),
+                                  (example["input_ids"], example["attention_mask"]),
+                                  str(tmp / name), dynamo=True, verbose=False,
+                                  input_names=["input_ids", "attention_mask"],
+                                  output_names=[representation], dynamic_shapes=dynamic,
+                                  external_data=False)
+                if int8:
+                    _quantize_int8(tmp / name)
+                files[f"{side.value}/{representation}"] = name
+        model.tokenizer.save_pretrained(tmp)
+        source_fingerprint = fingerprint(model)
+        (tmp / ONNX_FILE).write_text(json.dumps({
+            "format": FORMAT, "model_type": model.model_type, "args": model.args,
+            "encode_options": {k: model.args[k] for k in model.encode_options},
+            "representations": list(model.representations), "files": files,
+            "source": source, "source_fingerprint": source_fingerprint, "int8": int8,
+            # fp32 graphs compute what the model computes (within float error): same identity;
+            # int8 changes the vectors, so it is another encoder.
+            "fingerprint": f"{source_fingerprint}-int8" if int8 else source_fingerprint,
+        }, indent=2, sort_keys=True) + "\n")
+    return output_dir
+
+
+def _quantize_int8(path: Path) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic  # noqa: PLC0415
+
+    fp32 = path.with_suffix(".fp32.onnx")
+    path.rename(fp32)
+    quantize_dynamic(str(fp32), str(path), weight_type=QuantType.QInt8)
+    fp32.unlink()
+
+
+def is_onnx_export(path: str | os.PathLike) -> bool:
+    return (Path(path) / ONNX_FILE).is_file()
+
+
+class OnnxModel:
+    """An exported model run by onnxruntime, usable where the adapters take a RetrievalModel."""
+
+    def __init__(self, path: str | os.PathLike, providers: list[str] | None = None) -> None:
+        from transformers import AutoTokenizer  # noqa: PLC0415
+
+        self.path = Path(path)
+        if not is_onnx_export(self.path):
+            raise FileNotFoundError(f"{self.path} is not an ONNX export (no {ONNX_FILE}); write "
+                                    "one with python -m pyserini_moe.export")
+        self.meta = json.loads((self.path / ONNX_FILE).read_text())
+        if self.meta.get("format") != FORMAT:
+            raise ValueError(f"{self.path}: unknown export format {self.meta.get('format')!r}")
+        self.model_type: str = self.meta["model_type"]
+        self.representations = tuple(self.meta["representations"])
+        self.args: dict[str, Any] = dict(self.meta["args"])
+        self.encode_options = tuple(self.meta["encode_options"])
+        self.fingerprint: str = self.meta["fingerprint"]
+        self.tokenizer = AutoTokenizer.from_pretrained(self.path)
+        self.providers = providers or _providers()
+        self._sessions: dict[str, Any] = {}
+
+    # -- what the adapters call on a model ---------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")  # outputs come back as CPU tensors
+
+    def eval(self) -> OnnxModel:
+        return self
+
+    def configure(self, **options: Any) -> OnnxModel:
+        """Encode-time options are baked into the graphs: only the exported values are accepted."""
+        for name, value in options.items():
+            if str(self.meta["encode_options"].get(name)) != str(value):
+                raise ValueError(f"{self.path} was exported with {name}="
+                                 f"{self.meta['encode_options'].get(name)!r}; export again with "
+                                 f"--encoder-option {name}={value}")
+        return self
+
+    def tokenize(self, texts: list[str], side: Side, max_length: int) -> dict[str, np.ndarray]:
+        if side is Side.QUERY and any(not t or not t.strip() for t in texts):
+            raise ValueError("cannot encode an empty query")
+        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length,
+                               return_tensors="np")
+        return {k: batch[k].astype(np.int64) for k in ("input_ids", "attention_mask")}
+
+    def encode(self, texts: list[str], side: Side, max_length: int = 256,
+               only: str | None = None) -> Encoded:
+        inputs = self.tokenize(texts, side, max_length)
+        out = Encoded()
+        for representation in (only,) if only else self.representations:
+            value = self._session(side, representation).run(None, inputs)[0]
+            setattr(out, representation, torch.from_numpy(value))
+        if out.multi is not None:
+            out.mask = torch.from_numpy(inputs["attention_mask"])
+        return out
+
+    def _session(self, side: Side, representation: str) -> Any:
+        import onnxruntime as ort  # noqa: PLC0415
+
+        key = f"{Side(side).value}/{representation}"
+        if key not in self.meta["files"]:
+            raise ValueError(f"{self.path} has no {key} graph (it has {sorted(self.meta['files'])})")
+        if key not in self._sessions:
+            options = ort.SessionOptions()
+            threads = torch.get_num_threads()  # follow OMP_NUM_THREADS like PyTorch does
+            options.intra_op_num_threads = threads
+            self._sessions[key] = ort.InferenceSession(str(self.path / self.meta["files"][key]),
+                                                       options, providers=self.providers)
+        return self._sessions[key]
+
+
+def _providers() -> list[str]:
+    import onnxruntime as ort  # noqa: PLC0415
+
+    available = ort.get_available_providers()
+    return [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]

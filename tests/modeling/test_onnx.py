@@ -1,0 +1,93 @@
+"""ONNX export: every model family's graphs give the PyTorch outputs (fp32, within 1e-4) for both
+sides, with padding; the export is an encoder the adapters accept; int8 is its own encoder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from pyserini_moe.encode.common import fingerprint
+from pyserini_moe.modeling import CameEncoder, CotMoteEncoder, SbMoeEncoder, Side, TaserEncoder
+from pyserini_moe.modeling.auto import load_encoder
+from pyserini_moe.modeling.onnx import OnnxModel, export
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+TEXTS = ["what is dense retrieval?", "a cat",
+         "the mixture of sparse and dense experts model sat on the mat"]
+
+
+def _trained_like(model):
+    """Experts and heads away from their (often identical) starting points, as after training."""
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "experts" in name or "route" in name or "gate" in name or "stacks" in name:
+                param.add_(0.05 * torch.randn_like(param))
+    return model.eval()
+
+
+MODELS = {
+    "cotmote": lambda p: CotMoteEncoder.from_backbone(p, sparse_top_k=20, device="cpu"),
+    "taser-tok": lambda p: TaserEncoder.from_backbone(p, router="tok", every=0, device="cpu"),
+    "sbmoe-all": lambda p: SbMoeEncoder.from_backbone(p, n_experts=3, inference="all",
+                                                      device="cpu"),
+    "came": lambda p: CameEncoder.from_backbone(p, shared_layers=1, dim=8, device="cpu"),
+}
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_onnx_graphs_match_pytorch(name, tiny_bert, tiny_mlm, tmp_path) -> None:
+    torch.manual_seed(0)
+    model = _trained_like(MODELS[name](tiny_mlm if name == "came" else tiny_bert))
+    export(model, tmp_path / "onnx", source=name)
+    onnx = load_encoder(str(tmp_path / "onnx"))
+    assert isinstance(onnx, OnnxModel) and onnx.representations == model.representations
+    assert fingerprint(onnx) == fingerprint(model)
+    for side in (Side.QUERY, Side.PASSAGE):
+        expected = model.encode(TEXTS, side, 24)
+        for representation in model.representations:
+            got = onnx.encode(TEXTS, side, 24, only=representation)
+            torch.testing.assert_close(getattr(got, representation),
+                                       getattr(expected, representation), atol=1e-4, rtol=1e-4)
+        if "multi" in model.representations:
+            torch.testing.assert_close(onnx.encode(TEXTS, side, 24).mask,
+                                       expected.mask.to(torch.int64))
+
+
+def test_int8_is_another_encoder_and_options_are_baked_in(tiny_bert, tmp_path) -> None:
+    model = _trained_like(SbMoeEncoder.from_backbone(tiny_bert, n_experts=3, device="cpu"))
+    export(model, tmp_path / "int8", source="sbmoe", int8=True)
+    onnx = OnnxModel(tmp_path / "int8")
+    assert onnx.fingerprint == f"{fingerprint(model)}-int8"
+    got = onnx.encode(TEXTS, Side.PASSAGE, 24).dense
+    expected = model.encode(TEXTS, Side.PASSAGE, 24).dense
+    cosine = torch.nn.functional.cosine_similarity(got, expected)
+    assert (cosine > 0.9).all()  # quantised, not identical
+    assert onnx.configure(inference="top1") is onnx
+    with pytest.raises(ValueError, match="export again"):
+        onnx.configure(inference="all")
+    with pytest.raises(ValueError, match="empty query"):
+        onnx.encode(["  "], Side.QUERY)
+
+
+def test_the_random_gate_has_no_graph(tiny_bert, tmp_path) -> None:
+    model = SbMoeEncoder.from_backbone(tiny_bert, gate="random", device="cpu").eval()
+    with pytest.raises(ValueError, match="no ONNX graph"):
+        export(model, tmp_path / "x", source="random")
+    assert not (tmp_path / "x").exists()
+
+
+def test_export_command_line(tiny_bert, tmp_path, capsys) -> None:
+    from pyserini_moe.cli import run_main
+    from pyserini_moe.export import main
+
+    saved = _trained_like(TaserEncoder.from_backbone(tiny_bert, every=1, device="cpu"))
+    saved.save(tmp_path / "taser")
+    assert main(["--encoder", str(tmp_path / "taser"), "--output", str(tmp_path / "onnx")]) == 0
+    assert sorted(p.name for p in Path(tmp_path / "onnx").glob("*.onnx")) == [
+        "passage-dense.onnx", "query-dense.onnx"]
+    assert run_main(main, ["--encoder", str(tmp_path / "taser"), "--output",
+                           str(tmp_path / "onnx")]) == 2
+    assert "--overwrite" in capsys.readouterr().err
