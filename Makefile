@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 WORK   ?= work
 
-.PHONY: setup demo test test-fast regress regress-dry clean
+.PHONY: setup demo test test-fast regress regress-dry bench clean
 
 setup: $(STAMP)
 
@@ -34,6 +34,11 @@ test: setup
 
 regress: setup
 	$(BIN)/python -m pyserini_moe.regress --scale all regressions/*.yaml
+
+# Speed, memory and size side by side (MiniLM, SciFact, Vaswani), with the targets met / not met;
+# ~20 minutes on 2 idle cores. Writes $(WORK)/bench/bench.{md,json}.
+bench: setup
+	$(BIN)/python -m pyserini_moe.bench --output-dir $(WORK)/bench
 
 regress-dry: setup
 	$(BIN)/python -m pyserini_moe.regress --dry-run regressions/*.yaml

@@ -58,6 +58,23 @@ def tiny_mlm(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def bert3(tiny_bert: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three layers (TASER's default block pattern and CAME's shared bottoms of 0-3 layers need
+    them) and an MLM head whose random bias lets some vocabulary logits start positive (sparse
+    heads are non-zero at once)."""
+    path = tmp_path_factory.mktemp("bert3") / "bert3"
+    config = BertConfig.from_pretrained(tiny_bert)
+    config.num_hidden_layers = 3
+    torch.manual_seed(0)
+    model = BertForMaskedLM(config)
+    with torch.no_grad():
+        model.cls.predictions.bias.uniform_(-1, 1)
+    model.save_pretrained(path)
+    BertTokenizerFast.from_pretrained(tiny_bert).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
 def tiny_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A BEIR-layout collection: 30 documents of tiny-vocabulary text, 4 judged test queries."""
     import numpy as np  # noqa: PLC0415

@@ -139,12 +139,17 @@ def build_impact_index(corpus: str, encoder: str, index_dir: str | os.PathLike, 
             "max_length": max_length, **describe(doc_encoder.model, encoder)}
 
     def write_vectors(folder: Path) -> int:
-        count = 0
+        count = terms = 0
         with open(folder / IMPACT_VECTORS, "w") as f:
             for batch in batches(collection, batch_size, "impact", progress, shard):
                 for doc, vector in zip(batch, doc_encoder.encode([d.contents for d in batch])):
                     f.write(json.dumps({"id": doc.id, "contents": "", "vector": vector}) + "\n")
                     count += 1
+                    terms += len(vector)
+        if count and not terms and shard is None:
+            raise ValueError(f"every document's term weights round to 0 at --quantization "
+                             f"{quantization}: the index would hold no term (raise the factor, or "
+                             "check that the model is trained)")
         return count
 
     if shard is not None:

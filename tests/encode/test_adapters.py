@@ -349,3 +349,15 @@ def test_lucene_failure_in_a_batch_names_the_query_and_the_cause(corpus, models,
                             progress=False)
     finally:
         lucene.setMaxClauseCount(limit)
+
+
+def test_an_impact_index_without_any_term_is_refused(corpus, tiny_bert, tmp_path, capsys):
+    model = SpladeEncoder.from_backbone(tiny_bert, device="cpu")
+    with torch.no_grad():
+        model.head.bias.fill_(-100.0)  # every logit negative: every weight is 0
+    model.save(tmp_path / "silent")
+    code = run_main(index_cli.main, ["--retriever", "impact", "--corpus", str(corpus), "--index",
+                                     str(tmp_path / "idx"), "--encoder", str(tmp_path / "silent"),
+                                     "--device", "cpu", "--quiet"])
+    assert code == 2 and "round to 0" in capsys.readouterr().err
+    assert not (tmp_path / "idx").exists()

@@ -3,7 +3,6 @@ multi-vector, impact), and shards that do not belong together are refused."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import faiss

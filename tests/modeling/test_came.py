@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
 
 from pyserini_moe.modeling import CameEncoder, ColbertEncoder, Encoded, Side, load_model
 from pyserini_moe.modeling.came import competitive_weights, positive_rank
@@ -23,22 +22,6 @@ WORDS = ["the", "a", "of", "what", "is", "retrieval", "query", "passage", "dense
          "expert", "mixture", "model", "cat", "dog", "sat", "on", "mat"]
 TEXTS = [f"{WORDS[i % 18]} {WORDS[(3 * i + 1) % 18]} {WORDS[(5 * i + 2) % 18]}" for i in range(24)]
 PADDED = ["what is dense retrieval?", "a cat", "the mixture of sparse and dense experts model"]
-
-
-@pytest.fixture(scope="module")
-def bert3(tiny_bert, tmp_path_factory) -> Path:
-    """Three layers (so shared bottoms of 0-3 layers can be tried) and an MLM head whose random
-    bias lets some vocabulary logits start positive: the lexical expert is non-zero at once."""
-    path = tmp_path_factory.mktemp("came") / "bert3"
-    config = BertConfig.from_pretrained(tiny_bert)
-    config.num_hidden_layers = 3
-    torch.manual_seed(0)
-    model = BertForMaskedLM(config)
-    with torch.no_grad():
-        model.cls.predictions.bias.uniform_(-1, 1)
-    model.save_pretrained(path)
-    BertTokenizerFast.from_pretrained(tiny_bert).save_pretrained(path)
-    return path
 
 
 def make(path: Path, **args) -> CameEncoder:

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from pyserini_moe.modeling.base import Side
 from pyserini_moe.train.collator import Collator

@@ -1,0 +1,442 @@
+"""``python -m pyserini_moe.bench``: speed, memory and size, each comparison measured side by side
+in one run and reported as a ratio, with the project's targets marked met / not met.
+
+Sections (all on the shared corpora; models are untrained instances built from ``--backbone``,
+since speed and memory do not depend on training):
+
+* encoding: documents/s of every registered model type against the plain backbone (a Siamese
+  bi-encoder), interleaved repeats, best of them; MoE models the rest of the project has or
+  adds are picked up from the model registry;
+* onnx: PyTorch vs onnxruntime fp32 vs int8 (exports in their own processes), throughput and the
+  nDCG@10 each gives on SciFact test (full corpus, ``--ndcg-max-length`` tokens);
+* latency: single-query latency (p50 / p95, encode + search) and batched throughput of BM25,
+  dense, impact, multi-vector, dense + BM25 hybrid and CAME's fused search, on the first
+  ``--latency-docs`` documents of the corpus; multi-vector candidate overlap with exact MaxSim;
+* memory and size: peak resident memory of every index build and search process, index sizes;
+* scaling: dense indexing time, size and search throughput at 1k, all SciFact and Vaswani
+  (11k documents);
+* approximate: HNSW recall@100 against the flat dense index, IVF-PQ multi-vector overlap with
+  exact MaxSim.
+
+Writes ``bench.json`` and ``bench.md`` into ``--output-dir`` and prints the Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyserini_moe.cli import run_main
+
+# The targets of the performance issue: (description, ratio or value, threshold, higher is better)
+MOE_SPEED = {"taser": 0.9, "cotmote": 0.9, "sbmoe": 0.9, "came": 0.55}
+
+
+@dataclass
+class Report:
+    """Everything measured, and the targets checked against it."""
+
+    sections: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    targets: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, section: str, **row: Any) -> None:
+        self.sections.setdefault(section, []).append(row)
+
+    def target(self, name: str, value: float, threshold: float, higher: bool = True,
+               unit: str = "x") -> None:
+        met = value >= threshold if higher else value <= threshold
+        gap = (value / threshold if threshold else float("inf")) if higher else \
+            (threshold / value if value else float("inf"))
+        self.targets.append({"target": name, "measured": round(value, 4), "unit": unit,
+                             "threshold": f"{'>=' if higher else '<='} {threshold}",
+                             "met": met, "ratio_to_target": round(gap, 3)})
+
+    def markdown(self) -> str:
+        lines = ["# pyserini-moe benchmark", ""]
+        for section, rows in self.sections.items():
+            lines += [f"## {section}", "", _table(rows), ""]
+        lines += ["## targets", "", _table([{**t, "met": "met" if t["met"] else
+                                             f"NOT met ({t['ratio_to_target']:.2f} of target)"}
+                                            for t in self.targets]), ""]
+        return "\n".join(lines)
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    headers = list(dict.fromkeys(k for row in rows for k in row))
+    fmt = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
+    return "\n".join(["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)] +
+                     ["| " + " | ".join(fmt(row.get(h, "")) for h in headers) + " |"
+                      for row in rows])
+
+
+# ------------------------------------------------------------------------------- helpers
+
+
+@dataclass
+class Process:
+    seconds: float
+    peak_mb: float
+
+
+# Run a module and report its own peak resident memory (VmHWM of the process's memory map) as
+# it exits. The kernel's ru_maxrss would also count the parent's pages copied at fork.
+_PEAK_WRAPPER = """
+import atexit, runpy, sys
+def _peak():
+    with open('/proc/self/status') as status:
+        for line in status:
+            if line.startswith('VmHWM:'):
+                sys.stderr.write('\\n__peak_kb__ ' + line.split()[1] + '\\n')
+atexit.register(_peak)
+module = sys.argv[1]
+sys.argv = sys.argv[1:]
+runpy.run_module(module, run_name='__main__', alter_sys=True)
+"""
+
+
+def run_process(module: str, args: list[str]) -> Process:
+    """Run ``python -m module args`` in a child process: its wall time and peak memory."""
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", _PEAK_WRAPPER, module, *args],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"python -m {module} {shlex.join(args)} failed ({proc.returncode}): "
+                           f"{proc.stderr[-2000:]}")
+    peaks = [line.split()[1] for line in proc.stderr.splitlines()
+             if line.startswith("__peak_kb__ ")]
+    return Process(time.perf_counter() - start, int(peaks[-1]) / 1024 if peaks else float("nan"))
+
+
+def folder_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2 ** 20
+
+
+def subset(corpus: str, n: int, out: Path) -> Path:
+    """A BEIR-layout copy of ``corpus`` with its first ``n`` documents (queries, qrels kept)."""
+    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
+
+    collection = BeirCollection.load(corpus)
+    if out.exists():
+        return out
+    (out / "qrels").mkdir(parents=True)
+    with open(out / "corpus.jsonl", "w") as f:
+        for i, doc in enumerate(collection.corpus()):
+            if i == n:
+                break
+            f.write(json.dumps({"_id": doc.id, "title": doc.title, "text": doc.text}) + "\n")
+    (out / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n"
+                                               for q, t in collection.queries().items()))
+    for split in collection.splits():
+        (out / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+            f"{q}\t{d}\t{r}\n" for q, judged in collection.qrels(split).items()
+            for d, r in judged.items()))
+    return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+# ------------------------------------------------------------------------------ sections
+
+
+def bench_encoding(report: Report, models: dict[str, Any], texts: list[str], max_length: int,
+                   batch_size: int, repeats: int) -> None:
+    """docs/s of every model against the plain backbone, interleaved so load drifts hit all."""
+    from pyserini_moe.modeling.base import Side  # noqa: PLC0415
+
+    best: dict[str, float] = {}
+    for _ in range(repeats):
+        for name, model in models.items():
+            model.encode(texts[:batch_size], Side.PASSAGE, max_length)  # warm-up
+            start = time.perf_counter()
+            for i in range(0, len(texts), batch_size):
+                model.encode(texts[i:i + batch_size], Side.PASSAGE, max_length)
+            best[name] = max(best.get(name, 0.0), len(texts) / (time.perf_counter() - start))
+    base = best["siamese"]
+    for name, speed in best.items():
+        report.add("encoding", model=name, representations="+".join(models[name].representations),
+                   docs_per_s=round(speed, 1), vs_backbone=round(speed / base, 3))
+        if name in MOE_SPEED:
+            report.target(f"{name} encodes at >= {MOE_SPEED[name]}x its backbone", speed / base,
+                          MOE_SPEED[name])
+
+
+def bench_onnx(report: Report, work: Path, siamese: str, texts: list[str], args: Any) -> None:
+    """PyTorch vs onnxruntime fp32 / int8: throughput side by side, and SciFact nDCG@10."""
+    from pyserini_moe.data.topics import load_qrels  # noqa: PLC0415
+    from pyserini_moe.eval.metrics import evaluate  # noqa: PLC0415
+    from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
+    from pyserini_moe.modeling.base import Side  # noqa: PLC0415
+    from pyserini_moe.runs import read_trec_run  # noqa: PLC0415
+
+    encoders = {"pytorch": siamese}
+    for variant, extra in (("onnx-fp32", []), ("onnx-int8", ["--int8"])):
+        out = work / variant
+        if not out.exists():
+            run_process("pyserini_moe.export", ["--encoder", siamese, "--output", str(out),
+                         *extra])
+        encoders[variant] = str(out)
+    models = {name: load_encoder(path, device="cpu") for name, path in encoders.items()}
+    speed: dict[str, float] = {}
+    for _ in range(args.repeats):
+        for name, model in models.items():
+            model.encode(texts[:args.batch_size], Side.PASSAGE, args.max_length)
+            start = time.perf_counter()
+            for i in range(0, len(texts), args.batch_size):
+                model.encode(texts[i:i + args.batch_size], Side.PASSAGE, args.max_length)
+            speed[name] = max(speed.get(name, 0.0), len(texts) / (time.perf_counter() - start))
+    qrels = load_qrels(args.topics)
+    ndcg: dict[str, float] = {}
+    for name, path in encoders.items():
+        index, run = work / f"scifact-{name}", work / f"scifact-{name}.trec"
+        build = run_process("pyserini_moe.index", ["--retriever", "dense", "--corpus",
+                             args.corpus, "--encoder", path, "--max-length",
+                             str(args.ndcg_max_length), "--index", str(index), "--overwrite",
+                             "--quiet", "--device", "cpu"])
+        search = run_process("pyserini_moe.search", ["--retriever", "dense", "--index",
+                              str(index), "--topics", args.topics, "--output", str(run),
+                              "--quiet", "--device", "cpu"])
+        ndcg[name] = evaluate(read_trec_run(run), qrels, ["ndcg@10"])["ndcg@10"]
+        report.add("memory and size", what=f"dense index of {args.corpus} ({name})",
+                   build_s=round(build.seconds, 1), build_peak_mb=round(build.peak_mb),
+                   search_peak_mb=round(search.peak_mb), index_mb=round(folder_mb(index), 1))
+        report.target(f"peak memory indexing {args.corpus} ({name}) < 3 GB", build.peak_mb / 1024,
+                      3.0, higher=False, unit="GB")
+    for name in encoders:
+        report.add("onnx", backend=name, docs_per_s=round(speed[name], 1),
+                   vs_pytorch=round(speed[name] / speed["pytorch"], 3),
+                   ndcg_at_10=round(ndcg[name], 4),
+                   delta_ndcg=round(ndcg[name] - ndcg["pytorch"], 4))
+    for variant, goal in (("onnx-fp32", 1.3), ("onnx-int8", 2.0)):
+        report.target(f"onnxruntime {variant[5:]} >= {goal:g}x PyTorch encoding",
+                      speed[variant] / speed["pytorch"], goal)
+    report.target("int8 nDCG@10 change (absolute) <= 0.01",
+                  abs(ndcg["onnx-int8"] - ndcg["pytorch"]), 0.01, higher=False, unit="")
+
+
+def bench_latency(report: Report, work: Path, paths: dict[str, str], args: Any) -> None:
+    """Single-query latency and batched throughput of every retriever on a corpus slice."""
+    from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
+    from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
+    from pyserini_moe.search.encoded import SEARCHERS  # noqa: PLC0415
+    from pyserini_moe.search.experts import ExpertFusionSearcher  # noqa: PLC0415
+    from pyserini_moe.search.hybrid import hybrid  # noqa: PLC0415
+
+    corpus = str(subset(args.corpus, args.latency_docs, work / f"corpus-{args.latency_docs}"))
+    builds = {"bm25": ("bm25", None), "dense": ("dense", paths["siamese"]),
+              "impact": ("impact", paths["cotmote"]), "multivector": ("multivector",
+                                                                       paths["colbert"]),
+              "came-lexical": ("impact", paths["came"]),
+              "came-local": ("multivector", paths["came"]),
+              "came-global": ("dense", paths["came"])}
+    indexes = {}
+    for name, (kind, encoder) in builds.items():
+        index = work / f"latency-{name}"
+        cmd = ["--retriever", kind, "--corpus", corpus, "--index",
+               str(index), "--overwrite", "--quiet", "--max-length", str(args.max_length)]
+        build = run_process("pyserini_moe.index",
+                            cmd + (["--encoder", encoder, "--device", "cpu"] if encoder else []))
+        indexes[name] = index
+        report.add("memory and size", what=f"{name} index, {args.latency_docs} docs",
+                   build_s=round(build.seconds, 1), build_peak_mb=round(build.peak_mb),
+                   index_mb=round(folder_mb(index), 1))
+    topics = load_topics(args.topics)
+    bm25 = Bm25Searcher(indexes["bm25"])
+    dense = SEARCHERS["dense"](indexes["dense"], device="cpu")
+    searchers: dict[str, Callable[[dict[str, str], int], Any]] = {
+        "bm25": lambda t, b: bm25.search(t, hits=100, batch_size=b, progress=False),
+        "dense": lambda t, b: dense.search(t, hits=100, batch_size=b, progress=False),
+    }
+    for kind in ("impact", "multivector"):
+        searcher = SEARCHERS[kind](indexes[kind], device="cpu")
+        searchers[kind] = lambda t, b, s=searcher: s.search(t, hits=100, batch_size=b,
+                                                            progress=False)
+    searchers["dense+bm25"] = lambda t, b: hybrid(searchers["dense"](t, b),
+                                                  searchers["bm25"](t, b), 1.0, True, k=100)
+    came = ExpertFusionSearcher([indexes[f"came-{e}"] for e in ("lexical", "local", "global")],
+                                device="cpu")
+    searchers["came-fused"] = lambda t, b: came.search(t, hits=100, candidates=100,
+                                                       batch_size=b, progress=False)[0]
+    singles = dict(list(topics.items())[:args.latency_queries])
+    p50: dict[str, float] = {}
+    for name, search in searchers.items():
+        search(dict(list(singles.items())[:2]), 1)  # warm-up (JIT, caches)
+        times = []
+        for qid, text in singles.items():
+            start = time.perf_counter()
+            search({qid: text}, 1)
+            times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        search(topics, 64)
+        qps = len(topics) / (time.perf_counter() - start)
+        p50[name] = statistics.median(times) * 1000
+        report.add("latency", retriever=name, p50_ms=round(p50[name], 1),
+                   p95_ms=round(percentile(times, 0.95) * 1000, 1),
+                   batched_q_per_s=round(qps, 1), vs_bm25_p50=round(p50[name] / p50["bm25"], 2))
+    for name, limit in (("dense", 3.0), ("impact", 3.0), ("multivector", 10.0)):
+        report.target(f"{name} single-query latency within {limit:g}x BM25's",
+                      p50[name] / p50["bm25"], limit, higher=False)
+    report.target("multivector top-100 overlap with exact MaxSim >= 0.99",
+                  _multivector_overlap(SEARCHERS["multivector"](indexes["multivector"],
+                                                                device="cpu"), topics), 0.99,
+                  unit="")
+
+
+def _multivector_overlap(searcher: Any, topics: dict[str, str], k: int = 100) -> float:
+    run = searcher.search(topics, hits=k, progress=False)
+    exact = searcher.search(topics, hits=k, progress=False, exhaustive=True)
+    return statistics.mean(len(set(run[q]) & set(exact[q])) / max(1, len(exact[q]))
+                           for q in topics)
+
+
+def bench_scaling(report: Report, work: Path, siamese: str, args: Any) -> None:
+    """Dense indexing time, size and batched search throughput against corpus size."""
+    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
+
+    corpora = [(str(subset(args.corpus, 1000, work / "corpus-1000")), args.topics),
+               (args.corpus, args.topics), (args.scaling_corpus, f"{args.scaling_corpus}:test")]
+    for corpus, topics in corpora:
+        index, run = work / f"scale-{Path(corpus).name}", work / f"scale-{Path(corpus).name}.trec"
+        build = run_process("pyserini_moe.index", ["--retriever", "dense", "--corpus",
+                             corpus, "--encoder", siamese, "--max-length", str(args.max_length),
+                             "--index", str(index), "--overwrite", "--quiet", "--device", "cpu"])
+        search = run_process("pyserini_moe.search", ["--retriever", "dense", "--index",
+                              str(index), "--topics", topics, "--output", str(run), "--quiet",
+                              "--device", "cpu", "--hits", "100"])
+        docs = BeirCollection.load(corpus).num_docs()
+        report.add("scaling", corpus=Path(corpus).name, docs=docs,
+                   index_s=round(build.seconds, 1), docs_per_s=round(docs / build.seconds, 1),
+                   index_mb=round(folder_mb(index), 1), search_s=round(search.seconds, 1),
+                   build_peak_mb=round(build.peak_mb))
+
+
+def bench_approximate(report: Report, work: Path, paths: dict[str, str], args: Any) -> None:
+    """Approximate indexes against exact search: recall of the true top-100."""
+    import faiss  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
+
+    from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
+    from pyserini_moe.encode.dense import DenseQueryEncoder  # noqa: PLC0415
+    from pyserini_moe.search.encoded import SEARCHERS  # noqa: PLC0415
+
+    flat = faiss.read_index(str(work / "scifact-pytorch" / "index"))
+    vectors = flat.reconstruct_n(0, flat.ntotal)
+    topics = load_topics(args.topics)
+    encoder = DenseQueryEncoder(paths["siamese"], device="cpu")
+    queries = np.concatenate([encoder.encode_batch(list(topics.values())[i:i + 64])
+                              for i in range(0, len(topics), 64)])
+    k = min(100, flat.ntotal)
+    _, exact = flat.search(queries, k)
+    hnsw = faiss.IndexHNSWFlat(flat.d, 32, faiss.METRIC_INNER_PRODUCT)
+    hnsw.add(vectors)
+    for ef in (64, 256):
+        hnsw.hnsw.efSearch = ef
+        _, found = hnsw.search(queries, k)
+        recall = statistics.mean(len(set(a) & set(b)) / k for a, b in zip(exact, found))
+        report.add("approximate", index=f"dense hnsw32 efSearch={ef}", docs=flat.ntotal,
+                   recall_at_100=round(recall, 4))
+    corpus = str(subset(args.corpus, args.latency_docs, work / f"corpus-{args.latency_docs}"))
+    index = work / "latency-multivector-ivfpq"
+    run_process("pyserini_moe.index", ["--retriever", "multivector", "--corpus", corpus,
+                 "--encoder", paths["colbert"], "--max-length", str(args.max_length), "--index",
+                 str(index), "--overwrite", "--quiet", "--device", "cpu", "--faiss",
+                 "ivf64,pq16"])
+    for params in ("nprobe=4", "nprobe=16"):
+        searcher = SEARCHERS["multivector"](index, device="cpu", faiss_params=params)
+        report.add("approximate", index=f"multivector ivf64,pq16 {params}",
+                   docs=args.latency_docs,
+                   recall_at_100=round(_multivector_overlap(searcher, topics), 4))
+
+
+# -------------------------------------------------------------------------------- driver
+
+
+def build_models(backbone: str, out: Path) -> dict[str, str]:
+    """An untrained model of every registered type, saved (index processes load it)."""
+    import torch  # noqa: PLC0415
+
+    from pyserini_moe.modeling.base import model_types  # noqa: PLC0415
+    from pyserini_moe.train.config import model_class  # noqa: PLC0415
+
+    paths = {}
+    for model_type in model_types():
+        path = out / model_type
+        if not path.exists():
+            torch.manual_seed(0)
+            model_class(model_type).from_backbone(backbone, device="cpu").save(path)
+        paths[model_type] = str(path)
+    return paths
+
+
+SECTIONS = ("encoding", "onnx", "latency", "scaling", "approximate")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pyserini_moe.bench", description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--backbone", default="all-minilm-l6-v2")
+    parser.add_argument("--corpus", default="scifact")
+    parser.add_argument("--topics", default="scifact:test", help="queries (and qrels) used")
+    parser.add_argument("--scaling-corpus", default="vaswani",
+                        help="the largest corpus of the scaling section")
+    parser.add_argument("--docs", type=int, default=256, help="documents timed per encoder")
+    parser.add_argument("--max-length", type=int, default=256, help="document tokens")
+    parser.add_argument("--ndcg-max-length", type=int, default=128,
+                        help="document tokens of the three full-corpus indexes of the onnx "
+                             "section")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=2, help="interleaved timing rounds")
+    parser.add_argument("--latency-docs", type=int, default=1000)
+    parser.add_argument("--latency-queries", type=int, default=50)
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument("--output-dir", type=Path, default=Path("work/bench"))
+    args = parser.parse_args(argv)
+    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
+    from pyserini_moe.io import atomic_path  # noqa: PLC0415
+    from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
+
+    work = args.output_dir
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    paths = build_models(args.backbone, work / "models")
+    texts = [d.contents for _, d in zip(range(args.docs), BeirCollection.load(args.corpus)
+                                        .corpus())]
+    report = Report()
+    if "encoding" in args.sections:
+        bench_encoding(report, {t: load_encoder(p, device="cpu") for t, p in paths.items()},
+                       texts, args.max_length, args.batch_size, args.repeats)
+    if "onnx" in args.sections:
+        bench_onnx(report, work, paths["siamese"], texts, args)
+    if "latency" in args.sections:
+        bench_latency(report, work, paths, args)
+    if "scaling" in args.sections:
+        bench_scaling(report, work, paths["siamese"], args)
+    if "approximate" in args.sections and "onnx" in args.sections:
+        bench_approximate(report, work, paths, args)
+    report.add("run", seconds=round(time.perf_counter() - started), cores=os.cpu_count(),
+               backbone=args.backbone, corpus=args.corpus)
+    text = report.markdown()
+    with atomic_path(work / "bench.md") as tmp:
+        tmp.write_text(text + "\n")
+    with atomic_path(work / "bench.json") as tmp:
+        tmp.write_text(json.dumps({"sections": report.sections, "targets": report.targets},
+                                  indent=2) + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))

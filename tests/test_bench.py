@@ -1,0 +1,56 @@
+"""The benchmark's own logic (targets, percentiles, corpus slices, child memory) and its encoding
+section end to end on tiny models; `make bench` runs every section on the real data."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pyserini_moe.bench import Report, main, percentile, run_process, subset
+
+
+def test_targets_say_met_or_by_how_much() -> None:
+    report = Report()
+    report.target("fast enough", 0.45, 0.9)
+    report.target("small enough", 1.5, 3.0, higher=False, unit="GB")
+    assert [t["met"] for t in report.targets] == [False, True]
+    assert report.targets[0]["ratio_to_target"] == 0.5
+    text = report.markdown()
+    assert "NOT met (0.50 of target)" in text and "| small enough | 1.5 | GB | <= 3.0 | met |" in text
+
+
+def test_percentile_and_subset(tiny_corpus, tmp_path) -> None:
+    assert percentile([5, 1, 3, 2, 4], 0.5) == 3 and percentile([5, 1, 3, 2, 4], 0.95) == 5
+    part = subset(str(tiny_corpus), 7, tmp_path / "part")
+    assert len((part / "corpus.jsonl").read_text().splitlines()) == 7
+    assert (part / "qrels" / "test.tsv").read_text() == \
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(4))
+
+
+def test_child_processes_report_their_own_peak_memory(tmp_path, monkeypatch) -> None:
+    (tmp_path / "hog.py").write_text("import sys\nblock = bytearray(int(sys.argv[1]) * 2 ** 20)\n"
+                                     "block[::4096] = b'x' * len(block[::4096])\n"
+                                     "sys.exit(int(sys.argv[2]))\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    small, big = run_process("hog", ["1", "0"]), run_process("hog", ["300", "0"])
+    assert 250 < big.peak_mb - small.peak_mb < 350  # its own pages, not its parent's
+    with pytest.raises(RuntimeError, match="failed"):
+        run_process("hog", ["1", "3"])
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_encoding_section_compares_every_model_with_its_backbone(bert3, tiny_corpus, tmp_path,
+                                                                 capsys) -> None:
+    backbone = bert3  # TASER's default (a specialised block every 3) needs 3 layers
+    assert main(["--backbone", str(backbone), "--corpus", str(tiny_corpus), "--topics",
+                 f"{tiny_corpus}:test", "--docs", "8", "--max-length", "16", "--batch-size", "4",
+                 "--repeats", "1", "--sections", "encoding", "--output-dir",
+                 str(tmp_path / "out")]) == 0
+    result = json.loads((tmp_path / "out" / "bench.json").read_text())
+    rows = {row["model"]: row for row in result["sections"]["encoding"]}
+    assert {"siamese", "taser", "cotmote", "sbmoe", "came"} <= set(rows)
+    assert rows["siamese"]["vs_backbone"] == 1.0 and all(r["docs_per_s"] > 0 for r in rows.values())
+    assert {t["target"].split()[0] for t in result["targets"]} == {"taser", "cotmote", "sbmoe",
+                                                                   "came"}
+    assert "## targets" in capsys.readouterr().out
