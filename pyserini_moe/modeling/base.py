@@ -126,12 +126,8 @@ class RetrievalModel(nn.Module):
         return q.dense @ p.dense.T
 
     def tokenize(self, texts: list[str], side: Side, max_length: int) -> dict[str, torch.Tensor]:
-        # An empty passage is legal (Cranfield has two); an empty query is a user error.
-        if side is Side.QUERY and any(not t or not t.strip() for t in texts):
-            raise ValueError("cannot encode an empty query")
-        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length,
-                               return_tensors="pt")
-        return {k: batch[k].to(self.device) for k in ("input_ids", "attention_mask")}
+        batch = tokenize(self.tokenizer, texts, side, max_length, "pt")
+        return {k: v.to(self.device) for k, v in batch.items()}
 
     @torch.inference_mode()
     def encode(self, texts: list[str], side: Side, max_length: int = 256,
@@ -162,6 +158,17 @@ class RetrievalModel(nn.Module):
             state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
             save_file(_untie(state), str(tmp / WEIGHTS_FILE))
         return directory
+
+
+def tokenize(tokenizer: Any, texts: list[str], side: Side, max_length: int,
+             tensors: str) -> dict[str, Any]:
+    """``input_ids`` and ``attention_mask`` of a padded, truncated batch (``tensors``: "pt" or
+    "np"). An empty passage is legal (Cranfield has two); an empty query is a user error."""
+    if side is Side.QUERY and any(not t or not t.strip() for t in texts):
+        raise ValueError("cannot encode an empty query")
+    batch = tokenizer(texts, padding=True, truncation=True, max_length=max_length,
+                      return_tensors=tensors)
+    return {k: batch[k] for k in ("input_ids", "attention_mask")}
 
 
 class SingleBackboneModel(RetrievalModel):

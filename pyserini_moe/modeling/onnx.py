@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side
+from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, tokenize
 
 ONNX_FILE = "pyserini_moe_onnx.json"
 FORMAT = "pyserini-moe-onnx/1"
@@ -147,11 +147,8 @@ class OnnxModel:
         return self
 
     def tokenize(self, texts: list[str], side: Side, max_length: int) -> dict[str, np.ndarray]:
-        if side is Side.QUERY and any(not t or not t.strip() for t in texts):
-            raise ValueError("cannot encode an empty query")
-        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length,
-                               return_tensors="np")
-        return {k: batch[k].astype(np.int64) for k in ("input_ids", "attention_mask")}
+        batch = tokenize(self.tokenizer, texts, side, max_length, "np")
+        return {k: v.astype(np.int64) for k, v in batch.items()}
 
     def encode(self, texts: list[str], side: Side, max_length: int = 256,
                only: str | None = None) -> Encoded:

@@ -252,6 +252,11 @@ def test_encode_time_options_are_recorded_and_applied_to_queries(corpus, tiny_be
     query_model = DenseSearcher(every, device="cpu").query_encoder.model
     assert query_model.args["inference"] == "all"
     assert len(run["q0"]) == 10
+    from pyserini.search.faiss import FaissSearcher  # Pyserini's own searcher, our encoder
+
+    pyserini = FaissSearcher(str(every), DenseQueryEncoder(query_model))
+    hits = pyserini.search("what is dense retrieval", k=10)
+    assert {h.docid: pytest.approx(h.score, abs=1e-5) for h in hits} == run["q0"]
     for bad, message in ((["inference=most"], "unknown inference mode"),
                          (["gate=random"], "no encode-time option gate")):
         code = run_main(index_cli.main, ["--retriever", "dense", "--corpus", str(corpus), "--index",
