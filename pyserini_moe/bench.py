@@ -253,16 +253,12 @@ def bench_latency(report: Report, work: Path, paths: dict[str, str], args: Any) 
                    build_s=round(build.seconds, 1), build_peak_mb=round(build.peak_mb),
                    index_mb=round(folder_mb(index), 1))
     topics = load_topics(args.topics)
-    bm25 = Bm25Searcher(indexes["bm25"])
-    dense = SEARCHERS["dense"](indexes["dense"], device="cpu")
+    opened = {"bm25": Bm25Searcher(indexes["bm25"]),
+              **{kind: SEARCHERS[kind](indexes[kind], device="cpu")
+                 for kind in ("dense", "impact", "multivector")}}
     searchers: dict[str, Callable[[dict[str, str], int], Any]] = {
-        "bm25": lambda t, b: bm25.search(t, hits=100, batch_size=b, progress=False),
-        "dense": lambda t, b: dense.search(t, hits=100, batch_size=b, progress=False),
-    }
-    for kind in ("impact", "multivector"):
-        searcher = SEARCHERS[kind](indexes[kind], device="cpu")
-        searchers[kind] = lambda t, b, s=searcher: s.search(t, hits=100, batch_size=b,
-                                                            progress=False)
+        kind: lambda t, b, s=searcher: s.search(t, hits=100, batch_size=b, progress=False)
+        for kind, searcher in opened.items()}
     searchers["dense+bm25"] = lambda t, b: hybrid(searchers["dense"](t, b),
                                                   searchers["bm25"](t, b), 1.0, True, k=100)
     came = ExpertFusionSearcher([indexes[f"came-{e}"] for e in ("lexical", "local", "global")],
@@ -289,9 +285,7 @@ def bench_latency(report: Report, work: Path, paths: dict[str, str], args: Any) 
         report.target(f"{name} single-query latency within {limit:g}x BM25's",
                       p50[name] / p50["bm25"], limit, higher=False)
     report.target("multivector top-100 overlap with exact MaxSim >= 0.99",
-                  _multivector_overlap(SEARCHERS["multivector"](indexes["multivector"],
-                                                                device="cpu"), topics), 0.99,
-                  unit="")
+                  _multivector_overlap(opened["multivector"], topics), 0.99, unit="")
 
 
 def _multivector_overlap(searcher: Any, topics: dict[str, str], k: int = 100) -> float:

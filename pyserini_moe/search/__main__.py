@@ -95,38 +95,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def search(args: argparse.Namespace, topics: dict[str, str]) -> Run:
-    """Dispatch on ``--retriever``."""
+    """Dispatch on ``--retriever``; with ``--bm25-index``, fuse the model's run with BM25's."""
+    depth = args.candidates if args.bm25_index else args.hits
     if args.retriever == "fused":
-        return _fused(args, topics)
-    if args.retriever == "bm25":
-        from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
-
-        searcher = Bm25Searcher(args.index, k1=args.k1, b=args.b)
+        model_run = _fused(args, topics, depth)
     else:
-        from pyserini_moe.search.encoded import SEARCHERS  # noqa: PLC0415
+        if args.retriever == "bm25":
+            from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
 
-        extra = {"impact": {"query_max_terms": args.query_max_terms},
-                 "multivector": {"faiss_params": args.faiss_params}}.get(args.retriever, {})
-        searcher = SEARCHERS[args.retriever](args.index, args.encoder, device=args.device,
-                                             query_max_length=args.query_max_length, **extra)
-    if args.exhaustive:
-        return searcher.search(topics, hits=args.hits, batch_size=args.batch_size,
-                               progress=not args.quiet, exhaustive=True)
+            searcher = Bm25Searcher(args.index, k1=args.k1, b=args.b)
+        else:
+            from pyserini_moe.search.encoded import open_searcher  # noqa: PLC0415
+
+            searcher = open_searcher(args.retriever, args.index, args.encoder, args.device,
+                                     args.query_max_length, args.query_max_terms,
+                                     args.faiss_params)
+        if args.exhaustive:
+            return searcher.search(topics, hits=args.hits, batch_size=args.batch_size,
+                                   progress=not args.quiet, exhaustive=True)
+        model_run = searcher.search(topics, hits=depth, threads=args.threads,
+                                    batch_size=args.batch_size, progress=not args.quiet)
     if not args.bm25_index:
-        return searcher.search(topics, hits=args.hits, threads=args.threads,
-                               batch_size=args.batch_size, progress=not args.quiet)
+        return model_run
     from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
     from pyserini_moe.search.hybrid import hybrid  # noqa: PLC0415
 
-    depth = {"hits": args.candidates, "threads": args.threads, "batch_size": args.batch_size,
-             "progress": not args.quiet}
-    model_run = searcher.search(topics, **depth)
-    bm25_run = Bm25Searcher(args.bm25_index, k1=args.k1, b=args.b).search(topics, **depth)
+    bm25_run = Bm25Searcher(args.bm25_index, k1=args.k1, b=args.b).search(
+        topics, hits=args.candidates, threads=args.threads, batch_size=args.batch_size,
+        progress=not args.quiet)
     return hybrid(model_run, bm25_run, args.alpha, args.hybrid_normalize, k=args.hits)
 
 
-def _fused(args: argparse.Namespace, topics: dict[str, str]) -> Run:
-    """Expert runs -> fusion (-> BM25 hybrid on top when --bm25-index is given)."""
+def _fused(args: argparse.Namespace, topics: dict[str, str], hits: int) -> Run:
+    """Each index's own run -> their fusion, ``hits`` per query; ``--expert-runs`` writes the
+    runs fused."""
     from pyserini_moe.search.experts import ExpertFusionSearcher  # noqa: PLC0415
 
     searcher = ExpertFusionSearcher(args.index, args.encoder, device=args.device,
@@ -139,22 +141,13 @@ def _fused(args: argparse.Namespace, topics: dict[str, str]) -> Run:
         raise ValueError(f"--fusion {args.fusion} needs --fusion-weights, one per index "
                          f"({len(args.index)}); tune them on a dev split with "
                          "`python -m pyserini_moe.fuse --dev-runs ...`")
-    hits = args.candidates if args.bm25_index else args.hits
     fused, runs = searcher.search(topics, hits=hits, candidates=args.candidates,
                                   method=args.fusion, params=params, threads=args.threads,
                                   batch_size=args.batch_size, progress=not args.quiet)
     if args.expert_runs:
         for kind, run in runs.items():
             write_trec_run(run, f"{args.expert_runs}.{kind}.trec", tag=kind, hits=args.candidates)
-    if not args.bm25_index:
-        return fused
-    from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
-    from pyserini_moe.search.hybrid import hybrid  # noqa: PLC0415
-
-    bm25_run = Bm25Searcher(args.bm25_index, k1=args.k1, b=args.b).search(
-        topics, hits=args.candidates, threads=args.threads, batch_size=args.batch_size,
-        progress=not args.quiet)
-    return hybrid(fused, bm25_run, args.alpha, args.hybrid_normalize, k=args.hits)
+    return fused
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -256,3 +256,14 @@ def _encoded_batches(encoder: Any, topics: dict[str, str], candidates: dict[str,
 
 
 SEARCHERS = {"dense": DenseSearcher, "impact": ImpactSearcher, "multivector": MultiVectorSearcher}
+
+
+def open_searcher(kind: str, index: str | os.PathLike, encoder: str | None = None,
+                  device: str | None = None, query_max_length: int = 64,
+                  query_max_terms: int | None = None,
+                  faiss_params: str | None = None) -> _EncodedSearcher:
+    """The searcher of ``kind`` with the options that kind takes (the others are ignored)."""
+    extra = {"impact": {"query_max_terms": query_max_terms},
+             "multivector": {"faiss_params": faiss_params}}.get(kind, {})
+    return SEARCHERS[kind](index, encoder, device=device, query_max_length=query_max_length,
+                           **extra)

@@ -32,7 +32,7 @@ class ExpertFusionSearcher:
     def __init__(self, indexes: list[str | os.PathLike], encoder: str | None = None,
                  device: str | None = None, query_max_length: int = 64,
                  query_max_terms: int | None = None, faiss_params: str | None = None) -> None:
-        from pyserini_moe.search.encoded import SEARCHERS  # noqa: PLC0415
+        from pyserini_moe.search.encoded import SEARCHERS, open_searcher  # noqa: PLC0415
 
         if len(indexes) < 2:
             raise ValueError("expert fusion needs at least two indexes (one per representation)")
@@ -44,10 +44,8 @@ class ExpertFusionSearcher:
                 raise IndexMismatchError(f"{index}: expert fusion takes dense, impact or "
                                          f"multivector indexes built by pyserini-moe, not "
                                          f"{kind or 'an index without pyserini_moe.json'}")
-            extra = {"impact": {"query_max_terms": query_max_terms},
-                     "multivector": {"faiss_params": faiss_params}}.get(kind, {})
-            self.searchers.append(SEARCHERS[kind](index, encoder, device=device,
-                                                  query_max_length=query_max_length, **extra))
+            self.searchers.append(open_searcher(kind, index, encoder, device, query_max_length,
+                                                query_max_terms, faiss_params))
         kinds = [s.kind for s in self.searchers]
         if len(set(kinds)) < len(kinds):
             raise ValueError(f"two indexes of the same kind ({kinds}): give one per expert")
