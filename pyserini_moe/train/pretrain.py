@@ -39,7 +39,7 @@ from tqdm import tqdm
 
 from pyserini_moe.modeling.base import Side
 from pyserini_moe.modeling.cotmote import CotMoteEncoder
-from pyserini_moe.modeling.heads import SpladeHead, splade_head
+from pyserini_moe.modeling.heads import SpladeHead
 
 log = logging.getLogger(__name__)
 
@@ -240,8 +240,8 @@ def mlm_heads_for(encoder: CotMoteEncoder, backbone: str) -> list[SpladeHead]:
     one (bert-base-uncased), else eq. 4's plain projection h E^T (MiniLM ships without)."""
     heads = []
     for module in encoder.encoders():
-        head, found = splade_head(module, backbone)
-        if not found:
+        head = SpladeHead(module.config, module.get_input_embeddings())
+        if not head.load_pretrained(backbone):  # no MLM head: eq. 4's projection, no warning
             head = SpladeHead(module.config, module.get_input_embeddings(), transform=False)
         heads.append(head.to(encoder.device))
     return heads
