@@ -36,6 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="HF name or folder of a BERT-style encoder (default: packaged MiniLM)")
     parser.add_argument("--variant", choices=("mote", "siamese", "separate"), default="mote",
                         help="Q-FFN/P-FFN experts, one shared encoder, or two encoders")
+    parser.add_argument("--sparse-head", choices=("plain", "mlm"), default="plain",
+                        help="the encoder's sparse head: eq. 4's plain h E^T, or BERT's MLM "
+                             "prediction head (pre-trained here as the MLM head); fine-tune with "
+                             "the same model.args.sparse_head")
+    parser.add_argument("--pooling", choices=("cls", "mean"), default="cls",
+                        help="the encoder's dense vector, the decoder's bottleneck (the paper: "
+                             "cls); fine-tune with the same model.args.pooling")
     parser.add_argument("--corpus", nargs="*", default=[], metavar="COLLECTION",
                         help="collections whose documents give neighbouring-span pairs")
     parser.add_argument("--queries", nargs="*", default=[], metavar="COLLECTION:SPLIT",
@@ -68,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     from pyserini_moe.train.trainer import resolve_device  # noqa: PLC0415
 
     settings = PretrainArgs(
-        backbone=args.backbone, variant=args.variant, corpora=tuple(args.corpus),
+        backbone=args.backbone, variant=args.variant, sparse_head=args.sparse_head,
+        pooling=args.pooling, corpora=tuple(args.corpus),
         queries=tuple(args.queries), pseudo_queries=tuple(args.pseudo_queries),
         max_steps=args.max_steps, batch_size=args.batch_size, max_length=args.max_length,
         context_max_length=args.context_max_length, mask_ratio=args.mask_ratio,

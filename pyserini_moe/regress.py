@@ -31,6 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run only files of this scale")
     parser.add_argument("--dry-run", action="store_true",
                         help="validate the files and print the commands without running them")
+    parser.add_argument("--evaluate-only", action="store_true",
+                        help="run no step: evaluate the runs already in the work folder (steps "
+                             "run by hand or in parallel queues) against the expected values")
     return parser
 
 
@@ -43,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         work = Path(args.work_dir) / reg.name
         print(f"== {reg.name} ({reg.scale}): {reg.description}", flush=True)
-        rows, times = run_regression(reg, work, dry_run=args.dry_run, only=args.condition)
+        rows, times = run_regression(reg, work, dry_run=args.dry_run, only=args.condition,
+                                     evaluate_only=args.evaluate_only)
         if args.dry_run:
             continue
         print(format_table(rows, times), flush=True)

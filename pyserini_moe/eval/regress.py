@@ -291,8 +291,12 @@ def check(measured: float, c: MetricCheck) -> str:
 
 
 def run_regression(reg: Regression, work: Path, dry_run: bool = False,
-                   only: list[str] | None = None) -> tuple[list[Outcome], dict[str, float]]:
-    """Run ``reg``; returns the table rows and each condition's wall time in seconds."""
+                   only: list[str] | None = None,
+                   evaluate_only: bool = False) -> tuple[list[Outcome], dict[str, float]]:
+    """Run ``reg``; returns the table rows and each condition's wall time in seconds.
+
+    ``evaluate_only`` runs no step and evaluates the runs already in ``work``: for steps run by
+    hand, e.g. split over parallel job queues, then checked against the file in one table."""
     conditions = [c for c in reg.conditions if not only or c.name in only]
     missing = missing_requirements(reg)
     if missing:
@@ -308,7 +312,7 @@ def run_regression(reg: Regression, work: Path, dry_run: bool = False,
     times: dict[str, float] = {}
     start = time.perf_counter()
     try:
-        for step in reg.steps:
+        for step in [] if evaluate_only else reg.steps:
             run_step(step, work, dry_run)
     except RuntimeError as e:
         return [Outcome(c.name, k.metric, k.expected, None, k.tolerance, "ERROR", str(e))
@@ -317,7 +321,7 @@ def run_regression(reg: Regression, work: Path, dry_run: bool = False,
     for c in conditions:
         t0 = time.perf_counter()
         try:
-            for step in c.steps:
+            for step in [] if evaluate_only else c.steps:
                 run_step(step, work, dry_run)
             if dry_run:
                 continue

@@ -9,7 +9,11 @@ One forward gives two representations of the last layer:
 * sparse: SPR = max_i log(1 + ReLU(h_i E^T)) with E the word-embedding matrix (eq. 4), scored by
   dot product; only the ``sparse_top_k`` largest weights of each text are kept (section 3.3:
   "Top-k sparse vectors for similarity computation"). We apply the same cut while training, so
-  the scores the model is trained on are the scores an impact index computes;
+  the scores the model is trained on are the scores an impact index computes. ``sparse_head``
+  ``plain`` is eq. 4 as written; ``mlm`` puts BERT's MLM prediction transform and vocabulary bias
+  in front of E^T (the checkpoint's own when it has one), for backbones whose last layer was never
+  trained against E: on the packaged MiniLM, plain eq. 4 is positive on all 30,522 terms of a
+  SciFact abstract and a passage's self-score is ~2e4 (measured), which no index or loss can use;
 
 and the hybrid score s_den + s_spr (eq. 13), which fine-tuning optimises.
 
@@ -39,10 +43,11 @@ from pyserini_moe.modeling.base import (
 )
 from pyserini_moe.modeling.experts import ExpertFeedForward, insert_experts, set_route, \
     transformer_layers
-from pyserini_moe.modeling.heads import SpladeHead
+from pyserini_moe.modeling.heads import SpladeHead, splade_head
 from pyserini_moe.modeling.pooling import POOLINGS, encoder_from_config, pool, pretrained_encoder
 
 VARIANTS = ("mote", "siamese", "separate")
+SPARSE_HEADS = ("plain", "mlm")
 DEFAULT_TOP_K = 256
 
 
@@ -67,17 +72,19 @@ class CotMoteEncoder(RetrievalModel):
 
     def __init__(self, backbone: nn.Module, tokenizer: Any, variant: str = "mote",
                  passage_backbone: nn.Module | None = None, pooling: str = "cls",
-                 sparse_top_k: int = DEFAULT_TOP_K) -> None:
+                 sparse_top_k: int = DEFAULT_TOP_K, sparse_head: str = "plain") -> None:
         if variant not in VARIANTS:
             raise ValueError(f"unknown variant {variant!r}; choose from {VARIANTS}")
         if pooling not in POOLINGS:
             raise ValueError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
+        if sparse_head not in SPARSE_HEADS:
+            raise ValueError(f"unknown sparse_head {sparse_head!r}; choose from {SPARSE_HEADS}")
         if sparse_top_k < 0:
             raise ValueError(f"sparse_top_k must be >= 0 (0 keeps every term), got {sparse_top_k}")
         if (variant == "separate") != (passage_backbone is not None):
             raise ValueError("a passage backbone is needed by, and only by, the 'separate' variant")
         super().__init__(tokenizer, {"variant": variant, "pooling": pooling,
-                                     "sparse_top_k": sparse_top_k})
+                                     "sparse_top_k": sparse_top_k, "sparse_head": sparse_head})
         self.backbone = backbone
         self.passage_backbone = passage_backbone
         self.variant = variant
@@ -88,29 +95,39 @@ class CotMoteEncoder(RetrievalModel):
         if variant == "mote":
             layers = list(range(len(transformer_layers(backbone))))
             self.expert_layers = tuple(insert_experts(backbone, layers, 2, "det"))
-        # Eq. 4 projects with E^T itself: no transform, no bias, nothing to learn but E.
+        # Eq. 4 (plain) projects with E^T itself: no transform, no bias, nothing to learn but E.
         self.sparse_heads = nn.ModuleList(
-            SpladeHead(b.config, b.get_input_embeddings(), transform=False)
+            SpladeHead(b.config, b.get_input_embeddings(), transform=sparse_head == "mlm")
             for b in self.encoders())
 
     @classmethod
     def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE, variant: str = "mote",
                       pooling: str = "cls", sparse_top_k: int = DEFAULT_TOP_K,
+                      sparse_head: str = "plain",
                       device: str | torch.device | None = None) -> CotMoteEncoder:
-        """A pretrained HF backbone (Q-FFN and P-FFN copied from its FFNs), or a saved CoT-MoTE
-        model of the same variant, e.g. the output of ``python -m pyserini_moe.pretrain``."""
+        """A pretrained HF backbone (Q-FFN and P-FFN copied from its FFNs; an ``mlm`` sparse head
+        from its MLM head, or SPLADE's random start without one), or a saved CoT-MoTE model of the
+        same variant and sparse head, e.g. the output of ``python -m pyserini_moe.pretrain``."""
         if is_saved_model(name):
             model = load_model(name, device or default_device())
             if not isinstance(model, cls) or model.variant != variant:
                 found = getattr(model, "variant", model.model_type)
                 raise ValueError(f"{name} holds a {model.model_type} model ({found}), not a "
                                  f"cotmote {variant} one")
+            saved_head = model.args.get("sparse_head", "plain")
+            if saved_head != sparse_head:
+                raise ValueError(f"{name} has a {saved_head!r} sparse head, not {sparse_head!r}: "
+                                 "pre-train and fine-tune with the same --sparse-head")
             model.pooling = model.args["pooling"] = pooling
             model.sparse_top_k = model.args["sparse_top_k"] = sparse_top_k
             return model.train()
         backbone = pretrained_encoder(name)
         passage = copy.deepcopy(backbone) if variant == "separate" else None
-        model = cls(backbone, load_tokenizer(name), variant, passage, pooling, sparse_top_k)
+        model = cls(backbone, load_tokenizer(name), variant, passage, pooling, sparse_top_k,
+                    sparse_head)
+        if sparse_head == "mlm":
+            for index, encoder in enumerate(model.encoders()):
+                model.sparse_heads[index] = splade_head(encoder, name)[0]
         return model.to(device or default_device())
 
     @classmethod

@@ -40,6 +40,7 @@ from tqdm import tqdm
 from pyserini_moe.modeling.base import Side
 from pyserini_moe.modeling.cotmote import CotMoteEncoder
 from pyserini_moe.modeling.heads import SpladeHead
+from pyserini_moe.modeling.pooling import pool
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,8 @@ class PretrainArgs:
 
     backbone: str
     variant: str = "mote"
+    sparse_head: str = "plain"             # the encoder's sparse head; "mlm" is pre-trained here
+    pooling: str = "cls"                   # the dense vector, which is the decoder's bottleneck
     corpora: tuple[str, ...] = ()
     queries: tuple[str, ...] = ()          # collection:split whose judged pairs are used
     pseudo_queries: tuple[str, ...] = ()   # corpus=path.tsv
@@ -225,7 +228,9 @@ class ContextualMae(nn.Module):
         encoder, _ = self.encoder.encoder_for(side)
         ids, mask = context["input_ids"], context["attention_mask"]
         embeds = encoder.get_input_embeddings()(ids)
-        embeds = torch.cat([hidden[:, :1], embeds[:, 1:]], dim=1)  # [CLS] slot <- bottleneck
+        # The [CLS] slot gets the bottleneck: the encoder's dense vector ([CLS] in the paper).
+        bottleneck = pool(hidden, anchors["attention_mask"], self.encoder.pooling)
+        embeds = torch.cat([bottleneck.unsqueeze(1), embeds[:, 1:]], dim=1)
         out = self.decoder(inputs_embeds=embeds, attention_mask=mask,
                            use_cache=False).last_hidden_state
         targets = ids[:, 1:].masked_fill(~mask[:, 1:].bool(), -100)
@@ -236,8 +241,12 @@ class ContextualMae(nn.Module):
 
 
 def mlm_heads_for(encoder: CotMoteEncoder, backbone: str) -> list[SpladeHead]:
-    """An MLM head per encoder, tied to its word embeddings: the checkpoint's own when it has
-    one (bert-base-uncased), else eq. 4's plain projection h E^T (MiniLM ships without)."""
+    """An MLM head per encoder, tied to its word embeddings. An encoder with an ``mlm`` sparse
+    head predicts through that very head, so pre-training shapes the head fine-tuning starts
+    from; otherwise the checkpoint's own MLM head when it has one (bert-base-uncased), else eq.
+    4's plain projection h E^T (MiniLM ships without)."""
+    if encoder.args["sparse_head"] == "mlm":
+        return list(encoder.sparse_heads)
     heads = []
     for module in encoder.encoders():
         head = SpladeHead(module.config, module.get_input_embeddings())
@@ -277,7 +286,9 @@ def pretrain(args: PretrainArgs, output_dir: Path, device: torch.device,
     args.check()
     set_seed(args.seed)
     examples = examples if examples is not None else build_examples(args)
-    encoder = CotMoteEncoder.from_backbone(args.backbone, variant=args.variant, device=device)
+    encoder = CotMoteEncoder.from_backbone(args.backbone, variant=args.variant,
+                                           sparse_head=args.sparse_head, pooling=args.pooling,
+                                           device=device)
     model = ContextualMae(encoder, mlm_heads_for(encoder, args.backbone), args.switch_experts)
     model.to(device).train()
     decay = [p for p in model.parameters() if p.ndim >= 2]

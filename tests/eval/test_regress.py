@@ -64,6 +64,20 @@ def test_steps_run_with_placeholders_and_failing_step_is_error(files):
     assert (files / "work" / "made.trec").is_file()
 
 
+def test_evaluate_only_runs_no_step_and_scores_the_runs_already_made(files):
+    (files / "work").mkdir()
+    (files / "work" / "made.trec").write_text(RUN)
+    reg = load_regression(write_yaml(files, {"name": "r", "steps": [
+        "{python} -c \"raise SystemExit(4)\""], "conditions": [
+        condition(files, 0.75, name="made", steps=["{python} -c \"raise SystemExit(5)\""],
+                  run="{work}/made.trec"),
+        condition(files, 0.75, name="absent", run="{work}/absent.trec")]}))
+    rows, _ = run_regression(reg, files / "work", evaluate_only=True)
+    assert statuses(rows) == ["OK", "ERROR"]  # nothing ran, so the absent run stays absent
+    assert rows[0].measured == pytest.approx(0.75)
+    assert statuses(run_regression(reg, files / "work")[0]) == ["ERROR", "ERROR"]  # steps fail
+
+
 def test_paper_scale_without_data_or_gpu_is_skipped_with_reason(files, monkeypatch):
     import torch
 

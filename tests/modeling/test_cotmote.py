@@ -189,3 +189,28 @@ def test_the_recipes_load(name, variant) -> None:
     config = load_config(ENCODERS / f"{name}.yaml")
     assert config.model.type == "cotmote" and config.model.args["variant"] == variant
     assert config.data.collection == "scifact"
+
+
+@pytest.mark.parametrize("variant", ["mote", "separate"])
+def test_an_mlm_sparse_head_puts_the_transform_and_bias_before_e(tiny_bert, texts, tmp_path,
+                                                                 variant) -> None:
+    model = make(tiny_bert, variant=variant, sparse_top_k=0, sparse_head="mlm")
+    for encoder, head in zip(model.encoders(), model.sparse_heads):
+        assert head.transform is not None and head.bias is not None
+        assert head.embedding_weight is encoder.get_input_embeddings().weight  # tied, not copied
+    batch = model.tokenize(texts, Side.PASSAGE, 16)
+    hidden = model.hidden_states(batch["input_ids"], batch["attention_mask"], Side.PASSAGE)
+    head = model.encoder_for(Side.PASSAGE)[1]
+    logits = head.transform(hidden) @ head.embedding_weight.T + head.bias
+    logits = logits.masked_fill(~batch["attention_mask"].bool()[..., None], float("-inf"))
+    torch.testing.assert_close(model.encode(texts, Side.PASSAGE).sparse,
+                               torch.log1p(torch.relu(logits)).max(1).values)
+    model.save(tmp_path / "m")
+    loaded = load_model(tmp_path / "m", device="cpu")
+    assert loaded.args["sparse_head"] == "mlm"
+    torch.testing.assert_close(loaded.encode(texts, Side.QUERY).sparse,
+                               model.encode(texts, Side.QUERY).sparse)
+    with pytest.raises(ValueError, match="sparse head"):
+        CotMoteEncoder.from_backbone(tmp_path / "m", variant=variant, device="cpu")
+    with pytest.raises(ValueError, match="unknown sparse_head"):
+        make(tiny_bert, sparse_head="splade")

@@ -159,3 +159,24 @@ def test_command_line_errors(tmp_path, capsys) -> None:
     assert run_main(pretrain_main, ["--queries", "scifact", "--output-dir",
                                     str(tmp_path / "q"), "--max-steps", "1"]) == 2
     assert "COLLECTION:SPLIT" in capsys.readouterr().err
+
+
+def test_an_mlm_sparse_head_is_the_head_pre_training_trains(tiny_bert, tmp_path) -> None:
+    torch.manual_seed(0)
+    encoder = CotMoteEncoder.from_backbone(tiny_bert, sparse_head="mlm", device="cpu")
+    heads = mlm_heads_for(encoder, str(tiny_bert))
+    assert all(a is b for a, b in zip(heads, encoder.sparse_heads))
+    args = PretrainArgs(backbone=str(tiny_bert), sparse_head="mlm", corpora=("toy",),
+                        max_steps=2, batch_size=4, max_length=24, context_max_length=16,
+                        learning_rate=3e-3, seed=3)
+    examples = span_examples(DOCS[:2] * 4, random.Random(1))
+    model_dir = pretrain(args, tmp_path / "pt", torch.device("cpu"), examples, progress=False)
+    from pyserini_moe.train.trainer import set_seed
+
+    set_seed(3)  # the start pretrain() builds for seed 3
+    start = CotMoteEncoder.from_backbone(tiny_bert, sparse_head="mlm", device="cpu")
+    loaded = load_model(model_dir, device="cpu")
+    assert loaded.args["sparse_head"] == "mlm"
+    before = start.sparse_heads[0].transform.dense.weight
+    after = loaded.sparse_heads[0].transform.dense.weight
+    assert not torch.allclose(before, after)
