@@ -7,6 +7,9 @@ Examples::
         --encoder all-minilm-l6-v2
     python -m pyserini_moe.index --retriever impact --corpus scifact --index indexes/scifact-splade \
         --encoder models/splade-minilm/best --quantization 100
+    # several indexes of one model from one encoding pass (CoT-MoTE: dense + sparse)
+    python -m pyserini_moe.index --retriever dense impact --corpus scifact \
+        --encoder models/cotmote/best --index indexes/mote-dense indexes/mote-sparse
 """
 
 from __future__ import annotations
@@ -27,11 +30,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "The index is written to a temporary folder and renamed when complete.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--retriever", choices=RETRIEVERS, default="bm25", help="kind of index")
+    parser.add_argument("--retriever", choices=RETRIEVERS, nargs="+", default=["bm25"],
+                        help="kind of index; several model-based kinds (e.g. dense impact) are "
+                             "built from ONE encoding pass, one --index folder each, in order")
     parser.add_argument("--corpus", required=True,
                         help="collection name (scifact, cranfield, ... or a public BEIR name) or a "
                              "folder with corpus.jsonl(.gz)")
-    parser.add_argument("--index", required=True, help="output index folder")
+    parser.add_argument("--index", required=True, nargs="+",
+                        help="output index folder (one per --retriever kind)")
     parser.add_argument("--threads", type=int, default=1, help="indexing threads (Lucene)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing index")
     enc = parser.add_argument_group("model-based indexes (dense, impact, multivector)")
@@ -77,31 +83,37 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--{flag.replace('_', '-')} must be >= 1")
     if (args.shard_id is None) != (args.shard_num is None):
         raise ValueError("--shard-id and --shard-num go together")
-    if args.shard_num is not None and args.retriever == "bm25":
+    kinds = args.retriever
+    if len(set(kinds)) < len(kinds):
+        raise ValueError(f"--retriever lists a kind twice: {' '.join(kinds)}")
+    if len(args.index) != len(kinds):
+        raise ValueError(f"{len(kinds)} --retriever kind(s) but {len(args.index)} --index "
+                         "folder(s): give one folder per kind, in the same order")
+    if "bm25" in kinds and len(kinds) > 1:
+        raise ValueError("a BM25 index is built by Lucene from the text, not from an encoder: "
+                         "build it in its own command")
+    if args.shard_num is not None and "bm25" in kinds:
         raise ValueError("BM25 indexes are not sharded: Lucene indexes the whole corpus itself "
                          "(use --threads)")
     start = time.perf_counter()
-    if args.retriever == "bm25":
+    if kinds == ["bm25"]:
         from pyserini_moe.index.lucene import build_bm25_index  # noqa: PLC0415
 
-        build_bm25_index(args.corpus, args.index, threads=args.threads, overwrite=args.overwrite)
+        build_bm25_index(args.corpus, args.index[0], threads=args.threads,
+                         overwrite=args.overwrite)
     else:
         if not args.encoder:
-            raise ValueError(f"--encoder is required for a {args.retriever} index")
-        from pyserini_moe.index.encoded import BUILDERS  # noqa: PLC0415
+            raise ValueError(f"--encoder is required for a {' + '.join(kinds)} index")
+        from pyserini_moe.index.encoded import Shard, build_indexes  # noqa: PLC0415
 
-        from pyserini_moe.index.encoded import Shard  # noqa: PLC0415
-
-        extra = {"quantization": args.quantization, "threads": args.threads} \
-            if args.retriever == "impact" else {"faiss": args.faiss}
         shard = Shard(args.shard_id, args.shard_num) if args.shard_num is not None else None
-        BUILDERS[args.retriever](args.corpus, args.encoder, args.index, batch_size=args.batch_size,
-                                 max_length=args.max_length, device=args.device,
-                                 overwrite=args.overwrite, progress=not args.quiet,
-                                 options=parse_options(args.encoder_option), shard=shard,
-                                 **extra)
-    print(f"{args.retriever} index written to {args.index} in {time.perf_counter() - start:.1f}s",
-          file=sys.stderr)
+        build_indexes(args.corpus, args.encoder, dict(zip(kinds, args.index)),
+                      batch_size=args.batch_size, max_length=args.max_length, faiss=args.faiss,
+                      quantization=args.quantization, threads=args.threads, device=args.device,
+                      overwrite=args.overwrite, progress=not args.quiet,
+                      options=parse_options(args.encoder_option), shard=shard)
+    print(f"{' + '.join(kinds)} index written to {' '.join(args.index)} in "
+          f"{time.perf_counter() - start:.1f}s", file=sys.stderr)
     return 0
 
 

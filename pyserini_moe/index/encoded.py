@@ -1,12 +1,15 @@
 """Indexes built from a model's encodings: dense (Faiss), impact (Lucene), multi-vector (ours).
 
-Each builder streams the corpus through the matching Pyserini adapter in batches, writes into a
-temporary folder and renames it at the end (an interrupted build leaves nothing that looks
-complete), and records the encoder's identity in ``pyserini_moe.json``.
+:func:`build_indexes` streams the corpus through the model once and feeds every requested index
+from the same forward pass (CoT-MoTE's dense + sparse, CAME's three experts: the shared layers and
+the backbone run once, not once per index). Each index is written into a temporary folder and
+renamed at the end (an interrupted build leaves nothing that looks complete), and records the
+encoder's identity in ``pyserini_moe.json``. ``build_dense_index`` & co. are its one-kind forms.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -23,6 +26,7 @@ from pyserini_moe.data.beir import BeirCollection, Document
 from pyserini_moe.index.meta import write_meta
 from pyserini_moe.io import atomic_path
 from pyserini_moe.modeling.auto import load_encoder
+from pyserini_moe.modeling.base import Encoded, Side
 
 KINDS = ("dense", "impact", "multivector")
 IMPACT_SHARD = "impact-shard"  # a shard's quantised vectors, indexed by Lucene when merged
@@ -76,94 +80,180 @@ def faiss_index(dim: int, spec: str):
     raise ValueError(f"unknown faiss index {spec!r}: use 'flat' or 'hnsw[M]' (e.g. hnsw32)")
 
 
-def _prepare(index_dir: str | os.PathLike, overwrite: bool, corpus: str) -> tuple[Path, BeirCollection]:
-    index_dir = Path(index_dir)
-    if index_dir.exists() and not overwrite:
-        raise FileExistsError(f"{index_dir} already exists; pass --overwrite to rebuild it")
-    return index_dir, BeirCollection.load(corpus)
+class _Sink:
+    """One index fed from the shared encoding pass: ``add`` each batch, ``finish`` once."""
+
+    def __init__(self, out: Path, adapter: Any, meta: dict[str, Any],
+                 stack: contextlib.ExitStack, options: dict[str, Any]) -> None:
+        self.out, self.adapter, self.meta, self.stack, self.options = (out, adapter, meta,
+                                                                         stack, options)
+
+    def add(self, docs: list[Document], out: Encoded) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def finish(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
 
 
-def build_dense_index(corpus: str, encoder: str, index_dir: str | os.PathLike, *,
-                      batch_size: int = 32, max_length: int = 256, faiss: str = "flat",
-                      device: str | None = None, overwrite: bool = False,
-                      progress: bool = True, options: dict[str, Any] | None = None,
-                      shard: Shard | None = None) -> Path:
-    """Faiss index in Pyserini's layout (``index`` + ``docid``), readable by ``FaissSearcher``;
-    of one ``shard`` of the corpus if given (see :mod:`pyserini_moe.index.merge`)."""
-    import faiss as _faiss  # noqa: PLC0415
+class _DenseSink(_Sink):
+    """Faiss index in Pyserini's layout (``index`` + ``docid``), readable by ``FaissSearcher``."""
 
-    from pyserini_moe.encode.common import describe  # noqa: PLC0415
-    from pyserini_moe.encode.dense import DenseDocumentEncoder  # noqa: PLC0415
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.index = None
+        self.ids = self.stack.enter_context(open(self.out / "docid", "w"))
 
-    index_dir, collection = _prepare(index_dir, overwrite, corpus)
-    doc_encoder = DenseDocumentEncoder(load_encoder(encoder, device, options=options),
-                                       max_length=max_length)
-    index = None
-    with atomic_path(index_dir, directory=True) as out, open(out / "docid", "w") as ids:
-        for batch in batches(collection, batch_size, "dense", progress, shard):
-            vectors = doc_encoder.encode([d.contents for d in batch])
-            if index is None:
-                index = faiss_index(vectors.shape[1], faiss)
-                if not index.is_trained:
-                    raise ValueError(f"faiss index {faiss!r} needs training; not supported here")
-            index.add(vectors)
-            ids.writelines(f"{d.id}\n" for d in batch)
-        if index is None:
-            raise ValueError(f"nothing to index: {_what(shard, collection)} holds no documents")
-        ids.flush()
-        _faiss.write_index(index, str(out / "index"))
-        write_meta(out, "dense", collection=collection.name, num_docs=index.ntotal,
-                   dim=index.d, faiss=faiss, max_length=max_length,
-                   **_shard_field(shard, collection), **describe(doc_encoder.model, encoder))
-    return index_dir
+    def add(self, docs: list[Document], out: Encoded) -> None:
+        vectors = self.adapter.convert(out)
+        if self.index is None:
+            spec = self.options["faiss"]
+            self.index = faiss_index(vectors.shape[1], spec)
+            if not self.index.is_trained:
+                raise ValueError(f"faiss index {spec!r} needs training; not supported here")
+        self.index.add(vectors)
+        self.ids.writelines(f"{d.id}\n" for d in docs)
+
+    def finish(self) -> None:
+        import faiss as _faiss  # noqa: PLC0415
+
+        self.ids.flush()
+        _faiss.write_index(self.index, str(self.out / "index"))
+        write_meta(self.out, "dense", num_docs=self.index.ntotal, dim=self.index.d,
+                   faiss=self.options["faiss"], **self.meta)
 
 
-def build_impact_index(corpus: str, encoder: str, index_dir: str | os.PathLike, *,
-                       batch_size: int = 32, max_length: int = 256, quantization: int = 100,
-                       threads: int = 1, device: str | None = None, overwrite: bool = False,
-                       progress: bool = True, options: dict[str, Any] | None = None,
-                       shard: Shard | None = None) -> Path:
+class _ImpactSink(_Sink):
     """``JsonVectorCollection`` of quantised term weights -> Lucene impact index (Anserini); the
-    raw vectors are stored too, for exact re-scoring of fused candidates.
+    raw vectors are stored too, for exact re-scoring of fused candidates. A shard writes only its
+    ``vectors.jsonl`` (kind ``impact-shard``): Lucene indexes all shards' vector files at once when
+    they are merged (:mod:`pyserini_moe.index.merge`)."""
 
-    A ``shard`` writes only its ``vectors.jsonl`` (kind ``impact-shard``): Lucene indexes all
-    shards' vector files at once when they are merged (:mod:`pyserini_moe.index.merge`).
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.sharded = "shard" in self.meta
+        folder = self.out if self.sharded else Path(self.stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="pyserini-moe-vectors-")))
+        self.vectors_dir = folder
+        self.file = self.stack.enter_context(open(folder / IMPACT_VECTORS, "w"))
+        self.count = self.terms = 0
+
+    def add(self, docs: list[Document], out: Encoded) -> None:
+        for doc, vector in zip(docs, self.adapter.convert(out)):
+            self.file.write(json.dumps({"id": doc.id, "contents": "", "vector": vector}) + "\n")
+            self.count += 1
+            self.terms += len(vector)
+
+    def finish(self) -> None:
+        self.file.close()
+        meta = {"quantization": self.options["quantization"], **self.meta}
+        if self.sharded:
+            write_meta(self.out, IMPACT_SHARD, num_docs=self.count, **meta)
+            return
+        if not self.terms:
+            raise ValueError(f"every document's term weights round to 0 at --quantization "
+                             f"{self.options['quantization']}: the index would hold no term "
+                             "(raise the factor, or check that the model is trained)")
+        lucene_impact_index(self.vectors_dir, self.out, self.options["threads"])
+        write_meta(self.out, "impact", num_docs=self.count, **meta)
+
+
+class _MultiVectorSink(_Sink):
+    """Token vectors (fp16, memory-mapped) + a Faiss token index for late-interaction search."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.writer = None
+
+    def add(self, docs: list[Document], out: Encoded) -> None:
+        from pyserini_moe.index.multivector import MultiVectorIndexWriter  # noqa: PLC0415
+
+        matrices = self.adapter.convert(out)
+        if self.writer is None:  # the writer owns its folder: it renames it over ``out``'s
+            self.writer = self.stack.enter_context(MultiVectorIndexWriter(
+                self.out, int(matrices[0].shape[1]), self.meta,
+                faiss_index=self.options["faiss"], progress=self.options["progress"]))
+        self.writer.add_batch([d.id for d in docs], matrices)
+
+    def finish(self) -> None:
+        pass  # the writer finishes (token index, metadata) when the stack closes it
+
+
+def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLike], *,
+                  batch_size: int = 32, max_length: int = 256, faiss: str = "flat",
+                  quantization: int = 100, threads: int = 1, device: str | None = None,
+                  overwrite: bool = False, progress: bool = True,
+                  options: dict[str, Any] | None = None,
+                  shard: Shard | None = None) -> list[Path]:
+    """Index ``corpus`` (or one ``shard`` of it) into one folder per kind of ``outputs``
+    (``{"dense": path, "impact": path, "multivector": path}``, any non-empty subset) from a single
+    encoding pass of ``encoder``; returns the folders.
+
+    ``faiss``: dense flat | hnsw[M]; multivector flat | ivf{nlist},pq{m} | hnsw[M].
+    ``quantization``: impact weights are stored as round(w * factor) (recorded in the index).
     """
     from pyserini_moe.encode.common import describe  # noqa: PLC0415
+    from pyserini_moe.encode.dense import DenseDocumentEncoder  # noqa: PLC0415
     from pyserini_moe.encode.impact import ImpactDocumentEncoder  # noqa: PLC0415
+    from pyserini_moe.encode.multivector import MultiVectorDocumentEncoder  # noqa: PLC0415
 
-    index_dir, collection = _prepare(index_dir, overwrite, corpus)
-    doc_encoder = ImpactDocumentEncoder(load_encoder(encoder, device, options=options),
-                                        max_length=max_length, quantization=quantization)
-    meta = {"collection": collection.name, "quantization": quantization,
-            "max_length": max_length, **describe(doc_encoder.model, encoder)}
+    unknown = sorted(set(outputs) - set(KINDS))
+    if unknown or not outputs:
+        raise ValueError(f"index kinds {unknown or '(none)'}: choose from {KINDS}")
+    folders = {kind: Path(path) for kind, path in outputs.items()}
+    if len(set(folders.values())) < len(folders):
+        raise ValueError("each index kind needs its own output folder")
+    for folder in folders.values():
+        if folder.exists() and not overwrite:
+            raise FileExistsError(f"{folder} already exists; pass --overwrite to rebuild it")
+    collection = BeirCollection.load(corpus)
+    model = load_encoder(encoder, device, options=options)
+    adapters = {"dense": lambda: DenseDocumentEncoder(model, max_length=max_length),
+                "impact": lambda: ImpactDocumentEncoder(model, max_length=max_length,
+                                                        quantization=quantization),
+                "multivector": lambda: MultiVectorDocumentEncoder(model, max_length=max_length)}
+    sinks = {"dense": _DenseSink, "impact": _ImpactSink, "multivector": _MultiVectorSink}
+    built = {kind: adapters[kind]() for kind in folders}  # each checks the model can do its kind
+    # One representation: the model computes only it; several: everything it produces.
+    only = built[next(iter(built))].representation if len(built) == 1 else None
+    meta = {"collection": collection.name, "max_length": max_length,
+            **_shard_field(shard, collection), **describe(model, encoder)}
+    settings = {"faiss": faiss, "quantization": quantization, "threads": threads,
+                "progress": progress}
+    with contextlib.ExitStack() as stack:
+        active = []
+        for kind, folder in folders.items():
+            out = folder if kind == "multivector" else stack.enter_context(
+                atomic_path(folder, directory=True))
+            active.append(sinks[kind](out, built[kind], meta, stack, settings))
+        seen = 0
+        for batch in batches(collection, batch_size, "+".join(folders), progress, shard):
+            out = model.encode([d.contents for d in batch], Side.PASSAGE, max_length, only=only)
+            for sink in active:
+                sink.add(batch, out)
+            seen += len(batch)
+        if not seen:
+            raise ValueError(f"nothing to index: {_what(shard, collection)} holds no documents")
+        for sink in active:
+            sink.finish()
+    return list(folders.values())
 
-    def write_vectors(folder: Path) -> int:
-        count = terms = 0
-        with open(folder / IMPACT_VECTORS, "w") as f:
-            for batch in batches(collection, batch_size, "impact", progress, shard):
-                for doc, vector in zip(batch, doc_encoder.encode([d.contents for d in batch])):
-                    f.write(json.dumps({"id": doc.id, "contents": "", "vector": vector}) + "\n")
-                    count += 1
-                    terms += len(vector)
-        if count and not terms and shard is None:
-            raise ValueError(f"every document's term weights round to 0 at --quantization "
-                             f"{quantization}: the index would hold no term (raise the factor, or "
-                             "check that the model is trained)")
-        return count
 
-    if shard is not None:
-        with atomic_path(index_dir, directory=True) as out:
-            count = write_vectors(out)
-            write_meta(out, IMPACT_SHARD, num_docs=count, **_shard_field(shard, collection),
-                       **meta)
-        return index_dir
-    with tempfile.TemporaryDirectory(prefix="pyserini-moe-vectors-") as tmp:
-        count = write_vectors(Path(tmp))
-        with atomic_path(index_dir, directory=True) as out:
-            lucene_impact_index(tmp, out, threads)
-            write_meta(out, "impact", num_docs=count, **meta)
-    return index_dir
+def build_dense_index(corpus: str, encoder: str, index_dir: str | os.PathLike,
+                      **kwargs: Any) -> Path:
+    """A Faiss index of one model's dense vectors (see :func:`build_indexes`)."""
+    return build_indexes(corpus, encoder, {"dense": index_dir}, **kwargs)[0]
+
+
+def build_impact_index(corpus: str, encoder: str, index_dir: str | os.PathLike,
+                       **kwargs: Any) -> Path:
+    """A Lucene impact index of one model's term weights (see :func:`build_indexes`)."""
+    return build_indexes(corpus, encoder, {"impact": index_dir}, **kwargs)[0]
+
+
+def build_multivector_index(corpus: str, encoder: str, index_dir: str | os.PathLike,
+                            **kwargs: Any) -> Path:
+    """A multi-vector index of one model's token vectors (see :func:`build_indexes`)."""
+    return build_indexes(corpus, encoder, {"multivector": index_dir}, **kwargs)[0]
 
 
 def lucene_impact_index(vectors_dir: str | os.PathLike, out: Path, threads: int = 1) -> None:
@@ -185,30 +275,6 @@ def _what(shard: Shard | None, collection: BeirCollection) -> str:
 
 def _shard_field(shard: Shard | None, collection: BeirCollection) -> dict[str, Any]:
     return {} if shard is None else {"shard": shard.describe(collection.num_docs())}
-
-
-def build_multivector_index(corpus: str, encoder: str, index_dir: str | os.PathLike, *,
-                            batch_size: int = 32, max_length: int = 256, faiss: str = "flat",
-                            device: str | None = None, overwrite: bool = False,
-                            progress: bool = True, options: dict[str, Any] | None = None,
-                            shard: Shard | None = None) -> Path:
-    """Token vectors (fp16, memory-mapped) + a Faiss token index for late-interaction search;
-    of one ``shard`` of the corpus if given."""
-    from pyserini_moe.encode.common import describe  # noqa: PLC0415
-    from pyserini_moe.encode.multivector import MultiVectorDocumentEncoder  # noqa: PLC0415
-    from pyserini_moe.index.multivector import MultiVectorIndexWriter  # noqa: PLC0415
-
-    index_dir, collection = _prepare(index_dir, overwrite, corpus)
-    doc_encoder = MultiVectorDocumentEncoder(load_encoder(encoder, device, options=options),
-                                             max_length=max_length)
-    dim = int(doc_encoder.encode(["dimension probe"])[0].shape[1])
-    meta = {**describe(doc_encoder.model, encoder), "collection": collection.name,
-            "max_length": max_length, **_shard_field(shard, collection)}
-    with MultiVectorIndexWriter(index_dir, dim, meta, faiss_index=faiss,
-                                progress=progress) as writer:
-        for batch in batches(collection, batch_size, "multivector", progress, shard):
-            writer.add_batch([d.id for d in batch], doc_encoder.encode([d.contents for d in batch]))
-    return index_dir
 
 
 BUILDERS = {"dense": build_dense_index, "impact": build_impact_index,
