@@ -5,7 +5,11 @@ each MoE model's routing for that side (TASER's and CoT-MoTE's query / passage e
 gate, CAME's expert stacks) and its pooling are part of it; inputs are ``input_ids`` and
 ``attention_mask`` with dynamic batch and length. Impact models export their vocabulary weights;
 quantisation to integers happens in the impact adapter, with the factor stored in the index, as
-for PyTorch. ``int8=True`` adds onnxruntime's dynamic int8 quantisation of the weights (faster,
+for PyTorch. They also get ``query-sparse-anserini.onnx``, the form Anserini's own ONNX query
+encoders run (its ``SpladePlusPlusEncoder``): one query, inputs ``input_ids``, ``token_type_ids``,
+``attention_mask``, outputs ``output_idx`` (vocabulary ids of the non-zero terms) and
+``output_weights`` (their float weights), which Anserini quantises itself (round(w / 5 * 256)) and
+maps to tokens with the ``vocab.txt`` saved beside it. ``int8=True`` adds onnxruntime's dynamic int8 quantisation of the weights (faster,
 but the vectors change: such an export has its own fingerprint, so an index built with it is
 searched with it).
 
@@ -46,6 +50,25 @@ class _SideGraph(nn.Module):
                        self.representation)
 
 
+class _AnseriniSparseGraph(nn.Module):
+    """One query -> (output_idx, output_weights) of its non-zero terms, Anserini's graph form."""
+
+    def __init__(self, model: RetrievalModel) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor,
+                attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        del token_type_ids  # Anserini feeds zeros; our models read one segment
+        only = {"only": "sparse"} if len(self.model.representations) > 1 else {}
+        weights = self.model(input_ids, attention_mask, Side.QUERY, **only).sparse[0]
+        idx = torch.nonzero(weights > 0).squeeze(1)
+        return idx, weights[idx]
+
+
+ANSERINI_SPARSE = "query/sparse-anserini"
+
+
 def graph_file(side: Side | str, representation: str) -> str:
     return f"{Side(side).value}-{representation}.onnx"
 
@@ -80,7 +103,26 @@ def export(model: RetrievalModel, output_dir: str | os.PathLike, source: str,
                 if int8:
                     _quantize_int8(tmp / name)
                 files[f"{side.value}/{representation}"] = name
+        if "sparse" in model.representations:
+            length = torch.export.Dim("length")
+            ids = example["input_ids"][:1]
+            torch.onnx.export(_AnseriniSparseGraph(model),
+                              (ids, torch.zeros_like(ids), example["attention_mask"][:1]),
+                              str(tmp / "query-sparse-anserini.onnx"), dynamo=True,
+                              verbose=False,
+                              input_names=["input_ids", "token_type_ids", "attention_mask"],
+                              output_names=["output_idx", "output_weights"],
+                              dynamic_shapes={k: {1: length} for k in
+                                              ("input_ids", "token_type_ids", "attention_mask")},
+                              external_data=False)
+            if int8:
+                _quantize_int8(tmp / "query-sparse-anserini.onnx")
+            files[ANSERINI_SPARSE] = "query-sparse-anserini.onnx"
         model.tokenizer.save_pretrained(tmp)
+        if "sparse" in model.representations and not (tmp / "vocab.txt").is_file():
+            # Anserini's WordPiece tokenizer and id -> term map read a one-token-a-line vocab.
+            vocab = sorted(model.tokenizer.get_vocab().items(), key=lambda item: item[1])
+            (tmp / "vocab.txt").write_text("".join(f"{token}\n" for token, _ in vocab))
         source_fingerprint = fingerprint(model)
         (tmp / ONNX_FILE).write_text(json.dumps({
             "format": FORMAT, "model_type": model.model_type, "args": model.args,

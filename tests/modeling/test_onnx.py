@@ -56,6 +56,31 @@ def test_onnx_graphs_match_pytorch(name, tiny_bert, tiny_mlm, tmp_path) -> None:
                                        expected.mask.to(torch.int64))
 
 
+def test_impact_models_also_export_the_graph_anserini_runs(tiny_mlm, tmp_path) -> None:
+    import numpy as np
+    import onnxruntime as ort
+
+    torch.manual_seed(0)
+    model = _trained_like(CotMoteEncoder.from_backbone(tiny_mlm, sparse_top_k=20,
+                                                       sparse_head="mlm", device="cpu"))
+    export(model, tmp_path / "onnx", source="cotmote")
+    assert (tmp_path / "onnx" / "vocab.txt").is_file()  # Anserini maps ids to tokens with it
+    session = ort.InferenceSession(str(tmp_path / "onnx" / "query-sparse-anserini.onnx"))
+    assert [i.name for i in session.get_inputs()] == ["input_ids", "token_type_ids",
+                                                      "attention_mask"]
+    for text in TEXTS:  # one query at a time, as Anserini sends them
+        batch = model.tokenize([text], Side.QUERY, 24)
+        ids = batch["input_ids"].numpy()
+        idx, weights = session.run(["output_idx", "output_weights"], {
+            "input_ids": ids, "token_type_ids": np.zeros_like(ids),
+            "attention_mask": batch["attention_mask"].numpy()})
+        expected = model.encode([text], Side.QUERY, 24).sparse[0]
+        nonzero = torch.nonzero(expected > 0).squeeze(1)
+        assert 0 < len(nonzero) <= 20
+        np.testing.assert_array_equal(idx, nonzero.numpy())
+        np.testing.assert_allclose(weights, expected[nonzero].numpy(), atol=1e-4, rtol=1e-4)
+
+
 def test_int8_is_another_encoder_and_options_are_baked_in(tiny_bert, tmp_path) -> None:
     model = _trained_like(SbMoeEncoder.from_backbone(tiny_bert, n_experts=3, device="cpu"))
     export(model, tmp_path / "int8", source="sbmoe", int8=True)
