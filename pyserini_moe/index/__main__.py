@@ -48,6 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     enc.add_argument("--encoder-option", action="append", default=[], metavar="NAME=VALUE",
                      help="an encode-time option of the model, recorded in the index and applied "
                           "to queries when searching (e.g. SB-MoE: inference=all; repeatable)")
+    enc.add_argument("--backend", choices=("torch", "onnx", "onnx-int8"), default="torch",
+                     help="run the encoder with PyTorch or onnxruntime (CUDA when present); onnx "
+                          "exports the model once (python -m pyserini_moe.export) and caches the "
+                          "export; fp32 indexes are searchable with either backend, onnx-int8 is "
+                          "another encoder")
     enc.add_argument("--batch-size", type=int, default=32, help="documents per encoding batch")
     enc.add_argument("--max-length", type=int, default=256, help="document tokens kept")
     enc.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: CUDA if present)")
@@ -105,13 +110,16 @@ def main(argv: list[str] | None = None) -> int:
         if not args.encoder:
             raise ValueError(f"--encoder is required for a {' + '.join(kinds)} index")
         from pyserini_moe.index.encoded import Shard, build_indexes  # noqa: PLC0415
+        from pyserini_moe.modeling.onnx import backend_encoder  # noqa: PLC0415
 
+        options = parse_options(args.encoder_option)
+        encoder = backend_encoder(args.encoder, args.backend, options)
         shard = Shard(args.shard_id, args.shard_num) if args.shard_num is not None else None
-        build_indexes(args.corpus, args.encoder, dict(zip(kinds, args.index)),
+        build_indexes(args.corpus, encoder, dict(zip(kinds, args.index)),
                       batch_size=args.batch_size, max_length=args.max_length, faiss=args.faiss,
                       quantization=args.quantization, threads=args.threads, device=args.device,
                       overwrite=args.overwrite, progress=not args.quiet,
-                      options=parse_options(args.encoder_option), shard=shard)
+                      options=options, shard=shard)
     print(f"{' + '.join(kinds)} index written to {' '.join(args.index)} in "
           f"{time.perf_counter() - start:.1f}s", file=sys.stderr)
     return 0

@@ -53,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     enc.add_argument("--encoder", default=None,
                      help="query encoder (default: the encoder recorded in the index; another "
                           "model than the one that built the index is refused)")
+    enc.add_argument("--backend", choices=("torch", "onnx", "onnx-int8"), default="torch",
+                     help="run the query encoder with PyTorch or onnxruntime (CUDA when present); "
+                          "onnx exports the model once (python -m pyserini_moe.export) and caches "
+                          "the export; an int8 encoder only searches indexes built with it")
     enc.add_argument("--query-max-length", type=int, default=64, help="query tokens kept")
     enc.add_argument("--query-max-terms", type=int, default=1024,
                      help="impact: query terms kept (the heaviest); may not exceed Lucene's max "
@@ -150,6 +154,19 @@ def _fused(args: argparse.Namespace, topics: dict[str, str], hits: int) -> Run:
     return fused
 
 
+def _backend_encoder(args: argparse.Namespace) -> str:
+    """``--encoder`` (default: the one recorded in the first index) for ``--backend``."""
+    from pyserini_moe.index.meta import read_meta  # noqa: PLC0415
+    from pyserini_moe.modeling.onnx import backend_encoder  # noqa: PLC0415
+
+    first = args.index[0] if isinstance(args.index, list) else args.index
+    meta = read_meta(first) or {}
+    encoder = args.encoder or meta.get("encoder")
+    if not encoder:
+        raise ValueError(f"{first} records no encoder: give --encoder with --backend")
+    return backend_encoder(encoder, args.backend, meta.get("encoder_options"))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.exhaustive and (args.retriever != "multivector" or args.bm25_index):
@@ -170,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
 
     topics = load_topics(args.topics)
+    if args.backend != "torch" and args.retriever != "bm25":
+        args.encoder = _backend_encoder(args)
     start = time.perf_counter()
     run = search(args, topics)
     elapsed = time.perf_counter() - start

@@ -116,3 +116,53 @@ def test_export_command_line(tiny_bert, tmp_path, capsys) -> None:
     assert run_main(main, ["--encoder", str(tmp_path / "taser"), "--output",
                            str(tmp_path / "onnx")]) == 2
     assert "--overwrite" in capsys.readouterr().err
+
+
+def test_backend_exports_once_caches_and_renews_a_stale_export(tiny_bert, tmp_path) -> None:
+    from pyserini_moe.modeling.onnx import backend_encoder, is_onnx_export
+
+    model = _trained_like(SbMoeEncoder.from_backbone(tiny_bert, n_experts=3, device="cpu"))
+    spec = str(model.save(tmp_path / "sbmoe"))
+    assert backend_encoder(spec, "torch") == spec
+    export_dir = backend_encoder(spec, "onnx", {"inference": "all"})
+    assert Path(export_dir) == tmp_path / "sbmoe" / "onnx" / "fp32-inference=all"
+    assert is_onnx_export(export_dir) and OnnxModel(export_dir).args["inference"] == "all"
+    stamp = (Path(export_dir) / "pyserini_moe_onnx.json").stat().st_mtime_ns
+    assert backend_encoder(spec, "onnx", {"inference": "all"}) == export_dir  # cached
+    assert (Path(export_dir) / "pyserini_moe_onnx.json").stat().st_mtime_ns == stamp
+    assert backend_encoder(export_dir, "onnx") == export_dir  # already an export
+    with pytest.raises(ValueError, match="pass --backend onnx"):
+        backend_encoder(export_dir, "onnx-int8")
+    _trained_like(model).save(tmp_path / "sbmoe")  # new weights: the cached export is stale
+    renewed = backend_encoder(spec, "onnx", {"inference": "all"})
+    assert OnnxModel(renewed).meta["source_fingerprint"] == fingerprint(
+        load_encoder(spec, options={"inference": "all"}))
+    with pytest.raises(ValueError, match="unknown backend"):
+        backend_encoder(spec, "tensorrt")
+
+
+def test_index_and_search_run_with_the_onnx_backend(tiny_bert, tiny_corpus, tmp_path) -> None:
+    from pyserini_moe.index.__main__ import main as index_main
+    from pyserini_moe.runs import read_trec_run
+    from pyserini_moe.search.__main__ import main as search_main
+
+    spec = str(_trained_like(TaserEncoder.from_backbone(tiny_bert, every=1, device="cpu"))
+               .save(tmp_path / "taser"))
+    common = ["--corpus", str(tiny_corpus), "--encoder", spec, "--quiet", "--device", "cpu"]
+    assert index_main(["--retriever", "dense", "--index", str(tmp_path / "torch"), *common]) == 0
+    assert index_main(["--retriever", "dense", "--index", str(tmp_path / "onnx"), "--backend",
+                       "onnx", *common]) == 0
+    runs = {}
+    # an fp32 export has its model's identity: each index is searched by either backend
+    for index, backend in (("torch", "torch"), ("torch", "onnx"), ("onnx", "torch")):
+        out = tmp_path / f"{index}-{backend}.trec"
+        assert search_main(["--retriever", "dense", "--index", str(tmp_path / index),
+                            "--topics", f"{tiny_corpus}:test", "--output", str(out),
+                            "--encoder", spec, "--backend", backend, "--hits", "5",
+                            "--quiet"]) == 0
+        runs[index, backend] = read_trec_run(out)
+    reference = runs["torch", "torch"]
+    for run in runs.values():
+        assert run.keys() == reference.keys()
+        for qid, docs in run.items():
+            assert docs == pytest.approx(reference[qid], abs=1e-4)
