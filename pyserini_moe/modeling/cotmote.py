@@ -126,8 +126,15 @@ class CotMoteEncoder(RetrievalModel):
         model = cls(backbone, load_tokenizer(name), variant, passage, pooling, sparse_top_k,
                     sparse_head)
         if sparse_head == "mlm":
-            for index, encoder in enumerate(model.encoders()):
-                model.sparse_heads[index] = splade_head(encoder, name)[0]
+            head = splade_head(backbone, name)[0]
+            model.sparse_heads[0] = head
+            if passage is not None:
+                # The passage encoder starts as a copy of the query encoder, head included: two
+                # independent random transforms would map the sides onto unrelated terms
+                # (measured: separate sparse nDCG@10 0.019 on SciFact after fine-tuning).
+                twin = copy.deepcopy(head)
+                twin.embedding_weight = passage.get_input_embeddings().weight
+                model.sparse_heads[1] = twin
         return model.to(device or default_device())
 
     @classmethod

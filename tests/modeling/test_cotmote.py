@@ -198,6 +198,13 @@ def test_an_mlm_sparse_head_puts_the_transform_and_bias_before_e(tiny_bert, text
     for encoder, head in zip(model.encoders(), model.sparse_heads):
         assert head.transform is not None and head.bias is not None
         assert head.embedding_weight is encoder.get_input_embeddings().weight  # tied, not copied
+    if variant == "separate":  # two encoders, but one starting point: the same head, copied
+        query_head, passage_head = model.sparse_heads
+        assert passage_head.transform is not query_head.transform
+        for a, b in zip(query_head.parameters(), passage_head.parameters()):
+            torch.testing.assert_close(a, b)
+        torch.testing.assert_close(model.encode(texts, Side.QUERY, 16).sparse,
+                                   model.encode(texts, Side.PASSAGE, 16).sparse)
     batch = model.tokenize(texts, Side.PASSAGE, 16)
     hidden = model.hidden_states(batch["input_ids"], batch["attention_mask"], Side.PASSAGE)
     head = model.encoder_for(Side.PASSAGE)[1]
