@@ -9,9 +9,9 @@ for PyTorch. They also get ``query-sparse-anserini.onnx``, the form Anserini's o
 encoders run (its ``SpladePlusPlusEncoder``): one query, inputs ``input_ids``, ``token_type_ids``,
 ``attention_mask``, outputs ``output_idx`` (vocabulary ids of the non-zero terms) and
 ``output_weights`` (their float weights), which Anserini quantises itself (round(w / 5 * 256)) and
-maps to tokens with the ``vocab.txt`` saved beside it. ``int8=True`` adds onnxruntime's dynamic int8 quantisation of the weights (faster,
-but the vectors change: such an export has its own fingerprint, so an index built with it is
-searched with it).
+maps to tokens with the ``vocab.txt`` saved beside it. ``int8=True`` adds onnxruntime's dynamic
+int8 quantisation of the weights (faster, but the vectors change: such an export has its own
+fingerprint, so an index built with it is searched with it).
 
 :class:`OnnxModel` answers the calls the Pyserini adapters, index builders and searchers make
 on a :class:`~pyserini_moe.modeling.base.RetrievalModel` (``encode``, ``tokenize``,
@@ -67,6 +67,7 @@ class _AnseriniSparseGraph(nn.Module):
 
 
 ANSERINI_SPARSE = "query/sparse-anserini"
+ANSERINI_SPARSE_FILE = "query-sparse-anserini.onnx"
 
 
 def graph_file(side: Side | str, representation: str) -> str:
@@ -108,7 +109,7 @@ def export(model: RetrievalModel, output_dir: str | os.PathLike, source: str,
             ids = example["input_ids"][:1]
             torch.onnx.export(_AnseriniSparseGraph(model),
                               (ids, torch.zeros_like(ids), example["attention_mask"][:1]),
-                              str(tmp / "query-sparse-anserini.onnx"), dynamo=True,
+                              str(tmp / ANSERINI_SPARSE_FILE), dynamo=True,
                               verbose=False,
                               input_names=["input_ids", "token_type_ids", "attention_mask"],
                               output_names=["output_idx", "output_weights"],
@@ -116,8 +117,8 @@ def export(model: RetrievalModel, output_dir: str | os.PathLike, source: str,
                                               ("input_ids", "token_type_ids", "attention_mask")},
                               external_data=False)
             if int8:
-                _quantize_int8(tmp / "query-sparse-anserini.onnx")
-            files[ANSERINI_SPARSE] = "query-sparse-anserini.onnx"
+                _quantize_int8(tmp / ANSERINI_SPARSE_FILE)
+            files[ANSERINI_SPARSE] = ANSERINI_SPARSE_FILE
         model.tokenizer.save_pretrained(tmp)
         if "sparse" in model.representations and not (tmp / "vocab.txt").is_file():
             # Anserini's WordPiece tokenizer and id -> term map read a one-token-a-line vocab.
@@ -170,9 +171,11 @@ def backend_encoder(spec: str, backend: str, options: dict[str, Any] | None = No
         return spec
     int8 = backend == "onnx-int8"
     if is_onnx_export(spec):
-        if json.loads((Path(spec) / ONNX_FILE).read_text()).get("int8") != int8:
-            raise ValueError(f"{spec} is an {'int8' if not int8 else 'fp32'} ONNX export, not "
-                             f"{backend}; pass --backend {'onnx' if int8 else 'onnx-int8'}")
+        exported_int8 = bool(json.loads((Path(spec) / ONNX_FILE).read_text()).get("int8"))
+        if exported_int8 != int8:
+            fitting = "onnx-int8" if exported_int8 else "onnx"
+            raise ValueError(f"{spec} is an {'int8' if exported_int8 else 'fp32'} ONNX export, "
+                             f"not {backend}; pass --backend {fitting}")
         return spec
     options = options or {}
     name = "-".join(["int8" if int8 else "fp32"] + [f"{k}={v}" for k, v in sorted(options.items())])
@@ -186,8 +189,9 @@ def backend_encoder(spec: str, backend: str, options: dict[str, Any] | None = No
                *[arg for k, v in sorted(options.items()) for arg in ("--encoder-option", f"{k}={v}")]]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"ONNX export of {spec} failed: "
-                           f"{done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}")
+        last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else \
+            f"exit {done.returncode}"
+        raise RuntimeError(f"ONNX export of {spec} failed: {last}")
     return str(out)
 
 

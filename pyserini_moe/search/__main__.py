@@ -159,7 +159,7 @@ def _backend_encoder(args: argparse.Namespace) -> str:
     from pyserini_moe.index.meta import read_meta  # noqa: PLC0415
     from pyserini_moe.modeling.onnx import backend_encoder  # noqa: PLC0415
 
-    first = args.index[0] if isinstance(args.index, list) else args.index
+    first = args.index[0]
     meta = read_meta(first) or {}
     encoder = args.encoder or meta.get("encoder")
     if not encoder:
@@ -174,8 +174,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.retriever != "fused" and len(args.index) != 1:
         raise ValueError(f"--retriever {args.retriever} searches one --index; several indexes "
                          "of one model are searched with --retriever fused")
-    if args.retriever != "fused":
-        args.index = args.index[0]
     if args.expert_runs and args.retriever != "fused":
         raise ValueError("--expert-runs applies to --retriever fused")
     if args.bm25_index and args.retriever == "bm25":
@@ -189,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     topics = load_topics(args.topics)
     if args.backend != "torch" and args.retriever != "bm25":
         args.encoder = _backend_encoder(args)
+    if args.retriever != "fused":
+        args.index = args.index[0]
     start = time.perf_counter()
     run = search(args, topics)
     elapsed = time.perf_counter() - start
