@@ -6,7 +6,8 @@ three private stacks, each a copy of the remaining pretrained layers (section 3.
 
 * lexical: MLM head -> max_i log(1 + ReLU(.)) over the vocabulary (SPLADE, eq. 3-4), dot product;
 * local: a linear map of every token vector, [CLS] included, to ``dim``; MaxSim (ColBERT, eq. 5);
-* global: the [CLS] vector, dot product (DPR, eq. 6).
+* global: the [CLS] vector, dot product (DPR, eq. 6); ``pooling="mean"`` averages the tokens
+  instead, for backbones trained as mean-pooled sentence embedders (the packaged MiniLM).
 
 Training is the two-stage competitive learning of section 3.3 through the trainer's hooks: a
 standardized stage (the plain sum of the experts' contrastive losses, eq. 9) for the first
@@ -38,7 +39,7 @@ from pyserini_moe.modeling.base import (
 )
 from pyserini_moe.modeling.experts import transformer_layers
 from pyserini_moe.modeling.heads import ProjectionHead, SpladeHead, maxsim, splade_head
-from pyserini_moe.modeling.pooling import pretrained_encoder
+from pyserini_moe.modeling.pooling import POOLINGS, pool, pretrained_encoder
 
 if TYPE_CHECKING:
     from pyserini_moe.train.config import TrainingConfig
@@ -97,7 +98,8 @@ class CameEncoder(SingleBackboneModel):
     def __init__(self, backbone: nn.Module, tokenizer: Any, shared_layers: int | None = None,
                  experts: list[str] | tuple[str, ...] = EXPERTS, dim: int = 128, tau: float = 0.5,
                  standardized_ratio: float = 0.2, stages: str = "competitive",
-                 normalize_local: bool = True, lexical_head: SpladeHead | None = None) -> None:
+                 normalize_local: bool = True, lexical_head: SpladeHead | None = None,
+                 pooling: str = "cls") -> None:
         layers = transformer_layers(backbone)
         shared_layers = _default_shared(len(layers)) if shared_layers is None else shared_layers
         experts = _check_experts(experts)
@@ -106,8 +108,12 @@ class CameEncoder(SingleBackboneModel):
                              f"got {shared_layers}")
         if dim <= 0:
             raise ValueError(f"dim must be > 0, got {dim}")
+        if pooling not in POOLINGS:
+            raise ValueError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
         super().__init__(tokenizer, {"shared_layers": shared_layers, "experts": list(experts),
-                                     "dim": dim, "normalize_local": normalize_local})
+                                     "dim": dim, "normalize_local": normalize_local,
+                                     "pooling": pooling})
+        self.pooling = pooling
         self.set_competition(tau, standardized_ratio, stages)
         self.backbone = backbone  # registered first: the tied word embeddings are named here
         self.stacks = nn.ModuleDict({stack_key(e): nn.ModuleList(copy.deepcopy(layer)
@@ -134,6 +140,7 @@ class CameEncoder(SingleBackboneModel):
                       experts: list[str] | tuple[str, ...] = EXPERTS, dim: int = 128,
                       tau: float = 0.5, standardized_ratio: float = 0.2,
                       stages: str = "competitive", normalize_local: bool = True,
+                      pooling: str = "cls",
                       device: str | torch.device | None = None) -> CameEncoder:
         """Pretrained backbone, every stack a copy of its top layers, the checkpoint's MLM head for
         the lexical expert when it has one (else a random transform on the tied embeddings, as
@@ -150,7 +157,7 @@ class CameEncoder(SingleBackboneModel):
             wanted = {"shared_layers": shared_layers if shared_layers is not None
                       else _default_shared(model.backbone.config.num_hidden_layers),
                       "experts": list(_check_experts(experts)), "dim": dim,
-                      "normalize_local": normalize_local}
+                      "normalize_local": normalize_local, "pooling": pooling}
             differ = {k: f"{model.args[k]} != {v}" for k, v in wanted.items() if model.args[k] != v}
             if differ:
                 raise ValueError(f"{name} was saved with another architecture (saved != asked: "
@@ -160,7 +167,7 @@ class CameEncoder(SingleBackboneModel):
         backbone = pretrained_encoder(name)
         head, found = splade_head(backbone, name) if "lexical" in experts else (None, False)
         model = cls(backbone, load_tokenizer(name), shared_layers, experts, dim, tau,
-                    standardized_ratio, stages, normalize_local, lexical_head=head)
+                    standardized_ratio, stages, normalize_local, lexical_head=head, pooling=pooling)
         model.pretrained_head = found
         return model.to(device or default_device())
 
@@ -204,13 +211,13 @@ class CameEncoder(SingleBackboneModel):
         if "local" in hidden:
             out.multi, out.mask = self.heads["local"](hidden["local"]), attention_mask
         if "global" in hidden:
-            out.dense = hidden["global"][:, 0]
+            out.dense = pool(hidden["global"], attention_mask, self.pooling)
         return out
 
     # -- scoring ---------------------------------------------------------------------------
     def expert_scores(self, q: Encoded, p: Encoded) -> dict[str, torch.Tensor]:
         """One [Bq, Bp] similarity matrix per active expert: lexical dot product (eq. 4), local
-        MaxSim over real tokens, [CLS] included (eq. 5), global [CLS] dot product (eq. 6)."""
+        MaxSim over real tokens, [CLS] included (eq. 5), global [CLS] (or pooled) dot product (eq. 6)."""
         scorers = {"lexical": lambda: q.sparse @ p.sparse.T,
                    "local": lambda: maxsim(q.multi, q.mask, p.multi, p.mask),
                    "global": lambda: q.dense @ p.dense.T}

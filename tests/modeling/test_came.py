@@ -80,6 +80,27 @@ def test_forward_fills_each_field_from_its_own_stack(bert3) -> None:
 
 
 @torch.no_grad()
+def test_mean_pooled_global_expert_averages_real_tokens(bert3, tmp_path) -> None:
+    """pooling="mean" (the MiniLM recipes): the global vector is the mean of the global stack's
+    non-padding tokens; the other experts do not change, and the choice survives save/load."""
+    cls_model = spread_stacks(make(bert3, shared_layers=1)).eval()
+    mean_model = spread_stacks(make(bert3, shared_layers=1, pooling="mean")).eval()
+    batch = mean_model.tokenize(PADDED, Side.PASSAGE, 16)
+    hidden = mean_model.hidden_states(**batch)["global"]
+    out = mean_model(**batch, side=Side.PASSAGE)
+    for row, length in enumerate(batch["attention_mask"].sum(1).tolist()):
+        torch.testing.assert_close(out.dense[row], hidden[row, :length].mean(0))
+    reference = cls_model(**batch, side=Side.PASSAGE)
+    assert not torch.allclose(out.dense, reference.dense)
+    torch.testing.assert_close(out.sparse, reference.sparse, atol=0, rtol=0)
+    mean_model.save(tmp_path / "mean")
+    loaded = load_model(tmp_path / "mean", device="cpu")
+    assert loaded.args["pooling"] == "mean"
+    torch.testing.assert_close(loaded.encode(PADDED, Side.PASSAGE).dense,
+                               mean_model.encode(PADDED, Side.PASSAGE).dense, atol=0, rtol=0)
+
+
+@torch.no_grad()
 def test_only_one_representation_runs_one_stack(bert3) -> None:
     model = spread_stacks(make(bert3, shared_layers=1)).eval()
     batch = model.tokenize(PADDED, Side.QUERY, 16)
@@ -131,6 +152,7 @@ def test_an_expert_left_out_is_not_built(bert3) -> None:
     ({"stages": "collaborative"}, "unknown stages"),
     ({"standardized_ratio": 1.5}, "standardized_ratio"),
     ({"dim": 0}, "dim"),
+    ({"pooling": "first"}, "unknown pooling"),
 ])
 def test_bad_arguments_are_refused(bert3, args, words) -> None:
     with pytest.raises(ValueError, match=words):
