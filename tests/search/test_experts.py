@@ -125,3 +125,40 @@ def test_fused_search_errors(tiny_corpus, indexes, tmp_path, capsys) -> None:
                                       str(indexes["impact"]), "--fusion", "linear", *base]) == 2
     assert "--fusion-weights" in capsys.readouterr().err
     assert not (tmp_path / "x.trec").exists()
+
+
+def test_came_expert_runs_are_what_pyserinis_own_searchers_return(tiny_corpus, bert3,
+                                                                   tmp_path) -> None:
+    """CAME's three indexes from one pass; the fused search's lexical and global expert runs are
+    the runs of Pyserini's LuceneImpactSearcher and FaissSearcher with our query encoders."""
+    from pyserini.search.faiss import FaissSearcher
+    from pyserini.search.lucene import LuceneImpactSearcher
+
+    from pyserini_moe.modeling import CameEncoder
+
+    torch.manual_seed(0)
+    model = CameEncoder.from_backbone(bert3, shared_layers=1, dim=16, pooling="mean", device="cpu")
+    with torch.no_grad():  # some terms above 0, as after training, but not in every document:
+        # Pyserini's impact searcher drops query terms of idf 0 (min_idf=0 keeps idf > 0 only)
+        model.heads["lexical"].bias.add_(0.5)
+    came = str(model.save(tmp_path / "came"))
+    kinds = ("impact", "multivector", "dense")
+    paths = [str(tmp_path / kind) for kind in kinds]
+    assert index_cli.main(["--retriever", *kinds, "--corpus", str(tiny_corpus), "--index", *paths,
+                           "--encoder", came, "--device", "cpu", "--quiet"]) == 0
+    fused = search(tiny_corpus, tmp_path / "f.trec", "--retriever", "fused", "--index", *paths,
+                   "--candidates", "6", "--hits", "10", "--expert-runs", str(tmp_path / "e"))
+    experts = [read_trec_run(tmp_path / f"e.{kind}.trec") for kind in kinds]
+    assert fused == {q: {d: pytest.approx(s, abs=1e-4) for d, s in run.items()}
+                     for q, run in came_sum(experts, k=10).items()}
+    lexical, local, global_ = experts
+    assert local == search(tiny_corpus, tmp_path / "m.trec", "--retriever", "multivector",
+                           "--index", paths[1], "--hits", "6")
+    faiss_searcher = FaissSearcher(paths[2], DenseQueryEncoder(came, device="cpu"))
+    impact_searcher = LuceneImpactSearcher(paths[0], ImpactQueryEncoder(came, device="cpu"))
+    for qid, text in QUERIES.items():
+        hits = faiss_searcher.search(text, k=6)
+        assert {h.docid: pytest.approx(h.score, abs=1e-5) for h in hits} == global_[qid]
+        hits = impact_searcher.search(text, k=6)
+        assert {h.docid: pytest.approx(float(h.score) / FACTOR ** 2) for h in hits} == lexical[qid]
+    assert len(lexical) == len(global_) == len(QUERIES)
