@@ -58,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mask-ratio", type=float, default=0.3,
                         help="share of encoder tokens masked (CoT-MAE: 0.3)")
     parser.add_argument("--learning-rate", type=float, default=1e-4)
+    parser.add_argument("--encoder-learning-rate", type=float, default=None,
+                        help="learning rate of the encoder's own layers (default: "
+                             "--learning-rate; the MLM head and the decoder always use "
+                             "--learning-rate); lower it, or 0 to freeze the encoder, to keep a "
+                             "backbone that already retrieves well")
     parser.add_argument("--warmup-ratio", type=float, default=0.1)
     parser.add_argument("--switch-experts", action="store_true",
                         help="ablation (table 4): queries through P-FFN, passages through Q-FFN")
@@ -80,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         queries=tuple(args.queries), pseudo_queries=tuple(args.pseudo_queries),
         max_steps=args.max_steps, batch_size=args.batch_size, max_length=args.max_length,
         context_max_length=args.context_max_length, mask_ratio=args.mask_ratio,
-        learning_rate=args.learning_rate, warmup_ratio=args.warmup_ratio,
+        learning_rate=args.learning_rate, encoder_learning_rate=args.encoder_learning_rate,
+        warmup_ratio=args.warmup_ratio,
         switch_experts=args.switch_experts, seed=args.seed)
     settings.check()
     if args.output_dir.exists():

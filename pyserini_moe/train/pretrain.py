@@ -76,6 +76,10 @@ class PretrainArgs:
     context_max_length: int = 64           # decoder tokens
     mask_ratio: float = 0.3                # CoT-MAE's encoder mask rate
     learning_rate: float = 1e-4
+    # The encoder's own layers (embeddings, Transformer, experts); None = learning_rate. Lower it
+    # (or 0: frozen) to warm the random MLM head and decoder up without wrecking a backbone that
+    # is already a good retriever (the packaged MiniLM, docs/cotmote.md).
+    encoder_learning_rate: float | None = None
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
     max_grad_norm: float = 1.0
@@ -95,6 +99,9 @@ class PretrainArgs:
             raise ValueError(f"mask_ratio must be in (0, 1), got {self.mask_ratio}")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+        if self.encoder_learning_rate is not None and self.encoder_learning_rate < 0:
+            raise ValueError(f"encoder_learning_rate must be >= 0, got "
+                             f"{self.encoder_learning_rate}")
 
 
 # ------------------------------------------------------------------------------------- data
@@ -291,11 +298,7 @@ def pretrain(args: PretrainArgs, output_dir: Path, device: torch.device,
                                            device=device)
     model = ContextualMae(encoder, mlm_heads_for(encoder, args.backbone), args.switch_experts)
     model.to(device).train()
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=args.learning_rate)
+    optimizer = torch.optim.AdamW(_parameter_groups(model, args), lr=args.learning_rate)
     schedule = linear_schedule(args.max_steps, math.ceil(args.warmup_ratio * args.max_steps))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     rng = random.Random(args.seed)
@@ -330,6 +333,23 @@ def pretrain(args: PretrainArgs, output_dir: Path, device: torch.device,
             log_file.flush()
     encoder.eval()
     return encoder.save(output_dir / MODEL_DIR)  # atomic: replaces an older model only at the end
+
+
+def _parameter_groups(model: ContextualMae, args: PretrainArgs) -> list[dict[str, Any]]:
+    """AdamW groups: the encoder's body at ``encoder_learning_rate``, the MLM heads' own transform
+    and bias and the decoder at ``learning_rate``; no weight decay on biases and norms. A
+    parameter shared by both (the tied word embeddings) belongs to the encoder."""
+    head_only = {id(p) for head in model.mlm_heads for name, p in head.named_parameters()
+                 if name != "embedding_weight"}
+    body = {id(p) for p in model.encoder.parameters()} - head_only
+    encoder_lr = (args.learning_rate if args.encoder_learning_rate is None
+                  else args.encoder_learning_rate)
+    groups: dict[tuple[bool, bool], list[nn.Parameter]] = {}
+    for p in model.parameters():  # each shared parameter once
+        groups.setdefault((id(p) in body, p.ndim >= 2), []).append(p)
+    return [{"params": params, "lr": encoder_lr if in_body else args.learning_rate,
+             "weight_decay": args.weight_decay if decays else 0.0}
+            for (in_body, decays), params in groups.items()]
 
 
 def _step(model: ContextualMae, batch: list[ContextExample], args: PretrainArgs,

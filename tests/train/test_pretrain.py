@@ -180,3 +180,31 @@ def test_an_mlm_sparse_head_is_the_head_pre_training_trains(tiny_bert, tmp_path)
     before = start.sparse_heads[0].transform.dense.weight
     after = loaded.sparse_heads[0].transform.dense.weight
     assert not torch.allclose(before, after)
+
+
+def test_encoder_learning_rate_zero_trains_only_the_heads_and_decoder(tiny_bert, tmp_path) -> None:
+    """The gentle recipe's extreme: a frozen encoder body, while the MLM head (the encoder's own
+    mlm sparse head) and the decoder learn."""
+    args = PretrainArgs(backbone=str(tiny_bert), sparse_head="mlm", corpora=("toy",),
+                        max_steps=2, batch_size=4, max_length=24, context_max_length=16,
+                        learning_rate=3e-3, encoder_learning_rate=0.0, seed=3)
+    examples = span_examples(DOCS[:2] * 4, random.Random(1))
+    model_dir = pretrain(args, tmp_path / "pt", torch.device("cpu"), examples, progress=False)
+    from pyserini_moe.train.trainer import set_seed
+
+    set_seed(3)  # the start pretrain() builds for seed 3
+    start = CotMoteEncoder.from_backbone(tiny_bert, sparse_head="mlm", device="cpu").state_dict()
+    after = load_model(model_dir, device="cpu").state_dict()
+    assert start.keys() == after.keys()
+    heads = [k for k in start if k.startswith("sparse_heads.") and "embedding_weight" not in k]
+    assert heads and all(not torch.equal(start[k], after[k]) for k in heads
+                         if "LayerNorm" not in k)
+    for key in set(start) - set(heads):
+        torch.testing.assert_close(after[key], start[key], atol=0, rtol=0, msg=key)
+    assert json.loads((tmp_path / "pt" / "pretrain_args.json").read_text())[
+        "encoder_learning_rate"] == 0.0
+
+
+def test_a_negative_encoder_learning_rate_is_refused() -> None:
+    with pytest.raises(ValueError, match="encoder_learning_rate"):
+        PretrainArgs(backbone="x", corpora=("toy",), encoder_learning_rate=-1.0).check()
