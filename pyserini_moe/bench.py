@@ -8,16 +8,17 @@ since speed and memory do not depend on training):
   bi-encoder), interleaved repeats, best of them; MoE models the rest of the project has or
   adds are picked up from the model registry;
 * onnx: PyTorch vs onnxruntime fp32 vs int8 (exports in their own processes), throughput and the
-  nDCG@10 each gives on SciFact test (full corpus, ``--ndcg-max-length`` tokens);
+  nDCG@10 each gives on SciFact test (full corpus);
 * latency: single-query latency (p50 / p95, encode + search) and batched throughput of BM25,
   dense, impact, multi-vector, dense + BM25 hybrid and CAME's fused search, on the first
   ``--latency-docs`` documents of the corpus; multi-vector candidate overlap with exact MaxSim;
 * memory and size: peak resident memory of every index build and search process, index sizes;
 * scaling: dense indexing time, size and search throughput at 1k, all SciFact and Vaswani
-  (11k documents);
+  (11k documents); an index another section already built is reused with its measurements;
 * approximate: HNSW recall@100 against the flat dense index, IVF-PQ multi-vector overlap with
   exact MaxSim.
 
+Every index and timing encodes ``--max-length`` document tokens (128, as the local regressions).
 Writes ``bench.json`` and ``bench.md`` into ``--output-dir`` and prints the Markdown.
 """
 
@@ -117,6 +118,28 @@ def run_process(module: str, args: list[str]) -> Process:
     return Process(time.perf_counter() - start, int(peaks[-1]) / 1024 if peaks else float("nan"))
 
 
+class Indexes:
+    """Index builds of this run, each in its own process, keyed by what they encode: a section
+    asking for an index another one built gets it back with its time and peak memory."""
+
+    def __init__(self, work: Path, max_length: int) -> None:
+        self.work, self.max_length = work, max_length
+        self.built: dict[tuple[tuple[str, ...], str, str | None], tuple[list[Path], Process]] = {}
+
+    def build(self, kinds: tuple[str, ...], corpus: str, encoder: str | None,
+              names: list[str], *extra: str) -> tuple[list[Path], Process]:
+        """Indexes of ``kinds`` (several: one encoding pass) into ``work/<name>``."""
+        key = (kinds + extra, corpus, encoder)
+        if key not in self.built:
+            paths = [self.work / name for name in names]
+            args = ["--retriever", *kinds, "--corpus", corpus, "--index", *map(str, paths),
+                    "--overwrite", "--quiet", "--max-length", str(self.max_length), *extra]
+            if encoder is not None:
+                args += ["--encoder", encoder, "--device", "cpu"]
+            self.built[key] = (paths, run_process("pyserini_moe.index", args))
+        return self.built[key]
+
+
 def folder_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2 ** 20
 
@@ -173,7 +196,8 @@ def bench_encoding(report: Report, models: dict[str, Any], texts: list[str], max
                           MOE_SPEED[name])
 
 
-def bench_onnx(report: Report, work: Path, siamese: str, texts: list[str], args: Any) -> None:
+def bench_onnx(report: Report, work: Path, indexes: Indexes, siamese: str, texts: list[str],
+               args: Any) -> None:
     """PyTorch vs onnxruntime fp32 / int8: throughput side by side, and SciFact nDCG@10."""
     from pyserini_moe.data.topics import load_qrels  # noqa: PLC0415
     from pyserini_moe.eval.metrics import evaluate  # noqa: PLC0415
@@ -200,11 +224,9 @@ def bench_onnx(report: Report, work: Path, siamese: str, texts: list[str], args:
     qrels = load_qrels(args.topics)
     ndcg: dict[str, float] = {}
     for name, path in encoders.items():
-        index, run = work / f"scifact-{name}", work / f"scifact-{name}.trec"
-        build = run_process("pyserini_moe.index", ["--retriever", "dense", "--corpus",
-                             args.corpus, "--encoder", path, "--max-length",
-                             str(args.ndcg_max_length), "--index", str(index), "--overwrite",
-                             "--quiet", "--device", "cpu"])
+        run = work / f"{Path(args.corpus).name}-{name}.trec"
+        [index], build = indexes.build(("dense",), args.corpus, path,
+                                       [f"{Path(args.corpus).name}-{name}"])
         search = run_process("pyserini_moe.search", ["--retriever", "dense", "--index",
                               str(index), "--topics", args.topics, "--output", str(run),
                               "--quiet", "--device", "cpu"])
@@ -226,7 +248,8 @@ def bench_onnx(report: Report, work: Path, siamese: str, texts: list[str], args:
                   abs(ndcg["onnx-int8"] - ndcg["pytorch"]), 0.01, higher=False, unit="")
 
 
-def bench_latency(report: Report, work: Path, paths: dict[str, str], args: Any) -> None:
+def bench_latency(report: Report, work: Path, indexes: Indexes, paths: dict[str, str],
+                  args: Any) -> None:
     """Single-query latency and batched throughput of every retriever on a corpus slice."""
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
     from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
@@ -235,36 +258,32 @@ def bench_latency(report: Report, work: Path, paths: dict[str, str], args: Any) 
     from pyserini_moe.search.hybrid import hybrid  # noqa: PLC0415
 
     corpus = str(subset(args.corpus, args.latency_docs, work / f"corpus-{args.latency_docs}"))
-    builds = {"bm25": ("bm25", None), "dense": ("dense", paths["siamese"]),
-              "impact": ("impact", paths["cotmote"]), "multivector": ("multivector",
-                                                                       paths["colbert"]),
-              "came-lexical": ("impact", paths["came"]),
-              "came-local": ("multivector", paths["came"]),
-              "came-global": ("dense", paths["came"])}
-    indexes = {}
-    for name, (kind, encoder) in builds.items():
-        index = work / f"latency-{name}"
-        cmd = ["--retriever", kind, "--corpus", corpus, "--index",
-               str(index), "--overwrite", "--quiet", "--max-length", str(args.max_length)]
-        build = run_process("pyserini_moe.index",
-                            cmd + (["--encoder", encoder, "--device", "cpu"] if encoder else []))
-        indexes[name] = index
-        report.add("memory and size", what=f"{name} index, {args.latency_docs} docs",
-                   build_s=round(build.seconds, 1), build_peak_mb=round(build.peak_mb),
-                   index_mb=round(folder_mb(index), 1))
+    came = ("lexical", "local", "global")
+    builds = {"bm25": (("bm25",), None), "dense": (("dense",), paths["siamese"]),
+              "impact": (("impact",), paths["cotmote"]),
+              "multivector": (("multivector",), paths["colbert"]),
+              "came": (("impact", "multivector", "dense"), paths["came"])}  # one encoding pass
+    built: dict[str, Path] = {}
+    for name, (kinds, encoder) in builds.items():
+        names = [f"latency-came-{e}" for e in came] if name == "came" else [f"latency-{name}"]
+        folders, build = indexes.build(kinds, corpus, encoder, names)
+        built.update(zip(names, folders))
+        report.add("memory and size", what=f"{name} index{'es' if len(kinds) > 1 else ''}, "
+                   f"{args.latency_docs} docs", build_s=round(build.seconds, 1),
+                   build_peak_mb=round(build.peak_mb),
+                   index_mb=round(sum(folder_mb(f) for f in folders), 1))
     topics = load_topics(args.topics)
-    opened = {"bm25": Bm25Searcher(indexes["bm25"]),
-              **{kind: SEARCHERS[kind](indexes[kind], device="cpu")
+    opened = {"bm25": Bm25Searcher(built["latency-bm25"]),
+              **{kind: SEARCHERS[kind](built[f"latency-{kind}"], device="cpu")
                  for kind in ("dense", "impact", "multivector")}}
     searchers: dict[str, Callable[[dict[str, str], int], Any]] = {
         kind: lambda t, b, s=searcher: s.search(t, hits=100, batch_size=b, progress=False)
         for kind, searcher in opened.items()}
     searchers["dense+bm25"] = lambda t, b: hybrid(searchers["dense"](t, b),
                                                   searchers["bm25"](t, b), 1.0, True, k=100)
-    came = ExpertFusionSearcher([indexes[f"came-{e}"] for e in ("lexical", "local", "global")],
-                                device="cpu")
-    searchers["came-fused"] = lambda t, b: came.search(t, hits=100, candidates=100,
-                                                       batch_size=b, progress=False)[0]
+    fused = ExpertFusionSearcher([built[f"latency-came-{e}"] for e in came], device="cpu")
+    searchers["came-fused"] = lambda t, b: fused.search(t, hits=100, candidates=100,
+                                                        batch_size=b, progress=False)[0]
     singles = dict(list(topics.items())[:args.latency_queries])
     p50: dict[str, float] = {}
     for name, search in searchers.items():
@@ -295,17 +314,15 @@ def _multivector_overlap(searcher: Any, topics: dict[str, str], k: int = 100) ->
                            for q in topics)
 
 
-def bench_scaling(report: Report, work: Path, siamese: str, args: Any) -> None:
+def bench_scaling(report: Report, work: Path, indexes: Indexes, siamese: str, args: Any) -> None:
     """Dense indexing time, size and batched search throughput against corpus size."""
     from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
 
     corpora = [(str(subset(args.corpus, 1000, work / "corpus-1000")), args.topics),
                (args.corpus, args.topics), (args.scaling_corpus, f"{args.scaling_corpus}:test")]
     for corpus, topics in corpora:
-        index, run = work / f"scale-{Path(corpus).name}", work / f"scale-{Path(corpus).name}.trec"
-        build = run_process("pyserini_moe.index", ["--retriever", "dense", "--corpus",
-                             corpus, "--encoder", siamese, "--max-length", str(args.max_length),
-                             "--index", str(index), "--overwrite", "--quiet", "--device", "cpu"])
+        run = work / f"scale-{Path(corpus).name}.trec"
+        [index], build = indexes.build(("dense",), corpus, siamese, [f"scale-{Path(corpus).name}"])
         search = run_process("pyserini_moe.search", ["--retriever", "dense", "--index",
                               str(index), "--topics", topics, "--output", str(run), "--quiet",
                               "--device", "cpu", "--hits", "100"])
@@ -316,7 +333,8 @@ def bench_scaling(report: Report, work: Path, siamese: str, args: Any) -> None:
                    build_peak_mb=round(build.peak_mb))
 
 
-def bench_approximate(report: Report, work: Path, paths: dict[str, str], args: Any) -> None:
+def bench_approximate(report: Report, work: Path, indexes: Indexes, paths: dict[str, str],
+                      args: Any) -> None:
     """Approximate indexes against exact search: recall of the true top-100."""
     import faiss  # noqa: PLC0415
     import numpy as np  # noqa: PLC0415
@@ -325,7 +343,9 @@ def bench_approximate(report: Report, work: Path, paths: dict[str, str], args: A
     from pyserini_moe.encode.dense import DenseQueryEncoder  # noqa: PLC0415
     from pyserini_moe.search.encoded import SEARCHERS  # noqa: PLC0415
 
-    flat = faiss.read_index(str(work / "scifact-pytorch" / "index"))
+    [dense], _ = indexes.build(("dense",), args.corpus, paths["siamese"],
+                               [f"{Path(args.corpus).name}-pytorch"])
+    flat = faiss.read_index(str(dense / "index"))
     vectors = flat.reconstruct_n(0, flat.ntotal)
     topics = load_topics(args.topics)
     encoder = DenseQueryEncoder(paths["siamese"], device="cpu")
@@ -342,14 +362,11 @@ def bench_approximate(report: Report, work: Path, paths: dict[str, str], args: A
         report.add("approximate", index=f"dense hnsw32 efSearch={ef}", docs=flat.ntotal,
                    recall_at_100=round(recall, 4))
     corpus = str(subset(args.corpus, args.latency_docs, work / f"corpus-{args.latency_docs}"))
-    index = work / "latency-multivector-ivfpq"
-    run_process("pyserini_moe.index", ["--retriever", "multivector", "--corpus", corpus,
-                 "--encoder", paths["colbert"], "--max-length", str(args.max_length), "--index",
-                 str(index), "--overwrite", "--quiet", "--device", "cpu", "--faiss",
-                 "ivf64,pq16"])
+    [index], _ = indexes.build(("multivector",), corpus, paths["colbert"],
+                               ["latency-multivector-ivfpq"], "--faiss", args.multivector_faiss)
     for params in ("nprobe=4", "nprobe=16"):
         searcher = SEARCHERS["multivector"](index, device="cpu", faiss_params=params)
-        report.add("approximate", index=f"multivector ivf64,pq16 {params}",
+        report.add("approximate", index=f"multivector {args.multivector_faiss} {params}",
                    docs=args.latency_docs,
                    recall_at_100=round(_multivector_overlap(searcher, topics), 4))
 
@@ -387,14 +404,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scaling-corpus", default="vaswani",
                         help="the largest corpus of the scaling section")
     parser.add_argument("--docs", type=int, default=256, help="documents timed per encoder")
-    parser.add_argument("--max-length", type=int, default=256, help="document tokens")
-    parser.add_argument("--ndcg-max-length", type=int, default=128,
-                        help="document tokens of the three full-corpus indexes of the onnx "
-                             "section")
+    parser.add_argument("--max-length", type=int, default=128,
+                        help="document tokens of every index and timing (the local "
+                             "regressions' length)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=2, help="interleaved timing rounds")
     parser.add_argument("--latency-docs", type=int, default=1000)
     parser.add_argument("--latency-queries", type=int, default=50)
+    parser.add_argument("--multivector-faiss", default="ivf64,pq16",
+                        help="the approximate token index of the approximate section (the "
+                             "index command's --faiss)")
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
     parser.add_argument("--output-dir", type=Path, default=Path("work/bench"))
     args = parser.parse_args(argv)
@@ -409,17 +428,18 @@ def main(argv: list[str] | None = None) -> int:
     texts = [d.contents for _, d in zip(range(args.docs), BeirCollection.load(args.corpus)
                                         .corpus())]
     report = Report()
+    indexes = Indexes(work, args.max_length)
     if "encoding" in args.sections:
         bench_encoding(report, {t: load_encoder(p, device="cpu") for t, p in paths.items()},
                        texts, args.max_length, args.batch_size, args.repeats)
     if "onnx" in args.sections:
-        bench_onnx(report, work, paths["siamese"], texts, args)
+        bench_onnx(report, work, indexes, paths["siamese"], texts, args)
     if "latency" in args.sections:
-        bench_latency(report, work, paths, args)
+        bench_latency(report, work, indexes, paths, args)
     if "scaling" in args.sections:
-        bench_scaling(report, work, paths["siamese"], args)
-    if "approximate" in args.sections and "onnx" in args.sections:
-        bench_approximate(report, work, paths, args)
+        bench_scaling(report, work, indexes, paths["siamese"], args)
+    if "approximate" in args.sections:
+        bench_approximate(report, work, indexes, paths, args)
     report.add("run", seconds=round(time.perf_counter() - started), cores=os.cpu_count(),
                backbone=args.backbone, corpus=args.corpus)
     text = report.markdown()

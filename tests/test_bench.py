@@ -54,3 +54,30 @@ def test_encoding_section_compares_every_model_with_its_backbone(bert3, tiny_cor
     assert {t["target"].split()[0] for t in result["targets"]} == {"taser", "cotmote", "sbmoe",
                                                                    "came"}
     assert "## targets" in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_every_section_runs_and_reuses_the_indexes_it_shares(bert3, tiny_corpus, tmp_path) -> None:
+    """All sections end to end on a tiny model and corpus: each index is built once (CAME's three
+    in one pass), and the scaling rows of indexes built earlier carry those builds' numbers."""
+    out = tmp_path / "out"
+    assert main(["--backbone", str(bert3), "--corpus", str(tiny_corpus), "--topics",
+                 f"{tiny_corpus}:test", "--scaling-corpus", str(tiny_corpus), "--docs", "8",
+                 "--max-length", "16", "--batch-size", "4", "--repeats", "1",
+                 "--latency-queries", "3", "--multivector-faiss", "ivf2,pq4x4",
+                 "--output-dir", str(out)]) == 0
+    result = json.loads((out / "bench.json").read_text())
+    sections = result["sections"]
+    assert {"encoding", "onnx", "latency", "memory and size", "scaling", "approximate"} <= \
+        set(sections)
+    assert {row["retriever"] for row in sections["latency"]} == {
+        "bm25", "dense", "impact", "multivector", "dense+bm25", "came-fused"}
+    memory = {row["what"]: row for row in sections["memory and size"]}
+    assert "came indexes, 1000 docs" in memory  # the tiny corpus's 30, all of them
+    # scaling's 1k slice is latency's dense index, its full corpus the onnx section's PyTorch one
+    scaling = [row["index_s"] for row in sections["scaling"]]
+    assert scaling[0] == memory["dense index, 1000 docs"]["build_s"]
+    assert scaling[1] == memory[f"dense index of {tiny_corpus} (pytorch)"]["build_s"]
+    assert not list(out.glob("scale-*/"))  # no index was built twice
+    assert {"onnx-fp32", "onnx-int8", "pytorch"} == {r["backend"] for r in sections["onnx"]}
+    assert all(0 <= row["recall_at_100"] <= 1 for row in sections["approximate"])
