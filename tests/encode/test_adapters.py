@@ -366,3 +366,31 @@ def test_an_impact_index_without_any_term_is_refused(corpus, tiny_bert, tmp_path
                                      "--device", "cpu", "--quiet"])
     assert code == 2 and "round to 0" in capsys.readouterr().err
     assert not (tmp_path / "idx").exists()
+
+
+def test_a_batch_that_fails_on_several_threads_is_searched_again_on_one(corpus, models, tmp_path,
+                                                                         caplog):
+    """Anserini's multi-threaded batch search can fail where one thread succeeds (1,024-term
+    queries, measured on Cranfield): the batch is searched again, with the same result."""
+    from jnius import JavaException
+
+    from pyserini_moe.search.encoded import ImpactSearcher
+
+    searcher = ImpactSearcher(build("impact", corpus, models["impact"], tmp_path / "impact"),
+                              device="cpu")
+    topics = {"q0": "what is dense retrieval", "q1": "cat sat on the mat"}
+    expected = searcher.search(topics, hits=5, threads=1, progress=False)
+    lucene, calls = searcher.searcher, []
+
+    class FlakyOnThreads:
+        def batch_search(self, texts, qids, k, threads):
+            calls.append(threads)
+            if threads > 1:
+                raise JavaException("queryCount = 2 is not equal to completedTaskCount = 1",
+                                    "java.lang.RuntimeException",
+                                    "queryCount = 2 is not equal to completedTaskCount = 1", [])
+            return lucene.batch_search(texts, qids, k=k, threads=threads)
+
+    searcher.searcher = FlakyOnThreads()
+    assert searcher.search(topics, hits=5, threads=2, progress=False) == expected
+    assert calls == [2, 1] and "searched this batch on one thread" in caplog.text
