@@ -53,6 +53,12 @@ def test_encoding_section_compares_every_model_with_its_backbone(bert3, tiny_cor
     assert rows["siamese"]["vs_backbone"] == 1.0 and all(r["docs_per_s"] > 0 for r in rows.values())
     assert {t["target"].split()[0] for t in result["targets"]} == {"taser", "cotmote", "sbmoe",
                                                                    "came"}
+    # several representations: each alone too, against the plain model of its kind
+    assert rows["cotmote:sparse"]["vs_plain_model"].endswith("(splade)")
+    assert rows["came:multi"]["vs_plain_model"].endswith("(colbert)")
+    assert {"cotmote (dense) encodes at >= 0.9x siamese", "cotmote (sparse) encodes at >= 0.9x "
+            "splade", "came encodes at >= 0.55x its backbone"} <= {t["target"]
+                                                                   for t in result["targets"]}
     assert "## targets" in capsys.readouterr().out
 
 
