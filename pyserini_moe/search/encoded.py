@@ -12,7 +12,7 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tqdm import tqdm
 
@@ -22,6 +22,8 @@ from pyserini_moe.runs import Run
 from pyserini_moe.search.base import batched_search
 
 log = logging.getLogger(__name__)
+# Hits whose stored documents a Lucene impact search holds at once (see ImpactSearcher._batch).
+MAX_HITS_IN_FLIGHT = 16_000
 
 
 def open_index(index: str | os.PathLike, kind: str) -> dict[str, Any]:
@@ -183,30 +185,50 @@ class ImpactSearcher(_EncodedSearcher):
         return json.loads(raw)["vector"]
 
     def _batch(self, texts: list[str], qids: list[str], hits: int, threads: int) -> dict:
-        """Anserini's batch search drops the exceptions of its query tasks and reports only
-        "queryCount = N is not equal to completedTaskCount = M". It also fails that way where
-        every query succeeds alone (measured: CAME's lexical expert on Cranfield, 64 queries of
-        1,024 terms; a first batch took 33 s, the same batch again ran 221 s and failed, on one
-        thread as on two, while the 64 queries one by one took 16 s). So a failed batch is
-        searched one query at a time: the same hits, or the failing query named with Lucene's
-        reason."""
+        """Lucene's hits as plain (docid, score) pairs, searched in slices of at most
+        ``MAX_HITS_IN_FLIGHT`` hits: Anserini loads every hit's stored document (our impact
+        indexes store each document's vector, tens of kB for a dense one), so 64 queries x 1,000
+        hits of Cranfield's CAME lexical index exhausted the 6 GB Java heap (measured).
+
+        Anserini's batch search drops its tasks' exceptions (an OutOfMemoryError among them) and
+        reports only "queryCount = N is not equal to completedTaskCount = M"; a slice that fails
+        so is searched one query at a time: the same hits, or the failing query named with
+        Lucene's reason."""
         from jnius import JavaException  # noqa: PLC0415
 
-        try:
-            return self.searcher.batch_search(texts, qids, k=hits, threads=threads)
-        except JavaException as e:
-            if "completedTaskCount" not in str(e):
-                raise
-            log.warning("Lucene's batch search failed (%s); searching its %d queries one at a "
-                        "time", e.innermessage, len(qids))
-        found = {}
-        for text, qid in zip(texts, qids):
+        found: dict[str, list[Hit]] = {}
+        step = max(1, MAX_HITS_IN_FLIGHT // max(1, hits))
+        for start in range(0, len(qids), step):
+            part_texts, part_qids = texts[start:start + step], qids[start:start + step]
             try:
-                found[qid] = self.searcher.search(text, k=hits)
+                results = self.searcher.batch_search(part_texts, part_qids, k=hits,
+                                                     threads=threads)
             except JavaException as e:
-                raise RuntimeError(f"Lucene failed on query {qid!r}: {e.classname}: "
-                                   f"{e.innermessage}") from None
+                if "completedTaskCount" not in str(e):
+                    raise
+                log.warning("Lucene's batch search failed (%s); searching its %d queries one at "
+                            "a time", e.innermessage, len(part_qids))
+                results = {}
+                for text, qid in zip(part_texts, part_qids):
+                    try:
+                        found[qid] = _plain(self.searcher.search(text, k=hits))
+                    except JavaException as err:
+                        raise RuntimeError(f"Lucene failed on query {qid!r}: {err.classname}: "
+                                           f"{err.innermessage}") from None
+            for qid, scored in results.items():
+                found[qid] = _plain(scored)
+            del results  # release the Java hits (and their stored documents) now
         return found
+
+
+class Hit(NamedTuple):
+    docid: str
+    score: float
+
+
+def _plain(scored: Any) -> list[Hit]:
+    """Lucene's scored documents as Python pairs, so no Java object outlives the slice."""
+    return [Hit(str(h.docid), float(h.score)) for h in scored]
 
 
 class MultiVectorSearcher(_EncodedSearcher):

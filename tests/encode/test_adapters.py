@@ -394,3 +394,25 @@ def test_a_batch_lucene_fails_is_searched_one_query_at_a_time(corpus, models, tm
     searcher.searcher = FailingBatches()
     assert searcher.search(topics, hits=5, threads=2, progress=False) == expected
     assert singles == list(topics.values()) and "one at a time" in caplog.text
+
+
+def test_lucene_holds_a_bounded_number_of_hits_at_once(corpus, models, tmp_path, monkeypatch):
+    """Anserini loads each hit's stored document: queries are sent in slices of at most
+    MAX_HITS_IN_FLIGHT hits, with the run unchanged."""
+    from pyserini_moe.search import encoded
+
+    searcher = encoded.ImpactSearcher(build("impact", corpus, models["impact"],
+                                            tmp_path / "impact"), device="cpu")
+    topics = {"q0": "what is dense retrieval", "q1": "cat sat on the mat", "q2": "a dog"}
+    expected = searcher.search(topics, hits=5, progress=False)
+    lucene, slices = searcher.searcher, []
+
+    class Recording:
+        def batch_search(self, texts, qids, k, threads):
+            slices.append(list(qids))
+            return lucene.batch_search(texts, qids, k=k, threads=threads)
+
+    searcher.searcher = Recording()
+    monkeypatch.setattr(encoded, "MAX_HITS_IN_FLIGHT", 10)
+    assert searcher.search(topics, hits=5, progress=False) == expected
+    assert slices == [["q0", "q1"], ["q2"]]
