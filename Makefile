@@ -36,7 +36,7 @@ regress: setup
 	$(BIN)/python -m pyserini_moe.regress --scale all regressions/*.yaml
 
 # Speed, memory and size side by side (MiniLM, SciFact, Vaswani), with the targets met / not met;
-# 24.5 minutes on 2 idle cores (measured 2026-11-24). Writes $(WORK)/bench/bench.{md,json}.
+# 21.7 minutes on 2 idle cores (measured 2026-11-24). Writes $(WORK)/bench/bench.{md,json}.
 bench: setup
 	$(BIN)/python -m pyserini_moe.bench --output-dir $(WORK)/bench
 
