@@ -309,6 +309,7 @@ def bench_latency(report: Report, work: Path, indexes: Indexes, paths: dict[str,
     searchers["came-fused"] = lambda t, b: fused.search(t, hits=100, candidates=100,
                                                         batch_size=b, progress=False)[0]
     singles = dict(list(topics.items())[:args.latency_queries])
+    batched = dict(list(topics.items())[:args.batched_queries])
     p50: dict[str, float] = {}
     for name, search in searchers.items():
         search(dict(list(singles.items())[:2]), 1)  # warm-up (JIT, caches)
@@ -317,7 +318,6 @@ def bench_latency(report: Report, work: Path, indexes: Indexes, paths: dict[str,
             start = time.perf_counter()
             search({qid: text}, 1)
             times.append(time.perf_counter() - start)
-        batched = dict(list(topics.items())[:args.batched_queries])
         start = time.perf_counter()
         search(batched, 64)
         qps = len(batched) / (time.perf_counter() - start)
