@@ -35,8 +35,9 @@ test: setup
 regress: setup
 	$(BIN)/python -m pyserini_moe.regress --scale all regressions/*.yaml
 
-# Speed, memory and size side by side (MiniLM, SciFact, Vaswani), with the targets met / not met;
-# 21.7 minutes on 2 idle cores (measured 2026-11-24). Writes $(WORK)/bench/bench.{md,json}.
+# Speed, memory and size side by side (MiniLM on SciFact), with the targets met / not met;
+# 12.5 minutes on 2 idle cores (measured 2026-11-24). Writes $(WORK)/bench/bench.{md,json}.
+# Add a Vaswani scaling point with: python -m pyserini_moe.bench --scaling-corpus vaswani
 bench: setup
 	$(BIN)/python -m pyserini_moe.bench --output-dir $(WORK)/bench
 

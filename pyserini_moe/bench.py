@@ -13,8 +13,9 @@ since speed and memory do not depend on training):
   dense, impact, multi-vector, dense + BM25 hybrid and CAME's fused search, on the first
   ``--latency-docs`` documents of the corpus; multi-vector candidate overlap with exact MaxSim;
 * memory and size: peak resident memory of every index build and search process, index sizes;
-* scaling: dense indexing time, size and search throughput at 1k, all SciFact and Vaswani
-  (11k documents); an index another section already built is reused with its measurements;
+* scaling: dense indexing time, size and search throughput at 1k documents and the whole corpus
+  (both indexes the other sections built, with their measurements), plus ``--scaling-corpus``
+  when given (``vaswani``: 11k documents, about 200 s more on two cores);
 * approximate: HNSW recall@100 against the flat dense index, IVF-PQ multi-vector overlap with
   exact MaxSim.
 
@@ -164,6 +165,24 @@ def subset(corpus: str, n: int, out: Path) -> Path:
             f"{q}\t{d}\t{r}\n" for q, judged in collection.qrels(split).items()
             for d, r in judged.items()))
     return out
+
+
+# Instruction sets that move the PyTorch / onnxruntime ratios (int8 above all) from one CPU to
+# the next; the run table names them so two bench files can be told apart.
+_ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile")
+
+
+def cpu_description(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU's model name and which of :data:`_ISA_FLAGS` it has ("unknown" off Linux)."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return "unknown"
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    flags = set(fields.get("flags", "").split())
+    isa = " ".join(f for f in _ISA_FLAGS if f in flags)
+    return f"{fields.get('model name', 'unknown')} ({isa or 'no avx2'})"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -344,7 +363,9 @@ def bench_scaling(report: Report, work: Path, indexes: Indexes, siamese: str, ar
     from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
 
     corpora = [(str(subset(args.corpus, 1000, work / "corpus-1000")), args.topics),
-               (args.corpus, args.topics), (args.scaling_corpus, f"{args.scaling_corpus}:test")]
+               (args.corpus, args.topics)]
+    if args.scaling_corpus:
+        corpora.append((args.scaling_corpus, f"{args.scaling_corpus}:test"))
     for corpus, topics in corpora:
         run = work / f"scale-{Path(corpus).name}.trec"
         [index], build = indexes.build(("dense",), corpus, siamese, [f"scale-{Path(corpus).name}"])
@@ -426,8 +447,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backbone", default="all-minilm-l6-v2")
     parser.add_argument("--corpus", default="scifact")
     parser.add_argument("--topics", default="scifact:test", help="queries (and qrels) used")
-    parser.add_argument("--scaling-corpus", default="vaswani",
-                        help="the largest corpus of the scaling section")
+    parser.add_argument("--scaling-corpus", default=None,
+                        help="a larger corpus (with NAME:test topics) for a third scaling point, "
+                             "e.g. vaswani (11k documents; off by default to keep the run "
+                             "under 20 minutes)")
     parser.add_argument("--docs", type=int, default=128, help="documents timed per encoder")
     parser.add_argument("--max-length", type=int, default=128,
                         help="document tokens of every index and timing (the local "
@@ -469,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     if "approximate" in args.sections:
         bench_approximate(report, work, indexes, paths, args)
     report.add("run", seconds=round(time.perf_counter() - started), cores=os.cpu_count(),
-               backbone=args.backbone, corpus=args.corpus)
+               cpu=cpu_description(), backbone=args.backbone, corpus=args.corpus)
     text = report.markdown()
     with atomic_path(work / "bench.md") as tmp:
         tmp.write_text(text + "\n")

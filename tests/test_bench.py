@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pyserini_moe.bench import Report, main, percentile, run_process, subset
+from pyserini_moe.bench import Report, cpu_description, main, percentile, run_process, subset
 
 
 def test_targets_say_met_or_by_how_much() -> None:
@@ -18,6 +18,18 @@ def test_targets_say_met_or_by_how_much() -> None:
     assert report.targets[0]["ratio_to_target"] == 0.5
     text = report.markdown()
     assert "NOT met (0.50 of target)" in text and "| small enough | 1.5 | GB | <= 3.0 | met |" in text
+
+
+def test_cpu_description_names_the_model_and_the_instruction_sets_that_matter(tmp_path) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: Some CPU 9000\n"
+                       "flags\t\t: fpu sse avx2 avx512f avx512_vnni\n\n"
+                       "processor\t: 1\nmodel name\t: Some CPU 9000\n"
+                       "flags\t\t: fpu sse avx2 avx512f avx512_vnni\n")
+    assert cpu_description(cpuinfo) == "Some CPU 9000 (avx2 avx512f avx512_vnni)"
+    cpuinfo.write_text("model name\t: Old CPU\nflags\t\t: fpu sse\n")
+    assert cpu_description(cpuinfo) == "Old CPU (no avx2)"
+    assert cpu_description(tmp_path / "missing") == "unknown"
 
 
 def test_percentile_and_subset(tiny_corpus, tmp_path) -> None:
@@ -82,6 +94,7 @@ def test_every_section_runs_and_reuses_the_indexes_it_shares(bert3, tiny_corpus,
     assert "came indexes, 1000 docs" in memory  # the tiny corpus's 30, all of them
     # scaling's 1k slice is latency's dense index, its full corpus the onnx section's PyTorch one
     scaling = [row["index_s"] for row in sections["scaling"]]
+    assert len(scaling) == 3  # 1k, the whole corpus, --scaling-corpus
     assert scaling[0] == memory["dense index, 1000 docs"]["build_s"]
     assert scaling[1] == memory[f"dense index of {tiny_corpus} (pytorch)"]["build_s"]
     assert not list(out.glob("scale-*/"))  # no index was built twice
