@@ -135,16 +135,16 @@ def test_pretraining_trains_each_expert_on_its_own_side(tiny_bert) -> None:
     assert switched.route_side(Side.QUERY) == Side.PASSAGE
 
 
-def test_pseudo_queries_file_errors(tmp_path) -> None:
+def test_pseudo_queries_file_errors(tiny_corpus, tmp_path) -> None:
     bad = tmp_path / "pq.tsv"
     bad.write_text("no tab here\n")
     with pytest.raises(ValueError, match="expected CORPUS=FILE"):
         pseudo_query_pairs(str(bad))
     with pytest.raises(ValueError, match=r"pq.tsv:1: expected docid<TAB>query"):
-        pseudo_query_pairs(f"scifact={bad}")
+        pseudo_query_pairs(f"{tiny_corpus}={bad}")
     bad.write_text("no-such-doc\twhat is it\n")
-    with pytest.raises(ValueError, match="not in scifact"):
-        pseudo_query_pairs(f"scifact={bad}")
+    with pytest.raises(ValueError, match="'no-such-doc' is not in"):
+        pseudo_query_pairs(f"{tiny_corpus}={bad}")
 
 
 def test_command_line_errors(tmp_path, capsys) -> None:
