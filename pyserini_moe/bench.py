@@ -178,8 +178,8 @@ def cpu_description(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
         text = cpuinfo.read_text()
     except OSError:
         return "unknown"
-    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
-    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    fields = {key.strip(): value.strip() for key, value in
+              (line.split(":", 1) for line in text.splitlines() if ":" in line)}
     flags = set(fields.get("flags", "").split())
     isa = " ".join(f for f in _ISA_FLAGS if f in flags)
     return f"{fields.get('model name', 'unknown')} ({isa or 'no avx2'})"
