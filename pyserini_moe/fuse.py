@@ -18,7 +18,7 @@ import argparse
 import json
 import sys
 
-from pyserini_moe.cli import run_main
+from pyserini_moe.cli import output_file, run_main
 from pyserini_moe.runs import read_trec_run, write_trec_run
 
 RANX_METHODS = ("rrf", "combsum", "combmnz", "wsum")
@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="ranx: rrf, combsum, combmnz, wsum; CAME (table 4): came_sum, "
                              "norm_sum, norm_max, sum_rr, max_rr, linear; hybrid: Pyserini's "
                              "dense + alpha * sparse of exactly two runs (dense first)")
-    parser.add_argument("--output", required=True, help="fused TREC run (written atomically)")
+    parser.add_argument("--output", required=True, type=output_file, help="fused TREC run (written atomically)")
     parser.add_argument("--hits", type=int, default=1000, help="results kept per query")
     parser.add_argument("--norm", default=None,
                         help="ranx normalisation for rrf/combsum/combmnz/wsum (min-max, max, sum, "

@@ -19,8 +19,7 @@ def atomic_path(target: str | os.PathLike, *, directory: bool = False,
     temporary, so nothing half-written ever sits at ``target``.
     """
     target = Path(target)
-    if target.exists() and not overwrite:
-        raise FileExistsError(f"{target} already exists (pass overwrite to replace it)")
+    _check_target(target, directory=directory, overwrite=overwrite)
     target.parent.mkdir(parents=True, exist_ok=True)
     prefix = f".{target.name}.tmp-"
     if directory:
@@ -29,8 +28,13 @@ def atomic_path(target: str | os.PathLike, *, directory: bool = False,
         fd, name = tempfile.mkstemp(prefix=prefix, dir=target.parent)
         os.close(fd)
         tmp = Path(name)
+    # mkstemp / mkdtemp create owner-only entries; the output gets what a plain open() would give
+    tmp.chmod((0o777 if directory else 0o666) & ~_umask())
     try:
         yield tmp
+        # Checked again: another writer may have created the target (or a directory stood up in
+        # its place) while this one worked.
+        _check_target(target, directory=directory, overwrite=overwrite)
         if target.is_dir() and not target.is_symlink():
             old = target.with_name(f".{target.name}.old-{os.getpid()}")
             target.rename(old)
@@ -44,6 +48,23 @@ def atomic_path(target: str | os.PathLike, *, directory: bool = False,
         else:
             tmp.unlink(missing_ok=True)
         raise
+
+
+def _check_target(target: Path, *, directory: bool, overwrite: bool) -> None:
+    """Refuse what would lose data: replacing a directory by a file (``--output runs/`` must not
+    delete ``runs/``), a file by a directory, or anything at all without ``overwrite``."""
+    if directory and target.exists() and not target.is_dir():
+        raise FileExistsError(f"{target} is a file, not a directory: name a new or existing folder")
+    if not directory and target.is_dir():
+        raise IsADirectoryError(f"{target} is a directory: name a file to write")
+    if target.exists() and not overwrite:
+        raise FileExistsError(f"{target} already exists (pass overwrite to replace it)")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def read_yaml(path: str | os.PathLike, what: str, error: type[ValueError]) -> object:

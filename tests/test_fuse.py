@@ -80,3 +80,15 @@ def test_missing_run_file(runs, capsys):
             "--output", str(runs / "o")]
     assert run_main(fuse.main, argv) == 2
     assert "nope.trec" in capsys.readouterr().err
+
+
+def test_output_naming_a_directory_is_refused_and_kept(runs, capsys):
+    folder = runs / "results"
+    folder.mkdir()
+    (folder / "keep.trec").write_text("precious\n")
+    with pytest.raises(SystemExit) as stop:
+        fuse.main(["--runs", str(runs / "a.trec"), str(runs / "b.trec"), "--output", str(folder),
+                   "--method", "rrf"])
+    assert stop.value.code == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert (folder / "keep.trec").read_text() == "precious\n"

@@ -28,6 +28,8 @@ from typing import Any
 
 from tqdm import tqdm
 
+from pyserini_moe.cli import output_file
+
 # SB-MoE section VI: an expert is activated when the gate ranks it first for "at least 100k
 # documents of the given corpus" (table III's thresholds: 100k / corpus size, 1.14% to 3.85%).
 PAPER_MIN_DOCS = 100_000
@@ -335,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     routing.add_argument("--topics", required=True, help="queries to route (as in search)")
     routing.add_argument("--sample", type=int, default=1000,
                          help="passages sampled from the corpus (seeded); 0 = all")
-    routing.add_argument("--output", help="also write the Markdown table here")
+    routing.add_argument("--output", type=output_file, help="also write the Markdown table here")
 
     experts = sub.add_parser(
         "experts", help="SB-MoE: documents / queries each expert wins, activated experts",
@@ -361,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
                               "(overrides --min-docs)")
     experts.add_argument("--batch-size", type=int, default=32, help="texts per batch")
     experts.add_argument("--query-max-length", type=int, default=64, help="query tokens")
-    experts.add_argument("--output", help="also write the Markdown tables here")
+    experts.add_argument("--output", type=output_file, help="also write the Markdown tables here")
     experts.add_argument("--plot", help="write a PNG bar plot of the shares here")
 
     count = sub.add_parser(
@@ -376,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     count.add_argument("--baseline", help="run of the fine-tuned backbone without MoE")
     count.add_argument("--metrics", nargs="+", default=list(EXPERT_COUNT_METRICS),
                        help="metrics (default: the paper's nDCG@10 and R@100)")
-    count.add_argument("--output", help="also write the Markdown table here")
+    count.add_argument("--output", type=output_file, help="also write the Markdown table here")
     count.add_argument("--plot", help="write a PNG line plot here")
     count.add_argument("--quiet", action="store_true", help="no progress bars")
     commands = {"routing": _run_routing, "experts": _run_experts, "expert-count": _run_expert_count}

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from tqdm import tqdm
 
 from pyserini_moe.analyze import _figure, _save_png, emit
+from pyserini_moe.cli import output_file
 from pyserini_moe.runs import Run, ranked
 
 if TYPE_CHECKING:
@@ -422,7 +423,7 @@ def add_parsers(sub: Any, _encoding: argparse.ArgumentParser) -> dict[str, Calla
                       help="RBO persistence p (default: 0.9, which gives the top 10 ranks 86%% of "
                            "the weight; the paper does not state its p)")
     came.add_argument("--cases", type=int, default=5, help="queries in the case study")
-    came.add_argument("--output", help="also write the Markdown here")
+    came.add_argument("--output", type=output_file, help="also write the Markdown here")
     came.add_argument("--plot", help="write a PNG heat map of the RBO matrix here")
     came.add_argument("--quiet", action="store_true", help="no progress bars")
     return {"came": _run_came}

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from pyserini_moe.analyze import _figure, _save_png, emit
+from pyserini_moe.cli import output_file
 
 TSNE_POINTS = 300  # pairs drawn in the t-SNE plot (figure 2 / 4 show a sample too)
 
@@ -179,6 +180,6 @@ def add_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, Callab
                         help="pairs sampled (seeded); 0 = every judged query")
     parser.add_argument("--seed", type=int, default=0, help="seed of --sample and t-SNE")
     parser.add_argument("--query-max-length", type=int, default=64, help="query tokens")
-    parser.add_argument("--output", help="also write the Markdown table here")
+    parser.add_argument("--output", type=output_file, help="also write the Markdown table here")
     parser.add_argument("--plot", help="write the t-SNE PNG here")
     return {"divergence": _run_divergence}

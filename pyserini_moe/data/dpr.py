@@ -516,6 +516,8 @@ def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from pyserini_moe.cli import output_file  # noqa: PLC0415  (the data layer imports no CLI)
+
     parser = argparse.ArgumentParser(
         prog="python -m pyserini_moe.data.dpr",
         description="Convert DPR's published data (psgs_w100.tsv, biencoder-*.json, *.qa.csv) "
@@ -523,7 +525,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     wiki = sub.add_parser("wiki", help="psgs_w100.tsv -> corpus.jsonl.gz (streamed)")
     wiki.add_argument("--input", required=True, help="psgs_w100.tsv (or .tsv.gz)")
-    wiki.add_argument("--output", required=True, help="e.g. data/dpr/corpus.jsonl.gz")
+    wiki.add_argument("--output", required=True, type=output_file,
+                      help="e.g. data/dpr/corpus.jsonl.gz")
     wiki.add_argument("--quiet", action="store_true", help="no progress bar")
     train = sub.add_parser("train", help="biencoder-*.json -> queries, qrels, BM25-negatives run, "
                                          "topics (one merged multi-set collection)")
@@ -534,12 +537,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--output", required=True, help="collection folder (the corpus goes there too)")
     qa = sub.add_parser("qa", help="<set>-test.qa.csv -> topics JSONL with answers")
     qa.add_argument("--input", required=True, help="e.g. nq-test.qa.csv")
-    qa.add_argument("--output", required=True, help="e.g. data/dpr/test/nq.jsonl")
+    qa.add_argument("--output", required=True, type=output_file, help="e.g. data/dpr/test/nq.jsonl")
     qa.add_argument("--prefix", default="", help="prepended to the row numbers used as qids "
                                                  "(default none: Pyserini's dpr-*-test qids)")
     merge = sub.add_parser("merge-runs", help="per query, the hits of the first run that has it")
     merge.add_argument("--runs", nargs="+", required=True, help="TREC runs, by priority")
-    merge.add_argument("--output", required=True, help="merged TREC run")
+    merge.add_argument("--output", required=True, type=output_file, help="merged TREC run")
     return parser
 
 

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.cli import run_main
+from pyserini_moe.cli import output_file, run_main
 from pyserini_moe.eval.metrics import (
     DEFAULT_METRICS,
     STAT_TESTS,
@@ -65,13 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--trec-eval", action="store_true",
                         help="also compute every metric with trec_eval (Java, via Pyserini) and "
                              "print both values and their absolute difference")
-    parser.add_argument("--per-query", metavar="OUT.tsv",
+    parser.add_argument("--per-query", metavar="OUT.tsv", type=output_file,
                         help="write per-query values (columns: run, qid, one per metric)")
-    parser.add_argument("--output", metavar="OUT.json",
+    parser.add_argument("--output", metavar="OUT.json", type=output_file,
                         help="write all results (means, trec_eval values, p-values) as JSON")
     parser.add_argument("--format", choices=["markdown", "plain"], default="markdown",
                         help="table style printed on stdout")
-    parser.add_argument("--table", metavar="OUT.md",
+    parser.add_argument("--table", metavar="OUT.md", type=output_file,
                         help="also write the printed tables to this Markdown file, headed by the "
                              "command that made them (results pages generated, not typed)")
     parser.add_argument("--title", default=None,

@@ -171,7 +171,8 @@ class _MultiVectorSink(_Sink):
         if self.writer is None:  # the writer owns its folder: it renames it over ``out``'s
             self.writer = self.stack.enter_context(MultiVectorIndexWriter(
                 self.out, int(matrices[0].shape[1]), self.meta,
-                faiss_index=self.options["faiss"], progress=self.options["progress"]))
+                faiss_index=self.options["faiss"], progress=self.options["progress"],
+                overwrite=self.options["overwrite"]))
         self.writer.add_batch([d.id for d in docs], matrices)
 
     def finish(self) -> None:
@@ -218,12 +219,12 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
     meta = {"collection": collection.name, "max_length": max_length,
             **_shard_field(shard, collection), **describe(model, encoder)}
     settings = {"faiss": faiss, "quantization": quantization, "threads": threads,
-                "progress": progress}
+                "progress": progress, "overwrite": overwrite}
     with contextlib.ExitStack() as stack:
         active = []
         for kind, folder in folders.items():
             out = folder if kind == "multivector" else stack.enter_context(
-                atomic_path(folder, directory=True))
+                atomic_path(folder, directory=True, overwrite=overwrite))
             active.append(sinks[kind](out, built[kind], meta, stack, settings))
         seen = 0
         for batch in batches(collection, batch_size, "+".join(folders), progress, shard):

@@ -43,7 +43,7 @@ def build_bm25_index(corpus: str, index_dir: str | os.PathLike, threads: int = 1
     with tempfile.TemporaryDirectory(prefix="pyserini-moe-json-") as tmp:
         json_dir = Path(tmp) / "collection"
         write_json_collection(collection.corpus(), json_dir)
-        with atomic_path(index_dir, directory=True) as out:
+        with atomic_path(index_dir, directory=True, overwrite=overwrite) as out:
             run_index_collection([
                 "-collection", "JsonCollection", "-input", str(json_dir), "-index", str(out),
                 "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads),

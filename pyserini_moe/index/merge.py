@@ -77,22 +77,23 @@ def merge(shards: list[str | os.PathLike], index_dir: str | os.PathLike, threads
     kind = ordered[0][1]["kind"]
     common = {k: v for k, v in ordered[0][1].items() if k not in _PER_SHARD}
     if kind == "dense":
-        _merge_dense(ordered, index_dir, common)
+        _merge_dense(ordered, index_dir, common, overwrite)
     elif kind == "multivector":
-        _merge_multivector(ordered, index_dir, common, progress)
+        _merge_multivector(ordered, index_dir, common, progress, overwrite)
     elif kind == IMPACT_SHARD:
-        _merge_impact(ordered, index_dir, common, threads)
+        _merge_impact(ordered, index_dir, common, threads, overwrite)
     else:
         raise IndexMismatchError(f"cannot merge {kind!r} shards")
     return index_dir
 
 
 def _merge_dense(ordered: list[tuple[Path, dict[str, Any]]], index_dir: Path,
-                 common: dict[str, Any]) -> None:
+                 common: dict[str, Any], overwrite: bool) -> None:
     import faiss  # noqa: PLC0415
 
     merged = faiss_index(int(common["dim"]), common["faiss"])
-    with atomic_path(index_dir, directory=True) as out, open(out / "docid", "w") as ids:
+    with atomic_path(index_dir, directory=True, overwrite=overwrite) as out, \
+            open(out / "docid", "w") as ids:
         for folder, _ in ordered:
             shard = faiss.read_index(str(folder / "index"))
             merged.add(shard.reconstruct_n(0, shard.ntotal))
@@ -103,12 +104,13 @@ def _merge_dense(ordered: list[tuple[Path, dict[str, Any]]], index_dir: Path,
 
 
 def _merge_multivector(ordered: list[tuple[Path, dict[str, Any]]], index_dir: Path,
-                       common: dict[str, Any], progress: bool) -> None:
+                       common: dict[str, Any], progress: bool, overwrite: bool) -> None:
     from pyserini_moe.index.multivector import MultiVectorIndex, MultiVectorIndexWriter  # noqa: PLC0415
 
     encoder_meta = {k: v for k, v in common.items() if k not in ("dim", "faiss")}
     with MultiVectorIndexWriter(index_dir, int(common["dim"]), encoder_meta,
-                                faiss_index=common["faiss"], progress=progress) as writer:
+                                faiss_index=common["faiss"], progress=progress,
+                                overwrite=overwrite) as writer:
         for folder, _ in ordered:
             shard = MultiVectorIndex(folder)
             for i, docid in enumerate(shard.docids):
@@ -116,14 +118,14 @@ def _merge_multivector(ordered: list[tuple[Path, dict[str, Any]]], index_dir: Pa
 
 
 def _merge_impact(ordered: list[tuple[Path, dict[str, Any]]], index_dir: Path,
-                  common: dict[str, Any], threads: int) -> None:
+                  common: dict[str, Any], threads: int, overwrite: bool) -> None:
     from pyserini_moe.index.encoded import lucene_impact_index  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory(prefix="pyserini-moe-shards-") as tmp:
         for folder, meta in ordered:  # one input folder holding every shard's vector file
             os.symlink((folder / IMPACT_VECTORS).resolve(),
                        Path(tmp) / f"vectors-{meta['shard']['id']:05d}.jsonl")
-        with atomic_path(index_dir, directory=True) as out:
+        with atomic_path(index_dir, directory=True, overwrite=overwrite) as out:
             lucene_impact_index(tmp, out, threads)
             write_meta(out, "impact", num_docs=sum(m["num_docs"] for _, m in ordered), **common)
 

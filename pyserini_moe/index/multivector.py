@@ -140,7 +140,8 @@ class MultiVectorIndexWriter:
 
     def __init__(self, index_dir: str | os.PathLike, dim: int, encoder_meta: dict[str, Any],
                  faiss_index: str = "flat", *, train_size: int = 262_144,
-                 add_chunk: int = 131_072, seed: int = 0, progress: bool = True) -> None:
+                 add_chunk: int = 131_072, seed: int = 0, progress: bool = True,
+                 overwrite: bool = True) -> None:
         if dim <= 0:
             raise ValueError(f"dim must be positive, got {dim}")
         if "encoder" not in encoder_meta:
@@ -157,12 +158,13 @@ class MultiVectorIndexWriter:
         self.add_chunk = add_chunk
         self.seed = seed
         self.progress = progress
+        self.overwrite = overwrite
         self._atomic: Any = None
         self._seen: set[str] = set()
         self._offsets = array("q", [0])
 
     def __enter__(self) -> MultiVectorIndexWriter:
-        self._atomic = atomic_path(self.index_dir, directory=True)
+        self._atomic = atomic_path(self.index_dir, directory=True, overwrite=self.overwrite)
         self._tmp: Path = self._atomic.__enter__()
         try:
             self._vectors = _NpyAppender(self._tmp / VECTORS_FILE, np.float16, self.dim)

@@ -20,7 +20,7 @@ import argparse
 import sys
 import time
 
-from pyserini_moe.cli import run_main
+from pyserini_moe.cli import output_file, run_main
 from pyserini_moe.runs import Run, write_trec_run
 
 RETRIEVERS = ("bm25", "dense", "impact", "multivector", "fused")
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--topics", required=True,
                         help="`<collection>:<split>` (e.g. scifact:test), a TSV/JSONL topics file, "
                              "or a Pyserini topics name (e.g. beir-v1.0.0-scifact-test)")
-    parser.add_argument("--output", required=True, help="TREC run file to write (atomically)")
+    parser.add_argument("--output", required=True, type=output_file, help="TREC run file to write (atomically)")
     parser.add_argument("--hits", type=int, default=1000, help="results per query")
     parser.add_argument("--batch-size", type=int, default=64, help="queries per batch")
     parser.add_argument("--threads", type=int, default=1, help="search threads per batch")

@@ -1,0 +1,80 @@
+"""The atomic writer never loses data: no directory replaced by a file, no second writer's
+output silently replaced, and outputs get ordinary permissions."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import pytest
+
+from pyserini_moe.cli import output_file, run_main
+from pyserini_moe.io import atomic_path
+
+
+def test_file_output_naming_a_directory_is_refused_and_the_directory_kept(tmp_path):
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    (folder / "keep.trec").write_text("precious\n")
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        with atomic_path(folder) as tmp:
+            tmp.write_text("run\n")
+    assert (folder / "keep.trec").read_text() == "precious\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # no temporary left
+
+
+def test_directory_appearing_while_writing_is_not_replaced(tmp_path):
+    target = tmp_path / "run.trec"
+    with pytest.raises(IsADirectoryError):
+        with atomic_path(target) as tmp:
+            tmp.write_text("run\n")
+            target.mkdir()
+            (target / "keep").write_text("x")
+    assert (target / "keep").read_text() == "x"
+
+
+def test_directory_output_naming_a_file_is_refused(tmp_path):
+    target = tmp_path / "index"
+    target.write_text("not a folder")
+    with pytest.raises(FileExistsError, match="is a file"):
+        with atomic_path(target, directory=True):
+            pass
+    assert target.read_text() == "not a folder"
+
+
+def test_second_writer_without_overwrite_is_refused_at_rename(tmp_path):
+    target = tmp_path / "index"
+    with pytest.raises(FileExistsError, match="already exists"):
+        with atomic_path(target, directory=True, overwrite=False) as first:
+            (first / "a").write_text("first")
+            with atomic_path(target, directory=True, overwrite=False) as second:
+                (second / "b").write_text("second")
+            # the second writer finished first and owns the folder now
+    assert [p.name for p in target.iterdir()] == ["b"]
+    assert [p.name for p in tmp_path.iterdir()] == ["index"]
+
+
+def test_outputs_get_umask_permissions_not_the_temporary_ones(tmp_path):
+    old = os.umask(0o022)
+    try:
+        with atomic_path(tmp_path / "f.txt") as tmp:
+            tmp.write_text("x")
+        with atomic_path(tmp_path / "d", directory=True) as tmp:
+            (tmp / "x").write_text("x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "f.txt").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "d").stat().st_mode & 0o777 == 0o755
+
+
+def test_output_file_argument_type(tmp_path):
+    assert output_file(str(tmp_path / "new.trec")) == str(tmp_path / "new.trec")
+    with pytest.raises(argparse.ArgumentTypeError, match="is a directory"):
+        output_file(str(tmp_path))
+
+
+def test_run_main_reports_a_directory_error_in_one_line(capsys):
+    def main(argv):
+        raise IsADirectoryError("runs is a directory: name a file to write")
+    assert run_main(main, []) == 2
+    assert capsys.readouterr().err == "error: runs is a directory: name a file to write\n"
