@@ -270,6 +270,14 @@ class CameEncoder(SingleBackboneModel):
         self.last_losses = dict(zip(scores, losses.detach().mean(0).tolist()))
         return (weights * losses).sum(1).mean()
 
+    def flops_multiplier(self) -> float:
+        """What the trainer multiplies the FLOPS regulariser by: the lexical expert's batch-mean
+        weight of the last ``compute_loss``. FLOPS belongs to the lexical expert's loss, and
+        eq. 10 weights that whole loss by w_lex, so sparsity pressure follows the expert's share
+        of the competition instead of jumping (from 1/3 of the ranking signal to all of it) at
+        the stage switch. 1 in the standardized stage (eq. 9)."""
+        return self.last_weights.get("lexical", 1.0)
+
     def loss_parts(self) -> dict[str, float]:
         """Each expert's mean loss and weight in the last ``compute_loss``, for the training log:
         the competition made visible."""

@@ -10,6 +10,13 @@ pooled x [B, h] -> n experts f_i(x) = x + a_i(x), a_i = Linear(h, h/2) -> ReLU -
 Because the weights sum to 1 in both, y = x + sum_i w_i a_i(x): the model applies the weights to
 the adapters' residual branches and adds x once. That form matters for training (see
 :meth:`SbMoeEncoder.mixture_weights`): the gate's value must survive the final L2 normalisation.
+
+``mixture="published"`` is instead the form of the authors' public code, which produced the paper's
+tables: y = normalize(sum_i g_i E_i(x)) + x with plain experts E_i (no skip connection, PyTorch's
+default initialisation), x L2-normalised first when the model normalises, a noise projection that
+never trains, and g the (noisy, in training) softmax masked to its top-1 entry, or the whole
+softmax for ALL. The unit-length mixture cancels g's value, so its gate learns next to nothing;
+it is kept so that a reproduction of the paper can run the model the paper ran.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from pyserini_moe.modeling.pooling import POOLINGS, pool, pretrained_encoder
 
 INFERENCE_MODES = ("top1", "all")
 GATES = ("learned", "random")
+MIXTURES = ("residual", "published")
 # Floor of the noise's standard deviation, as in Shazeer et al.'s reference implementation: keeps
 # the load estimator's division (and exploration) alive when softplus(W_noise x) goes to 0.
 NOISE_EPS = 1e-2
@@ -44,11 +52,11 @@ class Adapter(nn.Module):
     untrained SB-MoE encodes like its backbone instead of distorting a good embedding space.
     """
 
-    def __init__(self, hidden: int) -> None:
+    def __init__(self, hidden: int, near_identity: bool = True) -> None:
         super().__init__()
         self.down = nn.Linear(hidden, hidden // 2)
         self.up = nn.Linear(hidden // 2, hidden)
-        for layer in (self.down, self.up):
+        for layer in (self.down, self.up) if near_identity else ():  # else PyTorch's default
             nn.init.trunc_normal_(layer.weight, std=ADAPTER_INIT_STD, a=-2 * ADAPTER_INIT_STD,
                                   b=2 * ADAPTER_INIT_STD)
             nn.init.zeros_(layer.bias)
@@ -62,16 +70,22 @@ class NoisyGate(nn.Module):
     projection W_noise (Linear(h, n)); noisy logits = net(x) + N(0, 1) * softplus(W_noise x).
 
     W_noise starts at zero (as Shazeer et al.): every expert gets the same noise, std
-    softplus(0) ~ 0.69, until the losses shape it.
+    softplus(0) ~ 0.69, until the losses shape it. ``published``: as the authors' public code,
+    W_noise keeps PyTorch's random initialisation and never trains (it was not given to the
+    optimiser there), and the noise std has no floor.
     """
 
-    def __init__(self, hidden: int, n_experts: int) -> None:
+    def __init__(self, hidden: int, n_experts: int, published: bool = False) -> None:
         super().__init__()
         self.net = nn.Sequential(nn.Linear(hidden, hidden // 2), nn.ReLU(),
                                  nn.Linear(hidden // 2, n_experts))
         self.noise = nn.Linear(hidden, n_experts)
-        nn.init.zeros_(self.noise.weight)
-        nn.init.zeros_(self.noise.bias)
+        self.noise_eps = 0.0 if published else NOISE_EPS
+        if published:
+            self.noise.requires_grad_(False)
+        else:
+            nn.init.zeros_(self.noise.weight)
+            nn.init.zeros_(self.noise.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Clean logits [B, n] (inference)."""
@@ -80,7 +94,7 @@ class NoisyGate(nn.Module):
     def noisy(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(clean logits, noisy logits, noise std), each [B, n] (training)."""
         clean = self.net(x)
-        std = F.softplus(self.noise(x)) + NOISE_EPS
+        std = F.softplus(self.noise(x)) + self.noise_eps
         return clean, clean + torch.randn_like(clean) * std, std
 
 
@@ -108,8 +122,8 @@ def _cv_squared(values: torch.Tensor) -> torch.Tensor:
     return values.var(unbiased=False) / (values.mean() ** 2 + 1e-10)
 
 
-def _random_weights(input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                    n_experts: int) -> torch.Tensor:
+def _seeded_random_weights(input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                           n_experts: int) -> torch.Tensor:
     """U(0, 1) weights per text, drawn from a generator seeded by the text's token ids [B, n]."""
     rows = []
     for ids, mask in zip(input_ids.cpu(), attention_mask.cpu()):
@@ -131,10 +145,14 @@ class SbMoeEncoder(SingleBackboneModel):
     assigned to the experts instead of relying on the learned gating function"): no gate
     parameters; each text gets U(0, 1) weights over the experts, used like the learned gate's
     (training and "top1": the highest-weighted expert; "all": the weights normalised to sum to 1).
-    The paper does not say how they are drawn; its public code calls ``torch.rand`` per forward
-    pass, so the same query or passage encodes differently every time and no index is
-    reproducible. We draw the same U(0, 1) weights from a generator seeded by the text's token ids:
-    still unrelated to content (what the baseline tests), but the same text always encodes the same.
+    In training they are drawn afresh at every forward pass (``torch.rand``, as the public code),
+    so every expert sees every kind of text and none can specialise. Encoding (eval mode) must be
+    deterministic, or no index is reproducible and a query would meet its passages through other
+    experts than at indexing: there the weights come from a generator seeded by the text's token
+    ids, still unrelated to content. (The public code draws afresh at encoding time too.)
+
+    ``mixture`` is "residual" (ours, above) or "published" (the public code's form, see the
+    module docstring): a reproduction of the paper's tables needs the latter.
 
     ``balance_weight`` scales Shazeer et al.'s importance + load losses (``Encoded.aux_loss``,
     training only; 0 = the paper's plain noisy top-1). Top-1 routing trains only the chosen
@@ -149,14 +167,18 @@ class SbMoeEncoder(SingleBackboneModel):
 
     def __init__(self, backbone: nn.Module, tokenizer: Any, n_experts: int = 6,
                  pooling: str = "mean", normalize: bool = True, inference: str = "top1",
-                 gate: str = "learned", balance_weight: float = 0.01) -> None:
+                 gate: str = "learned", balance_weight: float = 0.01,
+                 mixture: str = "residual") -> None:
         super().__init__(tokenizer, {"n_experts": n_experts, "pooling": pooling,
                                      "normalize": normalize, "inference": inference,
-                                     "gate": gate, "balance_weight": balance_weight})
+                                     "gate": gate, "balance_weight": balance_weight,
+                                     "mixture": mixture})
         if pooling not in POOLINGS:
             raise ValueError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
         if gate not in GATES:
             raise ValueError(f"unknown gate {gate!r}; choose from {GATES}")
+        if mixture not in MIXTURES:
+            raise ValueError(f"unknown mixture {mixture!r}; choose from {MIXTURES}")
         if n_experts < 2:
             raise ValueError(f"n_experts must be >= 2 (one expert leaves nothing to route), got "
                              f"{n_experts}")
@@ -165,8 +187,10 @@ class SbMoeEncoder(SingleBackboneModel):
         _check_inference(inference)
         hidden = backbone.config.hidden_size
         self.backbone = backbone
-        self.experts = nn.ModuleList(Adapter(hidden) for _ in range(n_experts))
-        self.gate = NoisyGate(hidden, n_experts) if gate == "learned" else None
+        self.published = mixture == "published"
+        self.experts = nn.ModuleList(Adapter(hidden, near_identity=not self.published)
+                                     for _ in range(n_experts))
+        self.gate = NoisyGate(hidden, n_experts, self.published) if gate == "learned" else None
         self.n_experts = n_experts
         self.pooling = pooling
         self.normalize = normalize
@@ -177,11 +201,12 @@ class SbMoeEncoder(SingleBackboneModel):
     def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE, n_experts: int = 6,
                       pooling: str = "mean", normalize: bool = True, inference: str = "top1",
                       gate: str = "learned", balance_weight: float = 0.01,
+                      mixture: str = "residual",
                       device: str | torch.device | None = None) -> SbMoeEncoder:
         """Pretrained backbone + its tokenizer, new experts and gate; on ``device`` (default: CUDA
         when present). Defaults (mean pooling, normalised) suit the packaged MiniLM."""
         model = cls(pretrained_encoder(name), load_tokenizer(name), n_experts, pooling, normalize,
-                    inference, gate, balance_weight)
+                    inference, gate, balance_weight, mixture)
         return model.to(device or default_device())
 
     def set_option(self, name: str, value: Any) -> None:
@@ -200,9 +225,12 @@ class SbMoeEncoder(SingleBackboneModel):
     def gate_probs(self, x: torch.Tensor, input_ids: torch.Tensor,
                    attention_mask: torch.Tensor) -> torch.Tensor:
         """The gate's probabilities over experts [B, n] without noise: softmax of the learned
-        logits (eq. 3's g), or the random gate's weights normalised to sum to 1."""
+        logits (eq. 3's g), or the random gate's weights normalised to sum to 1 (fresh in
+        training, seeded by the text when encoding)."""
         if self.gate is None:
-            weights = _random_weights(input_ids, attention_mask, self.n_experts).to(x.dtype)
+            weights = (torch.rand(len(x), self.n_experts, device=x.device) if self.training else
+                       _seeded_random_weights(input_ids, attention_mask, self.n_experts))
+            weights = weights.to(x.dtype)
             return weights / weights.sum(-1, keepdim=True)
         return self.gate(x).softmax(-1)
 
@@ -222,7 +250,12 @@ class SbMoeEncoder(SingleBackboneModel):
 
         Otherwise: one-hot of the gate's argmax (training with the random gate, "top1"), or the
         gate's probabilities ("all", eq. 3).
+
+        The published mixture keeps the public code's weights instead (see
+        :meth:`_published_weights`).
         """
+        if self.published:
+            return self._published_weights(x, input_ids, attention_mask)
         if self.training and self.gate is not None:
             clean, noisy, std = self.gate.noisy(x)
             probs = noisy.softmax(-1)
@@ -233,6 +266,20 @@ class SbMoeEncoder(SingleBackboneModel):
         probs = self.gate_probs(x, input_ids, attention_mask)
         if self.training or self.inference == "top1":
             return Gating(F.one_hot(probs.argmax(-1), self.n_experts).to(x.dtype), probs)
+        return Gating(probs, probs)
+
+    def _published_weights(self, x: torch.Tensor, input_ids: torch.Tensor,
+                           attention_mask: torch.Tensor) -> Gating:
+        """The public code's gate: softmax of the (noisy, in training) logits masked to its top-1
+        entry, which keeps its value p_m; ALL at inference: the whole softmax. Its random gate
+        masks the U(0, 1) draw to its top-1 entry in every mode. No balancing loss (the code has
+        none)."""
+        if self.gate is None:
+            weights = self.gate_probs(x, input_ids, attention_mask)
+            return Gating(weights * F.one_hot(weights.argmax(-1), self.n_experts), weights)
+        probs = (self.gate.noisy(x)[1] if self.training else self.gate(x)).softmax(-1)
+        if self.training or self.inference == "top1":
+            return Gating(probs * F.one_hot(probs.argmax(-1), self.n_experts), probs)
         return Gating(probs, probs)
 
     def _balance_loss(self, clean: torch.Tensor, noisy: torch.Tensor, std: torch.Tensor,
@@ -251,16 +298,21 @@ class SbMoeEncoder(SingleBackboneModel):
 
     # -- encoding ----------------------------------------------------------------------------
     def _pooled(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """x: the backbone's pooled vector, unnormalised (the experts and gate take it raw)."""
+        """x as the experts and gate take it: the backbone's pooled vector, raw (ours), or of unit
+        length when the published mixture normalises (its public code normalises it first)."""
         hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        return pool(hidden, attention_mask, self.pooling)
+        x = pool(hidden, attention_mask, self.pooling)
+        return F.normalize(x, dim=-1) if self.published and self.normalize else x
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 side: Side) -> Encoded:
         x = self._pooled(input_ids, attention_mask)
         gating = self.mixture_weights(x, input_ids, attention_mask)
         residuals = torch.stack([expert(x) for expert in self.experts], dim=1)  # [B, n, h]
-        y = x + torch.einsum("bn,bnh->bh", gating.weights, residuals)
+        mixed = torch.einsum("bn,bnh->bh", gating.weights, residuals)
+        if self.published:  # unit length whatever the gate's value (eps as the public code)
+            mixed = F.normalize(mixed, dim=-1, eps=1e-6)
+        y = x + mixed
         return Encoded(dense=F.normalize(y, dim=-1) if self.normalize else y,
                        aux_loss=gating.aux_loss)
 

@@ -15,6 +15,8 @@ own, through two optional hooks:
   ``compute_loss`` was made of, written to the training log.
 * ``model.regularization(q_enc, p_enc) -> Tensor | None`` is added to the loss when it returns a
   value: a regulariser that needs both sides of the batch at once (TASER's routing entropy).
+* ``model.flops_multiplier() -> float`` multiplies the FLOPS terms of the batch (called after
+  ``compute_loss``): CAME weights its lexical expert's FLOPS by that expert's competitive weight.
 * ``model.on_train_step(step, total_steps)`` is called before every optimizer step (0-based), so a
   model can follow a schedule that survives resuming (CAME's standardized -> specialized stage).
 
@@ -179,6 +181,9 @@ class Trainer:
         if hook is not None and hasattr(self.model, "loss_parts"):
             parts.update(self.model.loss_parts())  # e.g. CAME's per-expert losses and weights
         weights = self.cfg.flops_weight
+        multiplier = getattr(self.model, "flops_multiplier", None)
+        if multiplier is not None:  # e.g. CAME: FLOPS is part of the lexical expert's loss
+            flops_scale = flops_scale * multiplier()
         for name, enc, weight in (("flops_query", q, weights.query),
                                   ("flops_passage", p, weights.passage)):
             if enc.sparse is not None and weight > 0:

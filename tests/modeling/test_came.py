@@ -375,3 +375,31 @@ def test_the_recipes_load_and_their_learning_rates_match_the_model(name, args, b
     groups = {g["name"]: g for g in parameter_groups(model, config.training)}
     heads = [p for name, g in groups.items() if name.startswith("heads.") for p in g["params"]]
     assert heads and all(p is not model.backbone.get_input_embeddings().weight for p in heads)
+
+
+@pytest.mark.parametrize("stage_step", [0, 9])  # standardized, then specialized (ratio 0.2 of 10)
+def test_flops_is_weighted_like_the_lexical_experts_loss(bert3, tmp_path, stage_step,
+                                                         toy_data) -> None:
+    """Eq. 10 weights the lexical expert's whole loss, FLOPS included, by w_lex: the trainer's
+    FLOPS term is lambda * w_lex * FLOPS in the specialized stage, lambda * FLOPS before."""
+    config = from_dict({
+        "output_dir": str(tmp_path / "run"),
+        "model": {"type": "came", "backbone": str(bert3), "args": {"shared_layers": 1, "dim": 16}},
+        "data": {"collection": "toy", "num_negatives": 2, "query_max_length": 8,
+                 "passage_max_length": 8},
+        "training": {"learning_rate": 1e-3, "batch_size": 4, "temperature": 0.5,
+                     "flops_weight": {"query": 0.3, "passage": 0.2}, "device": "cpu"},
+    }, "toy.yaml")
+    model = make(bert3, **config.model.args).eval()  # no dropout: the two passes agree
+    trainer = Trainer(model, config, toy_data(2), progress=False)
+    model.on_train_step(stage_step, 10)
+    batch = trainer.collator(trainer.data.epoch_batches(0, 4)[0])
+    with torch.no_grad():
+        loss, parts = trainer.loss(batch)
+        q = model(**batch.queries, side=Side.QUERY)
+        p = model(**batch.passages, side=Side.PASSAGE)
+        ranking = model.compute_loss(q, p, batch.positive_index, config.training)
+    w_lex = model.last_weights["lexical"]
+    assert (w_lex < 0.9) if stage_step == 9 else (w_lex == 1.0)
+    expected = ranking + w_lex * (0.3 * parts["flops_query"] + 0.2 * parts["flops_passage"])
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)

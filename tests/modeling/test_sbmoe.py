@@ -145,7 +145,7 @@ def test_inference_mode_changes_the_output(tiny_bert) -> None:
 
 
 def test_random_gate_has_no_parameters_and_reproducible_random_weights(tiny_bert) -> None:
-    model = spread_experts(make(tiny_bert, gate="random"))
+    model = spread_experts(make(tiny_bert, gate="random")).eval()
     assert model.gate is None and not any(n.startswith("gate.") for n, _ in
                                           model.named_parameters())
     routing = model.route(TEXTS, Side.PASSAGE)
@@ -156,10 +156,9 @@ def test_random_gate_has_no_parameters_and_reproducible_random_weights(tiny_bert
     torch.testing.assert_close(alone.probs[0], routing.probs[3], rtol=0, atol=0)
     inputs = batch(model, TEXTS)
     x, _ = pooled_and_residuals(model, inputs)
-    for training in (True, False):  # training and top1: the highest-weighted expert only
-        weights = model.train(training).mixture_weights(x, **inputs).weights
-        assert torch.equal(weights.argmax(-1), routing.expert)
-        assert ((weights != 0).sum(-1) == 1).all()
+    weights = model.mixture_weights(x, **inputs).weights  # top1: the highest-weighted expert only
+    assert torch.equal(weights.argmax(-1), routing.expert)
+    assert ((weights != 0).sum(-1) == 1).all()
     model.eval().with_inference("all")
     torch.testing.assert_close(model.mixture_weights(x, **inputs).weights, routing.probs)
     once = model.encode(TEXTS, Side.QUERY).dense
@@ -168,6 +167,50 @@ def test_random_gate_has_no_parameters_and_reproducible_random_weights(tiny_bert
     with pytest.raises(ValueError, match=r"'gate\.'\] match no parameter"):
         parameter_groups(model, TrainingConfig(learning_rate=1e-3,
                                                group_learning_rates=LEARNING_RATES))
+
+
+@pytest.mark.parametrize("mixture", ["residual", "published"])
+def test_random_gate_draws_afresh_in_training(tiny_bert, mixture) -> None:
+    """The paper's random gate: new random expert weights at every training forward pass (a
+    seeded draw there would be a fixed hash router); one expert per text all the same."""
+    model = spread_experts(make(tiny_bert, gate="random", mixture=mixture)).train()
+    inputs = batch(model, TEXTS)
+    x, _ = pooled_and_residuals(model, inputs)
+    torch.manual_seed(5)
+    first, second = (model.mixture_weights(x, **inputs).weights for _ in range(2))
+    assert ((first != 0).sum(-1) == 1).all() and ((second != 0).sum(-1) == 1).all()
+    assert not torch.equal(first.argmax(-1), second.argmax(-1))
+    seeded = model.eval().mixture_weights(x, **inputs).weights.argmax(-1)
+    assert not torch.equal(first.argmax(-1), seeded)
+
+
+def test_published_mixture_is_the_public_codes_form(tiny_bert) -> None:
+    """y = normalize(normalize(sum_i g_i E_i(x)) + x), x the unit-length pooled vector, plain
+    experts at PyTorch's default init, a frozen random noise projection, top-1 masking that keeps
+    the gate's value (which the unit-length mixture then cancels)."""
+    model = make(tiny_bert, mixture="published").eval()
+    assert model.args["mixture"] == "published"
+    assert not model.gate.noise.weight.requires_grad and model.gate.noise.weight.abs().sum() > 0
+    assert model.experts[0].up.weight.std() > 5 * 1e-2  # default init, not near-identity
+    inputs = batch(model, TEXTS)
+    hidden = model.backbone(**inputs).last_hidden_state
+    mask = inputs["attention_mask"].unsqueeze(-1).float()
+    x = F.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1)
+    probs = model.gate(x).softmax(-1)
+    top = probs.argmax(-1)
+    outs = torch.stack([e.up(F.relu(e.down(x))) for e in model.experts], dim=1)
+    chosen = outs[torch.arange(len(TEXTS)), top] * probs[torch.arange(len(TEXTS)), top, None]
+    expected = F.normalize(F.normalize(chosen, dim=-1, eps=1e-6) + x, dim=-1)
+    torch.testing.assert_close(model(**inputs, side=Side.PASSAGE).dense, expected)
+    gating = model.mixture_weights(x, **inputs)
+    torch.testing.assert_close(gating.weights.sum(-1), probs.max(-1).values)  # the value p_m
+    every = model.with_inference("all").mixture_weights(x, **inputs).weights
+    torch.testing.assert_close(every, probs)
+    model.train()
+    assert model(**inputs, side=Side.PASSAGE).aux_loss is None  # no balancing in the public code
+    loss = model(**inputs, side=Side.PASSAGE).dense.sum()
+    loss.backward()
+    assert model.gate.noise.weight.grad is None
 
 
 def test_route_reports_the_gates_first_choice(tiny_bert) -> None:
@@ -181,7 +224,8 @@ def test_route_reports_the_gates_first_choice(tiny_bert) -> None:
 def test_bad_arguments_are_refused(tiny_bert) -> None:
     for args, words in (({"inference": "top2"}, "inference mode"), ({"gate": "hash"}, "gate"),
                         ({"n_experts": 1}, "n_experts"), ({"pooling": "sum"}, "pooling"),
-                        ({"balance_weight": -1.0}, "balance_weight")):
+                        ({"balance_weight": -1.0}, "balance_weight"),
+                        ({"mixture": "sum"}, "mixture")):
         with pytest.raises(ValueError, match=words):
             make(tiny_bert, **args)
 
