@@ -18,6 +18,9 @@ Schema (defaults in brackets; see ``encoders/*.yaml`` for commented examples)::
       validation_fraction: 0.05              # [0.05] held-out QUERIES for validation loss
       seed: 42                               # [42] validation split and negative sampling
       num_negatives: 1                       # [1] hard negatives per query per step
+      positives: all                         # [all] all: an example per (query, positive) pair;
+                                             # first: the query's first positive (DPR's gold);
+                                             # sample: one drawn per query every epoch
       negatives:
         source: bm25                         # [bm25] bm25 | run | model
         run: path/to/run.trec                # source=run: any TREC run
@@ -66,6 +69,7 @@ from pyserini_moe.io import read_yaml
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE
 
 NEGATIVE_SOURCES = ("bm25", "run", "model")
+POSITIVE_MODES = ("all", "first", "sample")
 MINING_KINDS = ("dense", "impact", "multivector")
 
 
@@ -147,6 +151,7 @@ class DataConfig:
     validation_fraction: float = field(default=0.05, metadata=_check(_fraction))
     seed: int = 42
     num_negatives: int = field(default=1, metadata=_check(_non_negative))
+    positives: str = field(default="all", metadata=_check(_one_of(POSITIVE_MODES)))
     negatives: NegativesConfig = field(default_factory=NegativesConfig)
     query_max_length: int = field(default=32, metadata=_check(_positive))
     passage_max_length: int = field(default=128, metadata=_check(_positive))

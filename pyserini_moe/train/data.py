@@ -1,7 +1,11 @@
 """Training examples: (query, positive passage, hard negatives) from the qrels of one split.
 
-* One example per judged (query, positive) pair, so a query with three positives counts three
-  times per epoch (SciFact train: 809 queries, 919 pairs).
+* ``positives: all`` (default): one example per judged (query, positive) pair, so a query with
+  three positives counts three times per epoch (SciFact train: 809 queries, 919 pairs).
+  ``first``: one example per query, its first positive in qrels order: DPR's gold passage, which
+  DPR and TASER train on (``python -m pyserini_moe.data.dpr train`` writes DPR's order).
+  ``sample``: one example per query, its positive drawn afresh every epoch (SB-MoE's public code,
+  Tevatron). Either way an epoch means what the papers mean by one: one pass over the questions.
 * A deterministic, seeded split of QUERIES (not pairs) is held out for the validation loss, so no
   validation query is ever trained on.
 * Hard-negative candidates per query: the top ``depth`` of a BM25 search (through Pyserini), of any
@@ -57,6 +61,7 @@ class TrainingData:
     num_negatives: int
     seed: int
     num_random_filled: int = 0  # queries whose candidates were topped up with random passages
+    sample_positives: bool = False  # one pair per query per epoch, drawn by the epoch's seed
 
     def __post_init__(self) -> None:
         self._doc_ids = sorted(self.passages)
@@ -65,14 +70,25 @@ class TrainingData:
     def epoch_batches(self, epoch: int, batch_size: int) -> list[list[Example]]:
         """The training batches of ``epoch``: shuffled, negatives sampled; the same for the same
         (seed, epoch), which is what makes resuming exact."""
-        return self._batches(self.train_pairs, epoch, batch_size)
+        return self._batches(self._epoch_pairs(self.train_pairs, epoch), epoch, batch_size)
 
     def validation_batches(self, batch_size: int) -> list[list[Example]]:
         """Fixed validation batches (negatives sampled once), so validation losses compare."""
-        return self._batches(self.validation_pairs, VALIDATION_EPOCH, batch_size)
+        pairs = self._epoch_pairs(self.validation_pairs, VALIDATION_EPOCH)
+        return self._batches(pairs, VALIDATION_EPOCH, batch_size)
 
     def num_batches(self, epoch: int, batch_size: int) -> int:
-        return len(_pack(self.train_pairs, self._rng(epoch), batch_size))
+        return len(_pack(self._epoch_pairs(self.train_pairs, epoch), self._rng(epoch), batch_size))
+
+    def _epoch_pairs(self, pairs: list[tuple[str, str]], epoch: int) -> list[tuple[str, str]]:
+        """The pairs of one epoch: all of them, or (``sample_positives``) one per query."""
+        if not self.sample_positives:
+            return pairs
+        by_query: dict[str, list[str]] = {}
+        for qid, doc in pairs:
+            by_query.setdefault(qid, []).append(doc)
+        rng = random.Random(f"{self.seed}/{epoch}/positives")
+        return [(qid, rng.choice(docs)) for qid, docs in by_query.items()]
 
     def _rng(self, epoch: int) -> random.Random:
         return random.Random(f"{self.seed}/{epoch}")
@@ -155,9 +171,9 @@ def load_training_data(config: DataConfig, workdir: Path, reuse_mined: bool = Fa
     """
     collection = BeirCollection.load(config.collection)
     qrels = collection.qrels(config.split)
-    positives = {qid: frozenset(d for d, grade in judged.items() if grade > 0)
-                 for qid, judged in qrels.items()}
-    positives = {qid: docs for qid, docs in positives.items() if docs}
+    ordered = {qid: [d for d, grade in judged.items() if grade > 0] for qid, judged in qrels.items()}
+    ordered = {qid: docs for qid, docs in ordered.items() if docs}  # qrels order: DPR's gold first
+    positives = {qid: frozenset(docs) for qid, docs in ordered.items()}
     if not positives:
         raise ValueError(f"{collection.name}:{config.split} has no positive judgments to train on")
     queries = {qid: text for qid, text in collection.queries().items() if qid in positives}
@@ -174,13 +190,16 @@ def load_training_data(config: DataConfig, workdir: Path, reuse_mined: bool = Fa
     candidates, filled = _candidates(run, positives, passages, config, mined)
 
     def pairs(qids: list[str]) -> list[tuple[str, str]]:
+        if config.positives == "first":
+            return [(qid, ordered[qid][0]) for qid in qids]
         return [(qid, doc) for qid in qids for doc in sorted(positives[qid])]
 
     if filled:
         log.warning("%d of %d queries have fewer than %d hard negatives; random passages fill in",
                     filled, len(positives), config.num_negatives)
     return TrainingData(queries, passages, positives, pairs(train_qids), pairs(validation_qids),
-                        candidates, config.num_negatives, config.seed, filled)
+                        candidates, config.num_negatives, config.seed, filled,
+                        sample_positives=config.positives == "sample")
 
 
 def _candidates(run: Run, positives: dict[str, frozenset[str]], passages: dict[str, str],

@@ -90,6 +90,51 @@ def test_examples_come_from_positive_judgments_and_validation_queries_are_held_o
     assert (tmp_path / NEGATIVES_RUN).is_file()
 
 
+def gold_second_in_sort_order(collection: Path, tmp_path: Path) -> Path:
+    """The toy collection with q0's positives in DPR's order, the gold one first: d1, then d0."""
+    root = tmp_path / "gold"
+    (root / "qrels").mkdir(parents=True)
+    for name in ("corpus.jsonl", "queries.jsonl"):
+        (root / name).write_text((collection / name).read_text())
+    rows = (collection / "qrels" / "train.tsv").read_text().replace("q0\td0\t1\nq0\td1\t1",
+                                                                   "q0\td1\t1\nq0\td0\t1")
+    assert "q0\td1\t1\nq0\td0" in rows
+    (root / "qrels" / "train.tsv").write_text(rows)
+    return root
+
+
+def test_positives_first_trains_on_the_gold_positive_once_per_query(collection, tmp_path):
+    root = gold_second_in_sort_order(collection, tmp_path)
+    run = every_doc_ranked(tmp_path / "run.trec")
+    cfg = config(root, validation_fraction=0.0, positives="first",
+                 negatives={"source": "run", "run": str(run)})
+    data = load_training_data(cfg, tmp_path / "out")
+    assert len(data.train_pairs) == 10 and ("q0", "d1") in data.train_pairs  # not sorted's d0
+    assert ("q0", "d0") not in data.train_pairs
+    assert data.positives["q0"] == {"d0", "d1"}  # both still kept out of q0's negatives
+    assert sum(len(b) for b in data.epoch_batches(0, 4)) == 10
+
+
+def test_positives_sample_draws_one_positive_per_query_each_epoch(collection, tmp_path):
+    run = every_doc_ranked(tmp_path / "run.trec")
+    cfg = config(collection, validation_fraction=0.0, positives="sample",
+                 negatives={"source": "run", "run": str(run)})
+    data = load_training_data(cfg, tmp_path)
+    assert len(data.train_pairs) == 11  # all pairs kept; each epoch takes one per query
+    q0_texts = {data.passages["d0"], data.passages["d1"]}
+    seen = set()
+    for epoch in range(12):
+        examples = [e for b in data.epoch_batches(epoch, 4) for e in b]
+        assert len(examples) == 10 == data.num_batches(epoch, 4) * 4 - 2
+        positives = {e.positive for e in examples if e.query == data.queries["q0"]}
+        assert len(positives) == 1
+        seen |= positives
+    assert seen == q0_texts  # over the epochs, both of q0's positives are drawn
+    assert data.epoch_batches(3, 4) == data.epoch_batches(3, 4)  # seeded: resuming stays exact
+    with pytest.raises(ValueError, match="positives"):
+        config(collection, positives="gold")
+
+
 def test_candidates_skip_top_ranks_respect_depth_and_never_hold_positives(collection, tmp_path):
     run = every_doc_ranked(tmp_path / "run.trec")
     cfg = config(collection, negatives={"source": "run", "run": str(run), "depth": 6,
