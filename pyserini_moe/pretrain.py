@@ -52,7 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output-dir", required=True, type=Path)
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output")
     parser.add_argument("--max-steps", type=int, default=300)
-    parser.add_argument("--batch-size", type=int, default=16, help="examples per step")
+    parser.add_argument("--batch-size", type=int, default=16, help="examples per forward pass")
+    parser.add_argument("--grad-accumulation", type=int, default=1,
+                        help="forward passes per optimizer step: the batch the learning rate "
+                             "sees is --batch-size x this (the paper's 2048 = 256 x 8)")
     parser.add_argument("--max-length", type=int, default=128, help="encoder tokens")
     parser.add_argument("--context-max-length", type=int, default=64, help="decoder tokens")
     parser.add_argument("--mask-ratio", type=float, default=0.3,
@@ -83,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         backbone=args.backbone, variant=args.variant, sparse_head=args.sparse_head,
         pooling=args.pooling, corpora=tuple(args.corpus),
         queries=tuple(args.queries), pseudo_queries=tuple(args.pseudo_queries),
-        max_steps=args.max_steps, batch_size=args.batch_size, max_length=args.max_length,
+        max_steps=args.max_steps, batch_size=args.batch_size,
+        grad_accumulation=args.grad_accumulation, max_length=args.max_length,
         context_max_length=args.context_max_length, mask_ratio=args.mask_ratio,
         learning_rate=args.learning_rate, encoder_learning_rate=args.encoder_learning_rate,
         warmup_ratio=args.warmup_ratio,

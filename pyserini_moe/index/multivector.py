@@ -21,6 +21,7 @@ over all their tokens (float32 arithmetic on the stored float16 vectors).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from array import array
@@ -50,6 +51,13 @@ FAISS_FILE = "tokens.faiss"
 #: 32-token queries, flat Faiss): depth 256 recovered 98.1% of the exhaustive MaxSim top-100,
 #: 512 recovered 99.9% (worst query 98%), 1024 recovered 100%.
 MIN_CANDIDATES_PER_TOKEN = 512
+
+
+def default_nprobe(nlist: int) -> int:
+    """IVF lists probed per query token when ``--faiss-params`` does not say: ceil(sqrt(nlist)),
+    the usual Faiss starting point (64 of 4,096 lists). Faiss's own default, 1, scans 1/nlist of
+    the tokens and silently loses most of the candidates MaxSim needs."""
+    return max(1, math.ceil(math.sqrt(nlist)))
 
 
 def default_candidates_per_token(k: int) -> int:
@@ -253,6 +261,9 @@ class MultiVectorIndex:
 
     The token matrix is memory-mapped, so only the candidates' tokens are read. ``faiss_params``
     is passed to Faiss's ParameterSpace, e.g. ``"nprobe=32"`` (IVF) or ``"efSearch=256"`` (HNSW).
+    Where it does not set them, an IVF index probes :func:`default_nprobe` lists and an HNSW index
+    searches with efSearch at least the candidate depth (Faiss's defaults, nprobe 1 and efSearch
+    16, would silently cut recall).
     """
 
     def __init__(self, index_dir: str | os.PathLike, faiss_params: str | None = None,
@@ -272,8 +283,13 @@ class MultiVectorIndex:
             raise IndexMismatchError(f"{self.index_dir}: docids/offsets/metadata disagree on the "
                                      "number of documents; the index is corrupt")
         self.index = faiss.read_index(str(self.index_dir / FAISS_FILE))
-        if faiss_params:
-            faiss.ParameterSpace().set_index_parameters(self.index, faiss_params)
+        params = faiss_params or ""
+        ivf = _ivf(self.index)
+        if ivf is not None and "nprobe" not in params:
+            ivf.nprobe = default_nprobe(ivf.nlist)
+        self._hnsw = getattr(self.index, "hnsw", None) if "efSearch" not in params else None
+        if params:
+            faiss.ParameterSpace().set_index_parameters(self.index, params)
         self.score_chunk_tokens = score_chunk_tokens
 
     def _query(self, q: np.ndarray) -> np.ndarray:
@@ -309,6 +325,12 @@ class MultiVectorIndex:
         order = np.lexsort((docs, -scores))[:k]
         return [(self.docids[docs[i]], float(scores[i])) for i in order]
 
+    def _token_search(self, q: np.ndarray, depth: int) -> np.ndarray:
+        """Ids of each query token's ``depth`` nearest tokens [Lq, depth] (-1 where fewer)."""
+        if self._hnsw is not None:  # efSearch below the depth returns fewer, worse neighbours
+            self._hnsw.efSearch = max(self._hnsw.efSearch, depth)
+        return self.index.search(q, depth)[1]
+
     def _candidates(self, token_ids: np.ndarray) -> np.ndarray:
         return np.unique(self.token2doc[token_ids[token_ids >= 0]])
 
@@ -321,8 +343,7 @@ class MultiVectorIndex:
         """
         q = self._query(query_vectors)
         depth = candidates_per_token or default_candidates_per_token(k)
-        _, ids = self.index.search(q, min(depth, self.index.ntotal))
-        docs = self._candidates(ids)
+        docs = self._candidates(self._token_search(q, min(depth, self.index.ntotal)))
         return self._top(docs, self._maxsim_docs(q, docs), k)
 
     def exhaustive_search(self, query_vectors: np.ndarray, k: int = 1000,
@@ -361,7 +382,7 @@ class MultiVectorIndex:
                      disable=not progress) as bar:
             for lo in range(0, len(qids), query_batch):
                 batch = mats[lo:lo + query_batch]
-                _, ids = self.index.search(np.concatenate(batch), depth)
+                ids = self._token_search(np.concatenate(batch), depth)
                 bounds = np.cumsum([0] + [len(q) for q in batch])
                 hits = pool.map(rescore, batch,
                                 [ids[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
@@ -369,3 +390,11 @@ class MultiVectorIndex:
                     run[qid] = result
                     bar.update()
         return run
+
+
+def _ivf(index: Any) -> Any:
+    """The IVF part of a Faiss index (IVF-PQ, IVF-Flat), or None."""
+    try:
+        return faiss.extract_index_ivf(index)
+    except RuntimeError:  # not an IVF index
+        return None

@@ -9,6 +9,11 @@ of BERT-base and 3, 6 of a 6-layer MiniLM. A router picks one expert per input: 
 with an entropic regulariser, eq. 4-5, see :func:`~pyserini_moe.modeling.experts.balance_loss`)
 or none (TASER-shared, I = 1). Score: dot product of pooled vectors (eq. 1), trained with the
 contrastive NLL of eq. 2 (the trainer's default loss).
+
+The regulariser of the learned routers comes in two forms (argument ``entropy``, see
+:meth:`TaserEncoder.regularization`): ``batch`` (ours, the default) on the batch-averaged routing
+distribution, and ``per_input``, the form of the authors' released code (microsoft/taser,
+``src/taser/models/moe_models.py``, ``ExpertGating``), on each input's own distribution.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from pyserini_moe.modeling.experts import (
 from pyserini_moe.modeling.pooling import POOLINGS, pool, pretrained_encoder
 
 ENTROPY_WEIGHT = 0.01  # beta of eq. 5, fixed in the paper
+ENTROPY_FORMS = ("batch", "per_input")  # where eq. 4's entropy is taken; see regularization()
 
 
 def specialised_layers(num_layers: int, every: int) -> list[int]:
@@ -52,7 +58,8 @@ class TaserEncoder(SingleBackboneModel):
     ``router``: det | seq | tok | shared; ``num_experts`` (I) defaults to what the router needs
     (2, or 1 for shared); ``every`` (T) shared blocks precede each specialised one. [CLS] pooling
     and an unnormalised dot product by default, as in the paper (BERT-base); recipes starting
-    from a sentence-transformer use its own pooling (mean, L2-normalised).
+    from a sentence-transformer use its own pooling (mean, L2-normalised). ``entropy_weight``
+    (beta of eq. 5) and ``entropy`` (batch | per_input) set the learned routers' regulariser.
     """
 
     model_type = "taser"
@@ -61,15 +68,18 @@ class TaserEncoder(SingleBackboneModel):
     def __init__(self, backbone: nn.Module, tokenizer: Any, router: str = "det",
                  num_experts: int | None = None, every: int = 2, pooling: str = "cls",
                  normalize: bool = False, entropy_weight: float = ENTROPY_WEIGHT,
-                 gumbel_tau: float = 1.0) -> None:
+                 gumbel_tau: float = 1.0, entropy: str = "batch") -> None:
         if router not in ROUTERS:
             raise ValueError(f"unknown router {router!r}; choose from {ROUTERS}")
         if pooling not in POOLINGS:
             raise ValueError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
+        if entropy not in ENTROPY_FORMS:
+            raise ValueError(f"unknown entropy {entropy!r}; choose from {ENTROPY_FORMS}")
         num_experts = num_experts if num_experts is not None else (1 if router == "shared" else 2)
         super().__init__(tokenizer, {"router": router, "num_experts": num_experts, "every": every,
                                      "pooling": pooling, "normalize": normalize,
-                                     "entropy_weight": entropy_weight, "gumbel_tau": gumbel_tau})
+                                     "entropy_weight": entropy_weight, "gumbel_tau": gumbel_tau,
+                                     "entropy": entropy})
         self.backbone = backbone
         layers = specialised_layers(len(transformer_layers(backbone)), every)
         # A tuple, not a ModuleList: the blocks already live inside the backbone, and registering
@@ -80,17 +90,18 @@ class TaserEncoder(SingleBackboneModel):
         self.pooling = pooling
         self.normalize = normalize
         self.entropy_weight = entropy_weight
+        self.entropy = entropy
 
     @classmethod
     def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE, router: str = "det",
                       num_experts: int | None = None, every: int = 2, pooling: str = "cls",
                       normalize: bool = False, entropy_weight: float = ENTROPY_WEIGHT,
-                      gumbel_tau: float = 1.0,
+                      gumbel_tau: float = 1.0, entropy: str = "batch",
                       device: str | torch.device | None = None) -> TaserEncoder:
         """Pretrained backbone whose specialised blocks get copies of their pretrained FFN; on
         ``device`` (default: CUDA when present)."""
         model = cls(pretrained_encoder(name), load_tokenizer(name), router, num_experts, every,
-                    pooling, normalize, entropy_weight, gumbel_tau)
+                    pooling, normalize, entropy_weight, gumbel_tau, entropy)
         return model.to(device or default_device())
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
@@ -102,10 +113,26 @@ class TaserEncoder(SingleBackboneModel):
                        routing=routing_probs(self.expert_layers))
 
     def regularization(self, q: Encoded, p: Encoded) -> torch.Tensor | None:
-        """beta * entropic routing regulariser (eq. 5) over both sides of the batch; None for the
-        routers that learn nothing (Det-R, shared)."""
+        """beta * R, the entropic routing regulariser of eq. 4-5 (L_joint = L_sim + beta * L_ent,
+        beta = ``entropy_weight``) over both sides of the batch; None for the routers that learn
+        nothing (Det-R, shared). With P_n = Softmax(A h_n + c) the router's distribution over the
+        I experts for routed unit n (a sequence for Seq-R, a real token for Tok-R) of side s
+        (questions, passages), H(P) = -sum_i P(i) log P(i) (eq. 4), and each form averaged over
+        the specialised blocks:
+
+        * ``entropy: batch`` (default; :func:`~pyserini_moe.modeling.experts.balance_loss`):
+          R = log I - H(P-bar), P-bar = 1/2 sum_s (1/N_s) sum_n P_n: eq. 4 on the batch-averaged
+          distribution, maximised (0 when the experts are used equally, log I on collapse).
+        * ``entropy: per_input`` (the authors' released code): R = 1/2 sum_s (1/N_s) sum_n
+          sum_i P_n(i) log P_n(i) = -mean_n H(P_n): eq. 4 per input, averaged over the inputs of
+          each side, then over the two sides. The released code adds beta * sum_i P log P (the
+          negative of eq. 4's L_ent), so it too maximises the entropy, of each input's own
+          distribution (-log I when every input is undecided, 0 when every one is certain).
+        """
         if q.routing is None or p.routing is None or self.entropy_weight == 0:
             return None
+        if self.entropy == "per_input":
+            return self.entropy_weight * per_input_entropy_loss(q.routing, p.routing)
         return self.entropy_weight * balance_loss(q.routing, p.routing)
 
     @torch.inference_mode()
@@ -122,3 +149,16 @@ class TaserEncoder(SingleBackboneModel):
                 choice = choice[:, 0]
             out.append(choice.masked_fill(~mask, -1) if choice.dim() == 2 else choice)
         return out
+
+
+def per_input_entropy_loss(*sides: list[torch.Tensor]) -> torch.Tensor:
+    """The released code's regulariser: mean over sides and specialised blocks of
+    (1/N) sum_n sum_i P_n(i) log P_n(i), i.e. minus the mean per-input entropy (eq. 4 per input).
+
+    ``sides``: per side, a list (one entry per expert layer) of [units, I] probabilities. Unlike
+    the released code, Tok-R's padding tokens are left out (the model keeps only real tokens).
+    """
+    layers = [torch.stack([(probs[i] * probs[i].clamp_min(1e-9).log()).sum(-1).mean()
+                           for probs in sides]).mean()
+              for i in range(len(sides[0]))]
+    return torch.stack(layers).mean()

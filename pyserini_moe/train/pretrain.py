@@ -70,8 +70,10 @@ class PretrainArgs:
     corpora: tuple[str, ...] = ()
     queries: tuple[str, ...] = ()          # collection:split whose judged pairs are used
     pseudo_queries: tuple[str, ...] = ()   # corpus=path.tsv
-    max_steps: int = 300
-    batch_size: int = 16
+    max_steps: int = 300                   # optimizer steps
+    batch_size: int = 16                   # examples per forward pass
+    grad_accumulation: int = 1             # forward passes per optimizer step (paper batch 2048
+                                           #   = 256 x 8 on one GPU, at the paper's rate)
     max_length: int = 128                  # anchor tokens (the paper cuts its corpus at 144)
     context_max_length: int = 64           # decoder tokens
     mask_ratio: float = 0.3                # CoT-MAE's encoder mask rate
@@ -91,6 +93,7 @@ class PretrainArgs:
             raise ValueError("nothing to pre-train on: give --corpus, --queries or "
                              "--pseudo-queries")
         for name, value in (("max_steps", self.max_steps), ("batch_size", self.batch_size),
+                            ("grad_accumulation", self.grad_accumulation),
                             ("max_length", self.max_length),
                             ("context_max_length", self.context_max_length)):
             if value < 1:
@@ -312,22 +315,24 @@ def pretrain(args: PretrainArgs, output_dir: Path, device: torch.device,
     with open(output_dir / LOG_FILE, "w") as log_file:
         for step in tqdm(range(args.max_steps), desc="pretrain", unit="step",
                          disable=not progress):
-            if len(order) < args.batch_size:
-                more = examples[:]
-                rng.shuffle(more)
-                order += more
-            batch, order = order[:args.batch_size], order[args.batch_size:]
-            parts = _step(model, batch, args, generator)
-            loss = parts["mlm_loss"] + parts["decoder_loss"]
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            sums = {"mlm_loss": 0.0, "decoder_loss": 0.0}
+            for _ in range(args.grad_accumulation):  # the mean loss of the accumulated passes
+                if len(order) < args.batch_size:
+                    more = examples[:]
+                    rng.shuffle(more)
+                    order += more
+                batch, order = order[:args.batch_size], order[args.batch_size:]
+                parts = _step(model, batch, args, generator)
+                ((parts["mlm_loss"] + parts["decoder_loss"]) / args.grad_accumulation).backward()
+                sums = {k: sums[k] + parts[k].item() / args.grad_accumulation for k in sums}
+            loss = sums["mlm_loss"] + sums["decoder_loss"]
             if args.max_grad_norm:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
             optimizer.step()
             scheduler.step()
             log_file.write(json.dumps({
-                "step": step + 1, "loss": loss.item(),
-                **{k: v.item() for k, v in parts.items()},
+                "step": step + 1, "loss": loss, **sums,
                 "lr": args.learning_rate * schedule(step),
                 "elapsed": round(time.perf_counter() - started, 3)}) + "\n")
             log_file.flush()

@@ -13,6 +13,7 @@ from pyserini_moe.index.multivector import (
     VECTORS_FILE,
     MultiVectorIndexWriter,
     MultiVectorIndex,
+    default_nprobe,
     faiss_factory_string,
     maxsim_numpy,
 )
@@ -125,6 +126,25 @@ def test_approximate_faiss_options(tmp_path: Path, corpus, spec: str) -> None:
     hits = searcher.search(next(iter(corpus[1].values())), k=25)
     assert len(hits) == 25 and len({d for d, _ in hits}) == 25
     assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+
+
+def test_ivf_and_hnsw_defaults_are_no_recall_cliff(tmp_path: Path, corpus) -> None:
+    """Without --faiss-params an IVF index probes ceil(sqrt(nlist)) lists, not Faiss's 1, and an
+    HNSW index searches with efSearch >= the candidate depth, not Faiss's 16; given parameters
+    win."""
+    import faiss
+
+    assert [default_nprobe(n) for n in (1, 16, 4096, 4097)] == [1, 4, 64, 65]
+    ivf = _build(tmp_path / "ivf", corpus[0], faiss_index="ivf16,pq8x4")
+    assert faiss.extract_index_ivf(MultiVectorIndex(ivf).index).nprobe == 4
+    given = MultiVectorIndex(ivf, faiss_params="nprobe=2")
+    assert faiss.extract_index_ivf(given.index).nprobe == 2
+    hnsw = MultiVectorIndex(_build(tmp_path / "hnsw", corpus[0], faiss_index="hnsw16"))
+    hnsw.search(next(iter(corpus[1].values())), k=25, candidates_per_token=700)
+    assert hnsw.index.hnsw.efSearch == 700
+    fixed = MultiVectorIndex(tmp_path / "hnsw", faiss_params="efSearch=32")
+    fixed.search(next(iter(corpus[1].values())), k=25, candidates_per_token=700)
+    assert fixed.index.hnsw.efSearch == 32
 
 
 def test_interrupted_build_leaves_nothing(tmp_path: Path, corpus) -> None:

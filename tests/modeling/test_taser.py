@@ -1,6 +1,7 @@
 """TASER on tiny random BERTs: block placement, routers, the entropic regulariser, sizes, saving,
 and a short training run of every router through the trainer."""
 
+import json
 import math
 
 import pytest
@@ -8,6 +9,7 @@ import torch
 from transformers import BertConfig
 
 from pyserini_moe.modeling import SiameseBiEncoder, Side, TaserEncoder, load_model
+from pyserini_moe.modeling.base import MODEL_FILE, Encoded
 from pyserini_moe.modeling.experts import ExpertFeedForward, balance_loss, insert_experts
 from pyserini_moe.modeling.losses import contrastive_loss
 from pyserini_moe.modeling.taser import specialised_layers
@@ -162,6 +164,59 @@ def test_the_regulariser_pulls_a_collapsing_router_back(tiny_bert, texts):
     assert share.min().item() > 0.3
 
 
+# Fixed router probabilities, one specialised block, I = 2: two questions, two passages.
+HAND_Q = [[0.5, 0.5], [0.9, 0.1]]
+HAND_P = [[0.2, 0.8], [0.2, 0.8]]
+
+
+def _plogp(*probs: float) -> float:
+    return sum(x * math.log(x) for x in probs)
+
+
+def test_the_two_entropy_forms_on_hand_built_router_probabilities(tiny_bert):
+    """batch: log I - H(P-bar), P-bar = mean of the two sides' means; per_input (released code):
+    mean over sides of each side's mean of sum_i P log P. Values worked out by hand."""
+    q, p = Encoded(routing=[torch.tensor(HAND_Q)]), Encoded(routing=[torch.tensor(HAND_P)])
+    # batch: P-bar = ([0.7, 0.3] + [0.2, 0.8]) / 2 = [0.45, 0.55]
+    batch = math.log(2) + _plogp(0.45, 0.55)
+    assert batch == pytest.approx(0.0050084, abs=1e-6)
+    # per input: questions (-0.693147 - 0.325083) / 2 = -0.509115; passages -0.500402
+    per_input = ((_plogp(0.5, 0.5) + _plogp(0.9, 0.1)) / 2 + _plogp(0.2, 0.8)) / 2
+    assert per_input == pytest.approx(-0.5047586, abs=1e-6)
+    for entropy, expected in (("batch", batch), ("per_input", per_input)):
+        model = taser(tiny_bert, "seq", entropy_weight=0.01, entropy=entropy)
+        assert model.regularization(q, p).item() == pytest.approx(0.01 * expected, abs=1e-8)
+    assert taser(tiny_bert, "seq").entropy == "batch"  # the default: models saved before stay
+    # the forms disagree on what they reward: every input undecided is the best per_input value
+    # (-log 2) and a perfectly balanced batch (0) for batch; a certain router that splits the
+    # batch evenly is balanced (0) yet maximally confident (0 per input)
+    split = Encoded(routing=[torch.tensor([[1.0, 0.0], [0.0, 1.0]])])
+    undecided = Encoded(routing=[torch.full((2, 2), 0.5)])
+    per_input_model = taser(tiny_bert, "seq", entropy_weight=1.0, entropy="per_input")
+    batch_model = taser(tiny_bert, "seq", entropy_weight=1.0)
+    assert per_input_model.regularization(undecided, undecided).item() == pytest.approx(
+        -math.log(2))
+    assert per_input_model.regularization(split, split).item() == pytest.approx(0.0, abs=1e-6)
+    assert batch_model.regularization(split, split).item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_per_input_entropy_averages_over_blocks_and_ignores_tok_r_padding(tiny_bert, texts):
+    """Two Tok-R blocks: the regulariser is the mean of the blocks' values, computed from the
+    real tokens' probabilities only."""
+    model = taser(tiny_bert, "tok", entropy_weight=1.0, entropy="per_input").train()
+    batch = model.tokenize(texts, Side.QUERY, 16)
+    q = model(**batch, side=Side.QUERY)
+    real = int(batch["attention_mask"].sum())
+    assert len(q.routing) == 2 and all(len(r) == real for r in q.routing)
+    by_hand = sum(float((r * r.log()).sum(-1).mean().detach()) for r in q.routing) / 2
+    assert model.regularization(q, q).item() == pytest.approx(by_hand, rel=1e-5)
+
+
+def test_entropy_form_is_validated(tiny_bert):
+    with pytest.raises(ValueError, match=r"unknown entropy 'mean'.*'batch', 'per_input'"):
+        taser(tiny_bert, "seq", entropy="mean")
+
+
 def test_regularization_only_for_learned_routers(tiny_bert, texts):
     for router, expected in (("det", None), ("shared", None)):
         model = taser(tiny_bert, router).train()
@@ -182,6 +237,24 @@ def test_save_load_round_trip(tiny_bert, texts, tmp_path, router):
     for side in Side:
         torch.testing.assert_close(loaded.encode(texts, side).dense, model.encode(texts, side).dense,
                                    rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("entropy", ("batch", "per_input"))
+def test_entropy_form_round_trips_through_save_and_load(tiny_bert, tmp_path, entropy):
+    model = taser(tiny_bert, "seq", entropy=entropy)
+    model.save(tmp_path / "taser")
+    loaded = load_model(tmp_path / "taser", device="cpu")
+    assert loaded.args["entropy"] == entropy and loaded.entropy == entropy
+    assert loaded.args == model.args
+
+
+def test_models_saved_without_the_entropy_arg_load_with_the_batch_form(tiny_bert, tmp_path):
+    taser(tiny_bert, "seq").save(tmp_path / "taser")
+    meta_file = tmp_path / "taser" / MODEL_FILE
+    meta = json.loads(meta_file.read_text())
+    del meta["args"]["entropy"]  # as written before the argument existed
+    meta_file.write_text(json.dumps(meta))
+    assert load_model(tmp_path / "taser", device="cpu").entropy == "batch"
 
 
 def test_bad_router_settings_are_refused(tiny_bert):

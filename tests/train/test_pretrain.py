@@ -209,3 +209,34 @@ def test_encoder_learning_rate_zero_trains_only_the_heads_and_decoder(tiny_bert,
 def test_a_negative_encoder_learning_rate_is_refused() -> None:
     with pytest.raises(ValueError, match="encoder_learning_rate"):
         PretrainArgs(backbone="x", corpora=("toy",), encoder_learning_rate=-1.0).check()
+
+
+def test_grad_accumulation_steps_once_per_accumulated_batch(tiny_bert, tmp_path,
+                                                            monkeypatch) -> None:
+    """The paper's batch of 2048 on one device: --batch-size 256 --grad-accumulation 8. Each
+    optimizer step sees grad_accumulation forward passes; the log has one line per step with
+    the mean of their losses."""
+    import pyserini_moe.train.pretrain as module
+
+    passes: list[tuple[int, float]] = []
+    real_step = module._step
+
+    def counting_step(model, batch, args, generator):
+        parts = real_step(model, batch, args, generator)
+        passes.append((len(batch), (parts["mlm_loss"] + parts["decoder_loss"]).item()))
+        return parts
+
+    monkeypatch.setattr(module, "_step", counting_step)
+    args = PretrainArgs(backbone=str(tiny_bert), corpora=("toy",), max_steps=3, batch_size=4,
+                        grad_accumulation=2, max_length=24, context_max_length=16,
+                        learning_rate=3e-3, seed=3)
+    examples = span_examples(DOCS[:2] * 4, random.Random(1))
+    pretrain(args, tmp_path / "pt", torch.device("cpu"), examples, progress=False)
+    log = [json.loads(line) for line in (tmp_path / "pt" / "pretrain_log.jsonl").read_text()
+           .splitlines()]
+    assert [size for size, _ in passes] == [4] * 6 and len(log) == 3
+    for i, entry in enumerate(log):
+        mean = (passes[2 * i][1] + passes[2 * i + 1][1]) / 2
+        assert entry["loss"] == pytest.approx(mean, rel=1e-5)
+    with pytest.raises(ValueError, match="grad_accumulation"):
+        PretrainArgs(backbone="x", corpora=("toy",), grad_accumulation=0).check()
