@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 WORK   ?= work
 
-.PHONY: setup demo test test-fast regress regress-dry bench clean
+.PHONY: setup demo test test-fast regress regress-dry regress-smoke bench clean
 
 setup: $(STAMP)
 
@@ -40,6 +40,11 @@ regress: setup
 # Add a Vaswani scaling point with: python -m pyserini_moe.bench --scaling-corpus vaswani
 bench: setup
 	$(BIN)/python -m pyserini_moe.bench --output-dir $(WORK)/bench
+
+# Every step of every paper-scale file, for real, on small stand-ins (a SciFact slice in the
+# files' data formats, a tiny random BERT, 2 training steps); fails naming file, condition, step.
+regress-smoke: setup
+	$(BIN)/python -m pyserini_moe.regress --smoke regressions/*-paper.yaml
 
 regress-dry: setup
 	$(BIN)/python -m pyserini_moe.regress --dry-run regressions/*.yaml

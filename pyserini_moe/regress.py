@@ -31,6 +31,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run only files of this scale")
     parser.add_argument("--dry-run", action="store_true",
                         help="validate the files and print the commands without running them")
+    parser.add_argument("--smoke", action="store_true",
+                        help="run every step of paper-scale files for real on small stand-ins "
+                             "(a slice of SciFact in each data format the files read, a tiny "
+                             "random BERT, 2 training steps); expected values are not compared, "
+                             "every condition must be evaluated (see pyserini_moe.eval.smoke)")
     parser.add_argument("--evaluate-only", action="store_true",
                         help="run no step: evaluate the runs already in the work folder (steps "
                              "run by hand or in parallel queues) against the expected values")
@@ -40,6 +45,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     regressions = [load_regression(f) for f in args.files]  # validate all before running any
+    if args.smoke:
+        from pyserini_moe.eval.smoke import smoke  # noqa: PLC0415
+
+        paper = [r for r in regressions if r.scale == "paper"]
+        if not paper:
+            raise ValueError("--smoke runs paper-scale files; none given")
+        return smoke(paper, Path(args.work_dir) / "smoke")
     failed = False
     for reg in regressions:
         if args.scale != "all" and reg.scale != args.scale:
