@@ -13,7 +13,7 @@ What the runner changes, never the files themselves:
 * **Backbone.** Every pre-training and training step starts from :func:`tiny_backbone`, a random
   12-layer BERT 32 wide with BERT's vocabulary and an MLM head: 12 layers keep the recipes' layer
   arithmetic (TASER's every-2nd, CAME's 10 shared) valid. A step's own ``--set model.backbone``
-  (a previous step's output) still wins.
+  still wins when it is a previous step's output (a path); a hub name becomes the tiny BERT too.
 * **Budget.** Training stops after :data:`TRAIN_STEPS` optimizer steps of :data:`BATCH` queries
   (16 query / 32 passage tokens); pre-training likewise; encoding uses 32 tokens, one thread.
 
@@ -215,6 +215,9 @@ def smoke_argv(argv: list[str], backbone: str) -> list[str]:
     if module == "pyserini_moe.train":
         at = argv.index("--config") + 2 if "--config" in argv else len(argv)
         argv[at:at] = ["--set", f"model.backbone={backbone}"]  # a step's own --set comes later
+        for i, arg in enumerate(argv):  # ... and wins when it names a previous step's output
+            if arg.startswith("model.backbone=") and not os.path.isabs(arg.partition("=")[2]):
+                argv[i] = f"model.backbone={backbone}"  # a hub name (coCondenser): the tiny one
         argv += ["--set", f"training.batch_size={BATCH}", "--set", "training.grad_accumulation=1",
                  "--set", "data.query_max_length=16", "--set", "data.passage_max_length=32"]
         _put(argv, "--max-steps", str(TRAIN_STEPS))

@@ -20,11 +20,17 @@ TINY = "/tmp/tiny"
 
 def test_training_steps_start_from_the_tiny_backbone_unless_the_step_names_its_own() -> None:
     argv = smoke_argv(["pyserini_moe.train", "--config", "r.yaml", "--set",
-                       "model.backbone=work/pretrained", "--max-steps", "9000", "--quiet"], TINY)
+                       "model.backbone=/work/pretrained", "--max-steps", "9000", "--quiet"], TINY)
     sets = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
-    assert sets[0] == f"model.backbone={TINY}" and sets[1] == "model.backbone=work/pretrained"
+    assert sets[0] == f"model.backbone={TINY}" and sets[1] == "model.backbone=/work/pretrained"
     assert argv[argv.index("--max-steps") + 1] == "2" and argv.count("--max-steps") == 1
     assert "training.batch_size=4" in sets and argv[argv.index("--device") + 1] == "cpu"
+    hub = smoke_argv(["pyserini_moe.train", "--config", "r.yaml", "--set",
+                      "model.backbone=Luyu/co-condenser-wiki"], TINY)
+    assert "model.backbone=Luyu/co-condenser-wiki" not in hub
+    own = smoke_argv(["pyserini_moe.train", "--config", "r.yaml", "--set",
+                      "model.backbone=/work/round1/best"], TINY)
+    assert own[own.index("model.backbone=/work/round1/best") - 1] == "--set"
 
 
 def test_pretraining_indexing_and_search_are_cut_to_smoke_size(monkeypatch) -> None:
