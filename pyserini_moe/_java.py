@@ -177,7 +177,18 @@ def configure_env() -> Path:
         os.environ["PATH"] = bin_dir + (os.pathsep + path if path else "")
     os.environ.setdefault("OPENAI_API_KEY", "not-needed-offline")
     _patch_jnius_options(drop_vector=not has_module(home, VECTOR_MODULE))
+    _leave_signals_to_python()
     return home
+
+
+def _leave_signals_to_python() -> None:
+    """Start the JVM with -Xrs: it then installs no SIGINT / SIGTERM / SIGHUP handlers of its own,
+    so Ctrl-C and SIGTERM reach Python (a clean interruption) instead of the JVM's shutdown, which
+    ended a process with exit 143 and "unknown parameter type"."""
+    import jnius_config  # noqa: PLC0415
+
+    if not jnius_config.vm_running and "-Xrs" not in jnius_config.get_options():
+        jnius_config.add_options("-Xrs")
 
 
 _done = False

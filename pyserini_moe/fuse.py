@@ -60,6 +60,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _non_empty(path: str) -> dict:
+    """A run to fuse; an empty one (a search that failed or found nothing) is refused, since
+    every method would silently return the other runs."""
+    run = read_trec_run(path)
+    if not any(run.values()):
+        raise ValueError(f"{path}: the run is empty: nothing to fuse (did its search fail?)")
+    return run
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.hits < 1:
@@ -72,12 +81,12 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError("--dev-runs must list one run per --runs entry, in the same order")
     if args.weights is not None and len(args.weights) != len(args.runs):
         raise ValueError(f"--weights needs {len(args.runs)} values, one per run")
-    runs = [read_trec_run(p) for p in args.runs]
+    runs = [_non_empty(p) for p in args.runs]
     dev = None
     if args.dev_runs is not None:
         from pyserini_moe.data.topics import load_qrels  # noqa: PLC0415
 
-        dev = ([read_trec_run(p) for p in args.dev_runs], load_qrels(args.dev_qrels))
+        dev = ([_non_empty(p) for p in args.dev_runs], load_qrels(args.dev_qrels))
     tuned: dict = {}
     if args.method == "hybrid":
         from pyserini_moe.search.fusion import top_k  # noqa: PLC0415

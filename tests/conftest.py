@@ -32,12 +32,29 @@ def _save_tiny_bert(path: Path, mlm: bool) -> Path:
     config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2,
                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
     model = (BertForMaskedLM if mlm else BertModel)(config)
+    _extend_positions(model, 512)
     if mlm:  # a recognisable, non-default head so the test can tell it was loaded
         with torch.no_grad():
             model.cls.predictions.bias.uniform_(-1, 1)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+def _extend_positions(model: torch.nn.Module, positions: int) -> None:
+    """BERT's 512 positions (encoders refuse a max length beyond them) while every weight drawn
+    above stays what the tests were written against: the new rows come from their own seed."""
+    bert = model.bert if hasattr(model, "bert") else model
+    old = bert.embeddings.position_embeddings
+    with torch.random.fork_rng():  # the global generator stays where the draws above left it
+        new = torch.nn.Embedding(positions, old.embedding_dim)
+    with torch.no_grad():
+        new.weight.normal_(0, 0.02, generator=torch.Generator().manual_seed(1))
+        new.weight[:old.num_embeddings] = old.weight
+    bert.embeddings.position_embeddings = new
+    bert.embeddings.register_buffer("position_ids", torch.arange(positions).expand((1, -1)),
+                                    persistent=False)
+    model.config.max_position_embeddings = positions
 
 
 @pytest.fixture

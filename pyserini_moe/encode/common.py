@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from typing import Any
 
 import torch
@@ -12,13 +13,19 @@ from pyserini.encode import DocumentEncoder, QueryEncoder
 
 from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side
 
+log = logging.getLogger(__name__)
+DEFAULT_MAX_POSITIONS = 512  # a model whose position limit cannot be read (BERT's)
+
 
 class _ModelAdapter:
     """Holds the model; subclasses say which representation they take and how to convert it."""
 
     representation: str  # "dense", "sparse" or "multi": the field of Encoded this adapter uses
 
-    def _init_model(self, model: RetrievalModel | str, device: str | None, max_length: int) -> None:
+    def _init_model(self, model: RetrievalModel | str, device: str | None,
+                    max_length: int | None) -> None:
+        """``max_length`` None: every position the model has (512 for BERT), so nothing is cut
+        that the model could read."""
         from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
 
         self.model = load_encoder(model, device=device) if isinstance(model, str) else model
@@ -27,6 +34,13 @@ class _ModelAdapter:
                 f"model type {self.model.model_type!r} produces {self.model.representations}, "
                 f"not {self.representation!r} representations")
         self.model.eval()
+        limit = position_limit(self.model)
+        if max_length is None:
+            max_length = limit or DEFAULT_MAX_POSITIONS
+        if limit is not None and max_length > limit:  # else it fails at the first long text
+            raise ValueError(f"max length {max_length} is above the {limit} token positions "
+                             f"this model has: use --max-length / --query-max-length {limit} or "
+                             "less")
         self.max_length = max_length
 
     def convert(self, out: Encoded) -> Any:
@@ -53,17 +67,47 @@ class ModelQueryEncoder(_ModelAdapter, QueryEncoder):
     searchers encode a batch of queries at once."""
 
     def __init__(self, model: RetrievalModel | str, device: str | None = None,
-                 max_length: int = 64) -> None:
+                 max_length: int | None = None) -> None:
         QueryEncoder.__init__(self)
         self._init_model(model, device, max_length)
         self.has_model = True
+        self.queries_cut = 0  # queries longer than max_length so far (their tail is not read)
 
     def encode(self, query: str, **kwargs: Any) -> Any:
         return self.encode_batch([query])[0]
 
     def encode_batch(self, queries: list[str]) -> Any:
-        return self.convert(self.model.encode(list(queries), Side.QUERY, self.max_length,
+        queries = list(queries)
+        self._count_cut(queries)
+        return self.convert(self.model.encode(queries, Side.QUERY, self.max_length,
                                               only=self.representation))
+
+    def _count_cut(self, queries: list[str]) -> None:
+        """Say (once per encoder, then keep counting) when a query is longer than max_length."""
+        lengths = self.model.tokenizer(queries)["input_ids"]
+        cut = sum(len(ids) > self.max_length for ids in lengths)
+        if cut and not self.queries_cut:
+            log.warning("queries longer than %d tokens are cut (--query-max-length); the first "
+                        "batch has %d", self.max_length, cut)
+        self.queries_cut += cut
+
+
+def position_limit(model: Any) -> int | None:
+    """The most tokens a text can have for ``model``: its backbone's position embeddings (less
+    RoBERTa's offset of padding_idx + 1), or an ONNX export's tokenizer limit; None if unknown."""
+    if isinstance(model, torch.nn.Module):
+        for module in model.modules():
+            config = getattr(module, "config", None)
+            positions = getattr(config, "max_position_embeddings", None)
+            if isinstance(positions, int):
+                offset = config.pad_token_id + 1 if config.model_type in _OFFSET_POSITIONS else 0
+                return positions - offset
+    limit = getattr(getattr(model, "tokenizer", None), "model_max_length", None)
+    return limit if isinstance(limit, int) and limit < 1_000_000 else None
+
+
+# Architectures whose position ids start after the padding index (fairseq's convention).
+_OFFSET_POSITIONS = frozenset({"roberta", "xlm-roberta", "camembert", "longformer"})
 
 
 def join_titles(texts: list[str], titles: list[str] | None) -> list[str]:

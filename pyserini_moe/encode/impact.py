@@ -72,7 +72,7 @@ class ImpactQueryEncoder(_Impact, ModelQueryEncoder):
     ``max_terms`` terms (the heaviest) per query, so Lucene accepts every query."""
 
     def __init__(self, model: RetrievalModel | str, device: str | None = None,
-                 max_length: int = 64, quantization: int = DEFAULT_QUANTIZATION,
+                 max_length: int | None = None, quantization: int = DEFAULT_QUANTIZATION,
                  max_terms: int = DEFAULT_QUERY_MAX_TERMS) -> None:
         super().__init__(model, device, max_length)
         self._init_impact(quantization)

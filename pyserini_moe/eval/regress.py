@@ -16,7 +16,7 @@ A regression file (``regressions/<name>.yaml``)::
         run: "{work}/bm25.trec"
         qrels: scifact:test
         metrics: {ndcg@10: 0.6789, recall@100: {expected: 0.9253, tolerance: 0.003}}
-        tolerance: 0.002          # default for this condition's metrics
+        tolerance: 0.002          # default for this condition's metrics (none: 0.00005)
         source: "Pyserini 2CR, beir-v1.0.0-scifact.flat"
       - name: taser.nq.test        # DPR-style answer accuracy instead of qrels
         run: "{work}/nq.trec"
@@ -60,6 +60,9 @@ from pyserini_moe.io import atomic_path, read_yaml
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCALES = ("local", "paper")
 _TOPK = re.compile(r"top([1-9][0-9]*)")
+# A metric with no tolerance in its file: half a unit of the fourth decimal, the precision the
+# files write values to and the table prints, so a value that prints the same passes.
+DEFAULT_TOLERANCE = 0.00005
 
 
 class RegressionSpecError(ValueError):
@@ -219,7 +222,8 @@ def load_regression(path: str | os.PathLike) -> Regression:
         if cname in seen:
             raise RegressionSpecError(f"{where}: duplicate condition name")
         seen.add(cname)
-        default_tol = _number(raw.get("tolerance", doc.get("tolerance", 0.0)), f"{where}: tolerance")
+        default_tol = _number(raw.get("tolerance", doc.get("tolerance", DEFAULT_TOLERANCE)),
+                              f"{where}: tolerance")
         qrels, answers, passages, regex = _judgments(raw, where)
         checks = []
         for metric, spec in _require(raw, "metrics", where, dict).items():

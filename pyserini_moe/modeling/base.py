@@ -220,7 +220,12 @@ def load_model(path: str | os.PathLike, device: str | torch.device | None = None
     for sub in [""] + [p.name for p in path.iterdir() if (p / "config.json").is_file()]:
         configs[sub] = AutoConfig.from_pretrained(path / sub if sub else path)
     model = cls.from_configs(configs, AutoTokenizer.from_pretrained(path), **meta.get("args", {}))
-    missing, unexpected = model.load_state_dict(load_file(str(path / WEIGHTS_FILE)), strict=False)
+    try:
+        weights = load_file(str(path / WEIGHTS_FILE))
+    except Exception as e:  # noqa: BLE001 - safetensors' own error type: a damaged or missing file
+        raise ValueError(f"{path / WEIGHTS_FILE}: cannot read the weights ({e}); the file is "
+                         "damaged or incomplete: save or copy the model again") from None
+    missing, unexpected = model.load_state_dict(weights, strict=False)
     if missing or unexpected:
         raise ValueError(f"{path}: weights do not match the {model_type} architecture "
                          f"(missing {missing[:5]}, unexpected {unexpected[:5]})")

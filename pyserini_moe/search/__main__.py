@@ -57,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run the query encoder with PyTorch or onnxruntime (CUDA when present); "
                           "onnx exports the model once (python -m pyserini_moe.export) and caches "
                           "the export; an int8 encoder only searches indexes built with it")
-    enc.add_argument("--query-max-length", type=int, default=64, help="query tokens kept")
+    enc.add_argument("--query-max-length", type=int, default=None,
+                     help="query tokens kept (default: every position the model has, 512 for "
+                          "BERT; a longer query is cut, with a warning)")
     enc.add_argument("--query-max-terms", type=int, default=1024,
                      help="impact: query terms kept (the heaviest); may not exceed Lucene's max "
                           "clause count (1024), which refuses longer queries")
@@ -180,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError("--bm25-index fuses a model's run with BM25; use a model --retriever")
     for flag in ("hits", "batch_size", "threads", "query_max_length", "query_max_terms",
                  "candidates"):
-        if getattr(args, flag) < 1:
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be >= 1")
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
 

@@ -55,7 +55,7 @@ class _EncodedSearcher:
     kind: str
 
     def __init__(self, index: str | os.PathLike, encoder: str | None = None,
-                 device: str | None = None, query_max_length: int = 64) -> None:
+                 device: str | None = None, query_max_length: int | None = None) -> None:
         _java.bootstrap()
         self.index = str(index)
         self.meta = open_index(index, self.kind)
@@ -69,7 +69,7 @@ class _EncodedSearcher:
         self.query_encoder = self._query_encoder(model, query_max_length)
         check_encoder(self.meta, self.query_encoder.model, index, self.encoder_name)
 
-    def _query_encoder(self, model: Any, max_length: int) -> Any:
+    def _query_encoder(self, model: Any, max_length: int | None) -> Any:
         raise NotImplementedError
 
     def search(self, topics: dict[str, str], hits: int = 1000, threads: int = 1,
@@ -89,9 +89,17 @@ class DenseSearcher(_EncodedSearcher):
         super().__init__(*args, **kwargs)
         from pyserini.search.faiss import FaissSearcher  # noqa: PLC0415
 
-        self.searcher = FaissSearcher(self.index, self.query_encoder)
+        try:
+            self.searcher = FaissSearcher(self.index, self.query_encoder)
+        except AssertionError:  # Pyserini's check that each vector has a docid line
+            raise IndexMismatchError(f"{self.index}: the docid file and the Faiss index hold "
+                                     "different numbers of documents; the index is damaged: "
+                                     "build it again") from None
+        except RuntimeError as e:  # Faiss could not read its file
+            raise IndexMismatchError(f"{self.index}/index: Faiss cannot read it ({_first_line(e)})"
+                                     "; the index is damaged: build it again") from None
 
-    def _query_encoder(self, model: Any, max_length: int) -> Any:
+    def _query_encoder(self, model: Any, max_length: int | None) -> Any:
         from pyserini_moe.encode.dense import DenseQueryEncoder  # noqa: PLC0415
 
         return DenseQueryEncoder(model, max_length=max_length)
@@ -138,7 +146,7 @@ class ImpactSearcher(_EncodedSearcher):
 
         self.searcher = LuceneImpactSearcher(self.index, self.query_encoder)
 
-    def _query_encoder(self, model: Any, max_length: int) -> Any:
+    def _query_encoder(self, model: Any, max_length: int | None) -> Any:
         from pyserini_moe.encode.impact import ImpactQueryEncoder  # noqa: PLC0415
 
         return ImpactQueryEncoder(model, max_length=max_length,
@@ -242,7 +250,7 @@ class MultiVectorSearcher(_EncodedSearcher):
 
         self.searcher = MultiVectorIndex(self.index, faiss_params=faiss_params)
 
-    def _query_encoder(self, model: Any, max_length: int) -> Any:
+    def _query_encoder(self, model: Any, max_length: int | None) -> Any:
         from pyserini_moe.encode.multivector import MultiVectorQueryEncoder  # noqa: PLC0415
 
         return MultiVectorQueryEncoder(model, max_length=max_length)
@@ -289,7 +297,7 @@ SEARCHERS = {"dense": DenseSearcher, "impact": ImpactSearcher, "multivector": Mu
 
 
 def open_searcher(kind: str, index: str | os.PathLike, encoder: str | None = None,
-                  device: str | None = None, query_max_length: int = 64,
+                  device: str | None = None, query_max_length: int | None = None,
                   query_max_terms: int | None = None,
                   faiss_params: str | None = None) -> _EncodedSearcher:
     """The searcher of ``kind`` with the options that kind takes (the others are ignored)."""
@@ -297,3 +305,8 @@ def open_searcher(kind: str, index: str | os.PathLike, encoder: str | None = Non
              "multivector": {"faiss_params": faiss_params}}.get(kind, {})
     return SEARCHERS[kind](index, encoder, device=device, query_max_length=query_max_length,
                            **extra)
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[-1] if lines else type(error).__name__

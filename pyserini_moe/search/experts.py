@@ -30,7 +30,7 @@ class ExpertFusionSearcher:
     """Searchers over ``indexes`` (dense, impact, multivector; kind read from each index)."""
 
     def __init__(self, indexes: list[str | os.PathLike], encoder: str | None = None,
-                 device: str | None = None, query_max_length: int = 64,
+                 device: str | None = None, query_max_length: int | None = None,
                  query_max_terms: int | None = None, faiss_params: str | None = None) -> None:
         from pyserini_moe.search.encoded import SEARCHERS, open_searcher  # noqa: PLC0415
 

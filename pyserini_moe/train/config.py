@@ -74,7 +74,16 @@ MINING_KINDS = ("dense", "impact", "multivector")
 
 
 class ConfigError(ValueError):
-    """A recipe problem; the message names the file and the field."""
+    """A recipe problem; the message names the file and the field (``field``: its dotted path)."""
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+# YAML 1.1 (PyYAML) reads 2e-5 and 1E4 as strings: a number needs a dot and a signed exponent
+# there. Recipes are written by people who expect YAML 1.2 / Python, so these are numbers too.
+_FLOAT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
 Check = Callable[[Any], str | None]  # returns a complaint, or None when the value is fine
@@ -235,7 +244,14 @@ class TrainConfig:
                                       "section")
                 node = node[part]
             node[leaf] = yaml.safe_load(text) if text.strip() else None
-        return from_dict(raw, self.source or Path("<command line>"))
+        try:
+            return from_dict(raw, self.source or Path("<command line>"))
+        except ConfigError as e:  # a bad value given on the command line: blame --set, not the file
+            given = {s.partition("=")[0].strip(): s for s in settings}
+            if e.field in given:
+                problem = str(e).split(f"{e.field}: ", 1)[-1]
+                raise ConfigError(f"--set {given[e.field]}: {problem}", e.field) from None
+            raise
 
 
 def _plain(value: Any) -> Any:
@@ -262,7 +278,7 @@ def from_dict(raw: Any, source: str | os.PathLike = "<dict>") -> TrainConfig:
 
 
 def _fail(source: Path, where: str, problem: str) -> typing.NoReturn:
-    raise ConfigError(f"{source}: {where}: {problem}" if where else f"{source}: {problem}")
+    raise ConfigError(f"{source}: {where}: {problem}" if where else f"{source}: {problem}", where)
 
 
 def _build(cls: type, raw: Any, where: str, source: Path) -> Any:
@@ -312,6 +328,8 @@ def _convert(hint: Any, value: Any, where: str, source: Path) -> Any:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     elif hint is float:
+        if isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip()):
+            value = float(value)
         if _is_number(value) and math.isfinite(value):
             return float(value)
     elif hint is str or hint is Path:

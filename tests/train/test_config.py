@@ -124,7 +124,7 @@ def test_settings_override_any_field_and_are_validated(tmp_path):
     assert config.with_settings([]) == config
     with pytest.raises(ConfigError, match="data.negatives.run: required"):
         config.with_settings(["data.negatives.source=run"])
-    with pytest.raises(ConfigError, match="training.bogus: unknown field"):
+    with pytest.raises(ConfigError, match="--set training.bogus=1: unknown field"):
         config.with_settings(["training.bogus=1"])
     with pytest.raises(ConfigError, match="expected FIELD=VALUE"):
         config.with_settings(["training.temperature"])

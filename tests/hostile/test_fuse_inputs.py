@@ -1,0 +1,38 @@
+"""Hostile input to ``python -m pyserini_moe.fuse``: an empty run is one error line, exit 2, and
+no output file, whatever the method."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pyserini_moe import fuse
+from pyserini_moe.cli import run_main
+
+
+@pytest.mark.parametrize("method", ["rrf", "came_sum", "norm_max", "hybrid", "combsum"])
+def test_an_empty_run_is_refused(tmp_path: Path, capsys, method: str) -> None:
+    (tmp_path / "a.trec").write_text("q1 Q0 d1 1 3.0 t\nq1 Q0 d2 2 2.0 t\n")
+    (tmp_path / "empty.trec").write_text("\n")
+    out = tmp_path / "fused.trec"
+    code = run_main(fuse.main, ["--runs", str(tmp_path / "a.trec"), str(tmp_path / "empty.trec"),
+                                "--method", method, "--output", str(out)])
+    assert code == 2 and not out.exists()
+    assert capsys.readouterr().err == (f"error: {tmp_path / 'empty.trec'}: the run is empty: "
+                                       "nothing to fuse (did its search fail?)\n")
+
+
+def test_output_directory_through_the_real_command(tmp_path: Path) -> None:
+    """The user's report: --output naming a folder deleted it. Now argparse refuses it."""
+    (tmp_path / "a.trec").write_text("q1 Q0 d1 1 3.0 t\n")
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "keep.trec").write_text("precious")
+    proc = subprocess.run([sys.executable, "-m", "pyserini_moe.fuse", "--runs",
+                           str(tmp_path / "a.trec"), str(tmp_path / "a.trec"), "--method", "rrf",
+                           "--output", str(runs)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "is a directory" in proc.stderr.splitlines()[-1]
+    assert (runs / "keep.trec").read_text() == "precious"
