@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.hits < 1:
         raise ValueError("--hits must be >= 1")
+    if args.alpha is not None and args.alpha < 0:
+        raise ValueError(f"--alpha must be >= 0 (the weight of the second run), got {args.alpha}")
     if len(args.runs) < 2:
         raise ValueError("--runs needs at least two runs")
     if (args.dev_runs is None) != (args.dev_qrels is None):

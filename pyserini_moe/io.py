@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -21,7 +23,8 @@ def atomic_path(target: str | os.PathLike, *, directory: bool = False,
     target = Path(target)
     _check_target(target, directory=directory, overwrite=overwrite)
     target.parent.mkdir(parents=True, exist_ok=True)
-    prefix = f".{target.name}.tmp-"
+    _sweep_dead_writers(target)
+    prefix = f".{target.name}.tmp-{os.getpid()}-"
     if directory:
         tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
     else:
@@ -59,6 +62,30 @@ def _check_target(target: Path, *, directory: bool, overwrite: bool) -> None:
         raise IsADirectoryError(f"{target} is a directory: name a file to write")
     if target.exists() and not overwrite:
         raise FileExistsError(f"{target} already exists (pass overwrite to replace it)")
+
+
+def _sweep_dead_writers(target: Path) -> None:
+    """Remove what a killed writer of ``target`` left (SIGKILL runs no cleanup): temporaries and
+    replaced-folder leftovers named with a process id that no longer runs. A live writer's are
+    kept, so two writers never delete each other's work."""
+    for leftover in target.parent.glob(f".{glob.escape(target.name)}.*"):
+        match = re.fullmatch(rf"\.{re.escape(target.name)}\.(?:tmp|old)-(\d+)(?:-.*)?",
+                             leftover.name)
+        if match and not _alive(int(match.group(1))):
+            if leftover.is_dir() and not leftover.is_symlink():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 def _umask() -> int:

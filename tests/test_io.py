@@ -78,3 +78,28 @@ def test_run_main_reports_a_directory_error_in_one_line(capsys):
         raise IsADirectoryError("runs is a directory: name a file to write")
     assert run_main(main, []) == 2
     assert capsys.readouterr().err == "error: runs is a directory: name a file to write\n"
+
+
+def test_leftovers_of_a_killed_writer_are_swept_and_a_live_writers_kept(tmp_path):
+    """SIGKILL runs no cleanup: the next write of the same target removes temporaries named with
+    a process id that no longer runs, never those of a running writer."""
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    stale_dir = tmp_path / f".index.tmp-{dead}-abc123"
+    stale_dir.mkdir()
+    (stale_dir / "vectors").write_text("half")
+    stale_old = tmp_path / f".index.old-{dead}"
+    stale_old.mkdir()
+    live = tmp_path / f".index.tmp-{os.getpid()}-zzz"
+    live.mkdir()
+    other = tmp_path / f".other.tmp-{dead}-abc"  # another target's: not ours to sweep
+    other.mkdir()
+    with atomic_path(tmp_path / "index", directory=True) as tmp:
+        assert tmp.name.startswith(f".index.tmp-{os.getpid()}-")
+        (tmp / "done").write_text("x")
+    assert not stale_dir.exists() and not stale_old.exists()
+    assert live.exists() and other.exists()
+    assert (tmp_path / "index" / "done").is_file()

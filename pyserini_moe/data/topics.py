@@ -131,6 +131,10 @@ def read_trec_qrels(path: Path) -> dict[str, dict[str, int]]:
     qrels: dict[str, dict[str, int]] = {}
     for lineno, line in iter_lines(path):
         cols = line.split()
+        if len(cols) == 3 and lineno == 1:  # a BEIR TSV whose header line is missing
+            raise DataFormatError(path, "3 columns: a BEIR qrels TSV starts with its header "
+                                        f"line '{'<TAB>'.join(QRELS_HEADER)}'; TREC qrels have 4 "
+                                        "(qid iter docid rel)", lineno)
         if len(cols) != 4:
             raise DataFormatError(path, f"expected 4 whitespace-separated columns "
                                         f"(qid iter docid rel), found {len(cols)}", lineno)

@@ -85,6 +85,19 @@ def run_names(paths: list[str]) -> list[str]:
     return names if len(set(names)) == len(names) else list(paths)
 
 
+def _check_coverage(runs: dict[str, Run], qrels: dict[str, dict[str, int]],
+                    paths: list[str]) -> None:
+    """An empty run is an error (a failed search would score 0 silently); judged queries a run
+    lacks are said, since they count as 0 in every mean (trec_eval -c)."""
+    for (name, run), path in zip(runs.items(), paths):
+        if not any(run.values()):
+            raise ValueError(f"{path}: the run is empty: nothing to evaluate (did its search fail?)")
+        missing = [q for q in qrels if not run.get(q)]
+        if missing:
+            print(f"warning: {name}: {len(missing)} of {len(qrels)} judged queries have no results "
+                  f"(e.g. {missing[0]}); they count as 0", file=sys.stderr)
+
+
 def main_unwrapped(argv: list[str] | None = None) -> int:
     """The command; user errors propagate as exceptions (see :func:`main`)."""
     args = build_parser().parse_args(argv)
@@ -106,6 +119,7 @@ def main_unwrapped(argv: list[str] | None = None) -> int:
     from pyserini_moe.data.topics import load_qrels, qrels_file  # noqa: PLC0415
 
     qrels = load_qrels(args.qrels)
+    _check_coverage(runs, qrels, args.run)
 
     means = {name: evaluate(run, qrels, metrics) for name, run in runs.items()}
     result: dict[str, Any] = {"qrels": args.qrels, "queries": len(qrels), "metrics": metrics,

@@ -180,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError("--expert-runs applies to --retriever fused")
     if args.bm25_index and args.retriever == "bm25":
         raise ValueError("--bm25-index fuses a model's run with BM25; use a model --retriever")
+    if args.alpha < 0:
+        raise ValueError(f"--alpha must be >= 0 (the weight of the BM25 scores), got {args.alpha}")
     for flag in ("hits", "batch_size", "threads", "query_max_length", "query_max_terms",
                  "candidates"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
