@@ -37,15 +37,42 @@ def resolve_backbone(name_or_path: str | os.PathLike = DEFAULT_BACKBONE) -> str:
 
 
 def _load(loader: Any, name: str, what: str, **kwargs: Any) -> Any:
+    unreachable = not Path(name).exists() and not _hub_reachable()
+    if unreachable:  # the hub's client would retry five times (~30 s) before failing
+        kwargs = {**kwargs, "local_files_only": True}
     try:
         return loader.from_pretrained(name, **kwargs)
     except (OSError, ValueError) as e:
         offline = os.environ.get("HF_HUB_OFFLINE") == "1"
         hint = (" (HF_HUB_OFFLINE=1: only local folders and the packaged MiniLM, "
-                f"{DEFAULT_BACKBONE!r}, can be loaded)") if offline else ""
+                f"{DEFAULT_BACKBONE!r}, can be loaded)") if offline else (
+            " (the hub cannot be reached from here, and it is not in the local cache)"
+            if unreachable else "")
         raise BackboneNotFoundError(
             f"cannot load {what} {name!r}: not a local model folder and not loadable from the "
             f"Hugging Face hub{hint}. Original error: {str(e).splitlines()[0]}") from None
+
+
+_HUB_REACHABLE: bool | None = None
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face hub answers a TCP connection (asked once per process);
+    HF_HUB_OFFLINE=1 means no."""
+    global _HUB_REACHABLE
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        return False
+    if _HUB_REACHABLE is None:
+        import socket  # noqa: PLC0415
+        from urllib.parse import urlparse  # noqa: PLC0415
+
+        host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or ""
+        try:
+            socket.create_connection((host, 443), timeout=timeout).close()
+            _HUB_REACHABLE = True
+        except OSError:
+            _HUB_REACHABLE = False
+    return _HUB_REACHABLE
 
 
 def load_tokenizer(name_or_path: str | os.PathLike = DEFAULT_BACKBONE) -> Any:
