@@ -281,7 +281,7 @@ class Trainer:
                  len({q for q, _ in data.validation_pairs}), total, self.model.device)
 
         self.model.train()
-        recent: deque[float] = deque(maxlen=20)
+        recent: deque[float] = deque(self._logged_losses() if resume else (), maxlen=20)
         started = time.perf_counter() - state["elapsed"]
         bar = tqdm(total=total, initial=state["step"], desc="train", unit="step",
                    disable=not self.progress or not self.is_main)
@@ -370,6 +370,14 @@ class Trainer:
         return val_loss
 
     # -- files -----------------------------------------------------------------------------
+    def _logged_losses(self) -> list[float]:
+        """The losses the log holds (a resumed run's summary averages its last steps, not only
+        those after the resume)."""
+        path = self.out / LOG_FILE
+        if not path.is_file():
+            return []
+        return [json.loads(line)["loss"] for line in path.read_text().splitlines() if line.strip()]
+
     def _append_log(self, entry: dict[str, Any]) -> None:
         with open(self.out / LOG_FILE, "a") as f:
             f.write(json.dumps(entry) + "\n")

@@ -137,7 +137,10 @@ def test_resume_after_interruption_equals_an_uninterrupted_run(toy, tiny_bert, t
 
     set_seed(999)  # the resumed process starts from a different random state
     resumed = make(toy, tmp_path / "cut", tiny_bert, **settings)
-    resumed.train(resume=True)
+    summary = resumed.train(resume=True)
+    # the summary's train loss covers the steps before the resume too, as the whole run's does
+    assert summary["metrics"]["train_loss"] == pytest.approx(
+        json.loads((tmp_path / "whole" / "train_summary.json").read_text())["metrics"]["train_loss"])
 
     a = load_model(tmp_path / "whole" / "last", device="cpu").state_dict()
     b = load_model(tmp_path / "cut" / "last", device="cpu").state_dict()
