@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import re
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 @contextlib.contextmanager
@@ -92,6 +94,16 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def read_json(path: str | os.PathLike, what: str) -> Any:
+    """Parse a JSON file this package wrote; a damaged one is one message naming the file."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: the {what} is damaged (not valid JSON: {e}); write it again "
+                         "(rebuild or retrain)") from None
 
 
 def read_yaml(path: str | os.PathLike, what: str, error: type[ValueError]) -> object:

@@ -4,6 +4,7 @@ no downloads."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 import os
 import string
 from pathlib import Path
@@ -14,8 +15,12 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from transformers import BertConfig, BertForMaskedLM, BertModel, BertTokenizerFast  # noqa: E402
 
+from pyserini_moe.train.data import TrainingData  # noqa: E402
+
 WORDS = ["the", "a", "of", "what", "is", "retrieval", "query", "passage", "dense", "sparse",
          "expert", "mixture", "model", "cat", "dog", "sat", "on", "mat"]
+TOY_TEXTS = [f"{WORDS[i % 18]} {WORDS[(3 * i + 1) % 18]} {WORDS[(5 * i + 2) % 18]}"
+             for i in range(24)]
 
 
 def _vocab() -> list[str]:
@@ -122,3 +127,20 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def toy_data() -> Callable[..., TrainingData]:
+    """A learnable in-memory task: each query is the text of its positive passage; 18 training
+    and 6 validation queries, each with 5 candidate negatives."""
+    def make(num_negatives: int = 1) -> TrainingData:
+        ids = [f"d{i}" for i in range(24)]
+        return TrainingData(
+            queries={f"q{i}": t for i, t in enumerate(TOY_TEXTS)},
+            passages=dict(zip(ids, TOY_TEXTS)),
+            positives={f"q{i}": frozenset({f"d{i}"}) for i in range(24)},
+            train_pairs=[(f"q{i}", f"d{i}") for i in range(18)],
+            validation_pairs=[(f"q{i}", f"d{i}") for i in range(18, 24)],
+            candidates={f"q{i}": [f"d{(i + k) % 24}" for k in range(1, 6)] for i in range(24)},
+            num_negatives=num_negatives, seed=3)
+    return make

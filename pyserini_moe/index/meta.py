@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pyserini_moe import __version__
+from pyserini_moe.io import read_json
 
 META_FILE = "pyserini_moe.json"
 
@@ -33,7 +34,7 @@ def read_meta(index_dir: str | os.PathLike) -> dict[str, Any] | None:
     path = Path(index_dir) / META_FILE
     if not path.is_file():
         return None
-    return json.loads(path.read_text())
+    return read_json(path, "index metadata")
 
 
 def check_kind(index_dir: str | os.PathLike, kind: str) -> dict[str, Any] | None:

@@ -211,7 +211,9 @@ def load_model(path: str | os.PathLike, device: str | torch.device | None = None
     path = Path(path)
     if not is_saved_model(path):
         raise FileNotFoundError(f"{path} is not a saved pyserini-moe model (no {MODEL_FILE})")
-    meta = json.loads((path / MODEL_FILE).read_text())
+    from pyserini_moe.io import read_json  # noqa: PLC0415
+
+    meta = read_json(path / MODEL_FILE, "model metadata")
     model_type = meta.get("model_type")
     if model_type not in _REGISTRY:
         raise ValueError(f"{path}: unknown model type {model_type!r}; known: {model_types()}")

@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import pickle
 import random
 import shutil
 import time
@@ -48,7 +49,7 @@ import yaml
 from tqdm import tqdm
 
 from pyserini_moe.data.export import write_topics_tsv, write_trec_qrels
-from pyserini_moe.io import atomic_path
+from pyserini_moe.io import atomic_path, read_json
 from pyserini_moe.modeling.base import RetrievalModel, Side, default_device
 from pyserini_moe.modeling.losses import contrastive_loss, flops
 from pyserini_moe.train.collator import Batch, Collator
@@ -412,10 +413,16 @@ class Trainer:
     def _load_checkpoint(self, optimizer: torch.optim.Optimizer,
                          scheduler: torch.optim.lr_scheduler.LRScheduler) -> dict[str, Any]:
         checkpoint = self.out / CHECKPOINT_DIR
-        progress = json.loads((checkpoint / PROGRESS_FILE).read_text())
+        progress = read_json(checkpoint / PROGRESS_FILE, "training checkpoint")
         self._check_same_recipe(progress.pop("recipe"))
-        saved = torch.load(checkpoint / STATE_FILE, map_location=self.model.device,
-                           weights_only=True)
+        try:
+            saved = torch.load(checkpoint / STATE_FILE, map_location=self.model.device,
+                               weights_only=True)
+        except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as e:
+            # torch's own message suggests weights_only=False: never, for a file we wrote
+            raise ValueError(f"{checkpoint / STATE_FILE}: the training checkpoint is damaged "
+                             f"({str(e).splitlines()[0][:120]}); start again with --overwrite") \
+                from None
         self.model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])

@@ -1,0 +1,50 @@
+"""Hostile input: damaged metadata and checkpoints are one message naming the file (no JSON or
+pickle traceback, no suggestion to load untrusted pickles)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pyserini_moe.index.meta import META_FILE, read_meta
+from pyserini_moe.modeling import SiameseBiEncoder, load_model
+
+
+def test_a_damaged_index_metadata_file(tmp_path) -> None:
+    (tmp_path / META_FILE).write_text('{"kind": "dense", ')
+    with pytest.raises(ValueError, match=rf"{META_FILE}: the index metadata is damaged"):
+        read_meta(tmp_path)
+
+
+def test_a_damaged_model_metadata_file(tiny_bert, tmp_path) -> None:
+    torch.manual_seed(0)
+    folder = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(tmp_path / "m")
+    meta = next(p for p in folder.iterdir() if p.name == "pyserini_moe.json")
+    meta.write_text("{not json")
+    with pytest.raises(ValueError, match="the model metadata is damaged"):
+        load_model(folder, device="cpu")
+
+
+def test_a_damaged_training_checkpoint_says_start_again(toy_data, tiny_bert, tmp_path) -> None:
+    from pyserini_moe.train.config import from_dict
+    from pyserini_moe.train.trainer import CHECKPOINT_DIR, STATE_FILE, Trainer
+
+    config = from_dict({"output_dir": str(tmp_path / "run"),
+                        "model": {"type": "siamese", "backbone": str(tiny_bert)},
+                        "data": {"collection": "toy", "query_max_length": 8,
+                                 "passage_max_length": 8},
+                        "training": {"learning_rate": 1e-3, "batch_size": 4, "max_steps": 2,
+                                     "device": "cpu"}}, "toy.yaml")
+
+    def trainer() -> Trainer:
+        torch.manual_seed(0)
+        model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu")
+        return Trainer(model, config, toy_data(), progress=False)
+
+    trainer().train()
+    state = tmp_path / "run" / CHECKPOINT_DIR / STATE_FILE
+    state.write_bytes(state.read_bytes()[:200])
+    with pytest.raises(ValueError, match="training checkpoint is damaged.*start again with "
+                                         "--overwrite") as err:
+        trainer().train(resume=True)
+    assert "weights_only=False" not in str(err.value)
