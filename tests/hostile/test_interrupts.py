@@ -57,3 +57,21 @@ def test_an_interrupted_index_build_leaves_nothing(slow_build, tmp_path, sig, co
     assert proc.returncode == code, err
     assert err.strip().splitlines()[-1] == "interrupted"
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "left behind"
+
+
+def test_two_writers_of_one_index_one_is_refused_and_the_index_is_whole(slow_build,
+                                                                        tmp_path) -> None:
+    """Both used to report success, the last silently replacing the first."""
+    corpus, model = slow_build
+    command = [sys.executable, "-m", "pyserini_moe.index", "--retriever", "dense", "--corpus",
+               str(corpus), "--encoder", str(model), "--index", "idx", "--batch-size", "512",
+               "--max-length", "16", "--device", "cpu", "--quiet"]
+    procs = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"}) for _ in range(2)]
+    results = [(p.wait(timeout=600), p.stderr.read()) for p in procs]
+    assert sorted(code for code, _ in results) == [0, 2], results
+    refused = next(err for code, err in results if code == 2)
+    assert "idx already exists" in refused.strip().splitlines()[-1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
+    assert len((tmp_path / "idx" / "docid").read_text().splitlines()) == 20000
