@@ -26,6 +26,15 @@ def output_file(value: str) -> str:
     return value
 
 
+def refuse_input_as_output(outputs: list[str | None], inputs: list[str | None]) -> None:
+    """An output that names one of the command's inputs would replace what it reads."""
+    given = {Path(p).resolve(): p for p in inputs if p}
+    for out in outputs:
+        if out and Path(out).resolve() in given:
+            raise ValueError(f"{out} is also an input of this command: writing it would replace "
+                             "what is being read; name another output")
+
+
 def run_main(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> int:
     """Run ``main``; print a user error as ``error: ...`` on stderr and return 2.
 

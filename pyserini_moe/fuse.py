@@ -18,7 +18,7 @@ import argparse
 import json
 import sys
 
-from pyserini_moe.cli import output_file, run_main
+from pyserini_moe.cli import output_file, refuse_input_as_output, run_main
 from pyserini_moe.runs import read_trec_run, write_trec_run
 
 RANX_METHODS = ("rrf", "combsum", "combmnz", "wsum")
@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError("--dev-runs must list one run per --runs entry, in the same order")
     if args.weights is not None and len(args.weights) != len(args.runs):
         raise ValueError(f"--weights needs {len(args.runs)} values, one per run")
+    refuse_input_as_output([args.output], [*args.runs, *(args.dev_runs or []), args.dev_qrels])
     runs = [_non_empty(p) for p in args.runs]
     dev = None
     if args.dev_runs is not None:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.cli import output_file, run_main
+from pyserini_moe.cli import output_file, refuse_input_as_output, run_main
 from pyserini_moe.eval.metrics import (
     DEFAULT_METRICS,
     STAT_TESTS,
@@ -105,6 +105,7 @@ def main_unwrapped(argv: list[str] | None = None) -> int:
     for path in args.run:
         if not Path(path).is_file():
             raise FileNotFoundError(f"run file not found: {path}")
+    refuse_input_as_output([args.output, args.table, args.per_query], [*args.run, args.qrels])
     names = run_names(args.run)
     baseline = names[0]
     if args.baseline is not None:

@@ -20,7 +20,7 @@ import argparse
 import sys
 import time
 
-from pyserini_moe.cli import output_file, run_main
+from pyserini_moe.cli import output_file, refuse_input_as_output, run_main
 from pyserini_moe.runs import Run, write_trec_run
 
 RETRIEVERS = ("bm25", "dense", "impact", "multivector", "fused")
@@ -182,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError("--bm25-index fuses a model's run with BM25; use a model --retriever")
     if args.alpha < 0:
         raise ValueError(f"--alpha must be >= 0 (the weight of the BM25 scores), got {args.alpha}")
+    refuse_input_as_output([args.output], [args.topics, *args.index])
     for flag in ("hits", "batch_size", "threads", "query_max_length", "query_max_terms",
                  "candidates"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:

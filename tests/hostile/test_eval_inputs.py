@@ -56,3 +56,11 @@ def test_a_negative_hybrid_weight_is_refused(tmp_path, capsys, alpha) -> None:
                                 "hybrid", "--alpha", alpha, "--output", str(f / "h.trec")])
     assert code == 2 and "--alpha must be >= 0" in _last(capsys)
     assert not (f / "h.trec").exists()
+
+
+def test_an_eval_output_naming_its_run_is_refused(tmp_path, capsys) -> None:
+    f = _files(tmp_path)
+    code = run_main(eval_cli.main, ["--run", str(f / "run.trec"), "--qrels", str(f / "qrels.txt"),
+                                    "--table", str(f / "run.trec")])
+    assert code == 2 and "is also an input of this command" in _last(capsys)
+    assert (f / "run.trec").read_text() == RUN

@@ -36,3 +36,12 @@ def test_output_directory_through_the_real_command(tmp_path: Path) -> None:
                            "--output", str(runs)], capture_output=True, text=True)
     assert proc.returncode == 2 and "is a directory" in proc.stderr.splitlines()[-1]
     assert (runs / "keep.trec").read_text() == "precious"
+
+
+def test_an_output_that_is_one_of_the_inputs_is_refused(tmp_path: Path, capsys) -> None:
+    (tmp_path / "a.trec").write_text("q1 Q0 d1 1 3.0 t\n")
+    (tmp_path / "b.trec").write_text("q1 Q0 d2 1 3.0 t\n")
+    code = run_main(fuse.main, ["--runs", str(tmp_path / "a.trec"), str(tmp_path / "b.trec"),
+                                "--method", "rrf", "--output", str(tmp_path / "a.trec")])
+    assert code == 2 and "is also an input of this command" in capsys.readouterr().err
+    assert (tmp_path / "a.trec").read_text() == "q1 Q0 d1 1 3.0 t\n"

@@ -326,16 +326,21 @@ def test_a_saved_model_continues_under_another_schedule(bert3, tmp_path, tiny_be
         make(tmp_path / "round1", tau=-1.0)
 
 
-@pytest.mark.parametrize("stage_step", [0, 9])  # standardized, then specialized (ratio 0.2 of 10)
-def test_one_training_step_moves_every_stack(bert3, tmp_path, stage_step, toy_data) -> None:
-    config = from_dict({
-        "output_dir": str(tmp_path / "run"),
+def toy_recipe(bert3: Path, out: Path, flops_weight: object) -> object:
+    """A CAME recipe on the toy task: one shared layer, 2 negatives, FLOPS as given."""
+    return from_dict({
+        "output_dir": str(out),
         "model": {"type": "came", "backbone": str(bert3), "args": {"shared_layers": 1, "dim": 16}},
         "data": {"collection": "toy", "num_negatives": 2, "query_max_length": 8,
                  "passage_max_length": 8},
         "training": {"learning_rate": 1e-3, "batch_size": 4, "temperature": 0.5,
-                     "flops_weight": 0.01, "device": "cpu"},
+                     "flops_weight": flops_weight, "device": "cpu"},
     }, "toy.yaml")
+
+
+@pytest.mark.parametrize("stage_step", [0, 9])  # standardized, then specialized (ratio 0.2 of 10)
+def test_one_training_step_moves_every_stack(bert3, tmp_path, stage_step, toy_data) -> None:
+    config = toy_recipe(bert3, tmp_path / "run", 0.01)
     model = make(bert3, **config.model.args).train()
     trainer = Trainer(model, config, toy_data(2), progress=False)
     model.on_train_step(stage_step, 10)
@@ -382,14 +387,7 @@ def test_flops_is_weighted_like_the_lexical_experts_loss(bert3, tmp_path, stage_
                                                          toy_data) -> None:
     """Eq. 10 weights the lexical expert's whole loss, FLOPS included, by w_lex: the trainer's
     FLOPS term is lambda * w_lex * FLOPS in the specialized stage, lambda * FLOPS before."""
-    config = from_dict({
-        "output_dir": str(tmp_path / "run"),
-        "model": {"type": "came", "backbone": str(bert3), "args": {"shared_layers": 1, "dim": 16}},
-        "data": {"collection": "toy", "num_negatives": 2, "query_max_length": 8,
-                 "passage_max_length": 8},
-        "training": {"learning_rate": 1e-3, "batch_size": 4, "temperature": 0.5,
-                     "flops_weight": {"query": 0.3, "passage": 0.2}, "device": "cpu"},
-    }, "toy.yaml")
+    config = toy_recipe(bert3, tmp_path / "run", {"query": 0.3, "passage": 0.2})
     model = make(bert3, **config.model.args).eval()  # no dropout: the two passes agree
     trainer = Trainer(model, config, toy_data(2), progress=False)
     model.on_train_step(stage_step, 10)
