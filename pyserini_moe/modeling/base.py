@@ -214,6 +214,9 @@ def load_model(path: str | os.PathLike, device: str | torch.device | None = None
     from pyserini_moe.io import read_json  # noqa: PLC0415
 
     meta = read_json(path / MODEL_FILE, "model metadata")
+    if "kind" in meta:  # index folders share the metadata file name
+        raise ValueError(f"{path} is a {meta['kind']!r} index, not a model: pass the model that "
+                         f"built it ({meta.get('encoder', 'see its ' + MODEL_FILE)})")
     model_type = meta.get("model_type")
     if model_type not in _REGISTRY:
         raise ValueError(f"{path}: unknown model type {model_type!r}; known: {model_types()}")
