@@ -3,15 +3,13 @@ model outputs, and the identity of an encoder."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from typing import Any
 
 import torch
 from pyserini.encode import DocumentEncoder, QueryEncoder
 
-from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side
+from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, fingerprint
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_POSITIONS = 512  # a model whose position limit cannot be read (BERT's)
@@ -115,28 +113,6 @@ def join_titles(texts: list[str], titles: list[str] | None) -> list[str]:
     if titles is None:
         return list(texts)
     return [f"{t} {x}".strip() if t else x for t, x in zip(titles, texts)]
-
-
-def fingerprint(model: RetrievalModel) -> str:
-    """Short, stable identity of a model's architecture and weights.
-
-    Stored with every index, compared when searching: an index built by one encoder and searched
-    with another fails loudly instead of returning plausible-looking garbage. An ONNX export
-    carries its own (its source model's, or a distinct one for int8 graphs).
-    """
-    recorded = getattr(model, "fingerprint", None)
-    if isinstance(recorded, str):
-        return recorded
-    h = hashlib.sha256(json.dumps({"type": model.model_type, "args": model.args},
-                                  sort_keys=True).encode())
-    with torch.no_grad():
-        for name, tensor in sorted(model.state_dict().items()):
-            flat = tensor.detach().flatten().double().cpu()
-            h.update(name.encode())
-            h.update(str(tuple(tensor.shape)).encode())
-            h.update(f"{flat.sum().item():.6e}|{flat.abs().sum().item():.6e}".encode())
-            h.update(flat[:16].numpy().round(6).tobytes())
-    return h.hexdigest()[:16]
 
 
 def describe(model: RetrievalModel, name: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ rebuilds the architecture from the backbone *config* (no hub access), then loads
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 from enum import Enum
@@ -240,3 +241,25 @@ def load_model(path: str | os.PathLike, device: str | torch.device | None = None
 def default_device() -> torch.device:
     """CUDA when present, else CPU."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def fingerprint(model: RetrievalModel) -> str:
+    """Short, stable identity of a model's architecture and weights.
+
+    Stored with every index, compared when searching: an index built by one encoder and searched
+    with another fails loudly instead of returning plausible-looking garbage. An ONNX export
+    carries its own (its source model's, or a distinct one for int8 graphs).
+    """
+    recorded = getattr(model, "fingerprint", None)
+    if isinstance(recorded, str):
+        return recorded
+    h = hashlib.sha256(json.dumps({"type": model.model_type, "args": model.args},
+                                  sort_keys=True).encode())
+    with torch.no_grad():
+        for name, tensor in sorted(model.state_dict().items()):
+            flat = tensor.detach().flatten().double().cpu()
+            h.update(name.encode())
+            h.update(str(tuple(tensor.shape)).encode())
+            h.update(f"{flat.sum().item():.6e}|{flat.abs().sum().item():.6e}".encode())
+            h.update(flat[:16].numpy().round(6).tobytes())
+    return h.hexdigest()[:16]

@@ -39,7 +39,7 @@ def open_index(index: str | os.PathLike, kind: str) -> dict[str, Any]:
 
 def check_encoder(meta: dict[str, Any], model: Any, index: str | os.PathLike, name: str) -> None:
     """Refuse a query encoder whose weights differ from the encoder that built the index."""
-    from pyserini_moe.encode.common import fingerprint  # noqa: PLC0415
+    from pyserini_moe.modeling.base import fingerprint  # noqa: PLC0415
 
     if fingerprint(model) != meta.get("encoder_fingerprint"):
         raise IndexMismatchError(

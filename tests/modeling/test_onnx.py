@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pyserini_moe.encode.common import fingerprint
+from pyserini_moe.modeling.base import fingerprint
 from pyserini_moe.modeling import CameEncoder, CotMoteEncoder, SbMoeEncoder, Side, TaserEncoder
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.onnx import OnnxModel, export

@@ -1,0 +1,29 @@
+"""Layers one way: the model layer knows torch and transformers only, never Pyserini, the JVM or
+the retrieval and command layers above it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "pyserini_moe"
+ABOVE_MODELING = ("pyserini", "jnius", "pyserini_moe.encode", "pyserini_moe.index",
+                  "pyserini_moe.search", "pyserini_moe.eval", "pyserini_moe._java",
+                  "pyserini_moe.cli")
+
+
+def imported(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_modeling_imports_nothing_above_it() -> None:
+    bad = {f"{path.name}: {name}" for path in (PACKAGE / "modeling").glob("*.py")
+           for name in imported(path)
+           if any(name == m or name.startswith(m + ".") for m in ABOVE_MODELING)}
+    assert not bad, sorted(bad)
