@@ -37,7 +37,7 @@ from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, defau
 from pyserini_moe.modeling.pooling import POOLINGS, pool, pretrained_encoder
 
 INFERENCE_MODES = ("top1", "all")
-GATES = ("learned", "random")
+GATES = ("learned", "random", "none")
 MIXTURES = ("residual", "published")
 # Floor of the noise's standard deviation, as in Shazeer et al.'s reference implementation: keeps
 # the load estimator's division (and exploration) alive when softplus(W_noise x) goes to 0.
@@ -52,10 +52,11 @@ class Adapter(nn.Module):
     untrained SB-MoE encodes like its backbone instead of distorting a good embedding space.
     """
 
-    def __init__(self, hidden: int, near_identity: bool = True) -> None:
+    def __init__(self, hidden: int, near_identity: bool = True, width: int | None = None) -> None:
         super().__init__()
-        self.down = nn.Linear(hidden, hidden // 2)
-        self.up = nn.Linear(hidden // 2, hidden)
+        width = width or hidden // 2
+        self.down = nn.Linear(hidden, width)
+        self.up = nn.Linear(width, hidden)
         for layer in (self.down, self.up) if near_identity else ():  # else PyTorch's default
             nn.init.trunc_normal_(layer.weight, std=ADAPTER_INIT_STD, a=-2 * ADAPTER_INIT_STD,
                                   b=2 * ADAPTER_INIT_STD)
@@ -154,6 +155,11 @@ class SbMoeEncoder(SingleBackboneModel):
     ``mixture`` is "residual" (ours, above) or "published" (the public code's form, see the
     module docstring): a reproduction of the paper's tables needs the latter.
 
+    ``gate="none"`` with ``n_experts=1`` is the capacity control: one adapter, always applied, no
+    routing; with ``expert_width`` = n x h/2 it adds the parameters of n experts (the gate's own
+    excepted), so a gain of SB-MoE over it is the routing's, not the size's. ``expert_width``
+    (default h/2, the paper's) is each adapter's bottleneck.
+
     ``balance_weight`` scales Shazeer et al.'s importance + load losses (``Encoded.aux_loss``,
     training only; 0 = the paper's plain noisy top-1). Top-1 routing trains only the chosen
     expert, which then wins the gate more often: without balancing, routing tends to collapse onto
@@ -168,27 +174,30 @@ class SbMoeEncoder(SingleBackboneModel):
     def __init__(self, backbone: nn.Module, tokenizer: Any, n_experts: int = 6,
                  pooling: str = "mean", normalize: bool = True, inference: str = "top1",
                  gate: str = "learned", balance_weight: float = 0.01,
-                 mixture: str = "residual") -> None:
+                 mixture: str = "residual", expert_width: int | None = None) -> None:
         super().__init__(tokenizer, {"n_experts": n_experts, "pooling": pooling,
                                      "normalize": normalize, "inference": inference,
                                      "gate": gate, "balance_weight": balance_weight,
-                                     "mixture": mixture})
+                                     "mixture": mixture, "expert_width": expert_width})
         if pooling not in POOLINGS:
             raise ValueError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
         if gate not in GATES:
             raise ValueError(f"unknown gate {gate!r}; choose from {GATES}")
         if mixture not in MIXTURES:
             raise ValueError(f"unknown mixture {mixture!r}; choose from {MIXTURES}")
-        if n_experts < 2:
-            raise ValueError(f"n_experts must be >= 2 (one expert leaves nothing to route), got "
-                             f"{n_experts}")
+        if (n_experts == 1) != (gate == "none") or n_experts < 1:
+            raise ValueError(f"n_experts must be >= 2 (one expert leaves nothing to route) or 1 "
+                             f"with gate 'none' (one adapter: the capacity control), got "
+                             f"{n_experts} with gate {gate!r}")
+        if expert_width is not None and expert_width < 1:
+            raise ValueError(f"expert_width must be >= 1, got {expert_width}")
         if balance_weight < 0:
             raise ValueError(f"balance_weight must be >= 0, got {balance_weight}")
         _check_inference(inference)
         hidden = backbone.config.hidden_size
         self.backbone = backbone
         self.published = mixture == "published"
-        self.experts = nn.ModuleList(Adapter(hidden, near_identity=not self.published)
+        self.experts = nn.ModuleList(Adapter(hidden, not self.published, expert_width)
                                      for _ in range(n_experts))
         self.gate = NoisyGate(hidden, n_experts, self.published) if gate == "learned" else None
         self.n_experts = n_experts
@@ -201,12 +210,12 @@ class SbMoeEncoder(SingleBackboneModel):
     def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE, n_experts: int = 6,
                       pooling: str = "mean", normalize: bool = True, inference: str = "top1",
                       gate: str = "learned", balance_weight: float = 0.01,
-                      mixture: str = "residual",
+                      mixture: str = "residual", expert_width: int | None = None,
                       device: str | torch.device | None = None) -> SbMoeEncoder:
         """Pretrained backbone + its tokenizer, new experts and gate; on ``device`` (default: CUDA
         when present). Defaults (mean pooling, normalised) suit the packaged MiniLM."""
         model = cls(pretrained_encoder(name), load_tokenizer(name), n_experts, pooling, normalize,
-                    inference, gate, balance_weight, mixture)
+                    inference, gate, balance_weight, mixture, expert_width)
         return model.to(device or default_device())
 
     def set_option(self, name: str, value: Any) -> None:

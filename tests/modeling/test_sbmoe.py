@@ -263,3 +263,25 @@ def test_the_recipes_load_and_their_learning_rates_match_the_model(name, gate, t
     assert rates["backbone."] == 1e-6 and rates["experts."] == 1e-4
     model = make(tiny_bert, **config.model.args)  # every prefix names parameters of the model
     assert parameter_groups(model, config.training)
+
+
+def test_capacity_control_is_one_wide_adapter_without_routing(tiny_bert) -> None:
+    """gate none + one expert of width n x h/2: the experts' parameters, applied to every text."""
+    routed = make(tiny_bert, n_experts=6)
+    control = spread_experts(make(tiny_bert, n_experts=1, gate="none", expert_width=6 * 16)).eval()
+    assert control.gate is None and control.experts[0].down.out_features == 96
+
+    def adapter_parameters(model):
+        return sum(p.numel() for n, p in model.named_parameters() if n.startswith("experts."))
+    # same weights; the six experts' biases of width 16 and the control's of width 96 agree too
+    assert adapter_parameters(control) == adapter_parameters(routed) - 5 * 32
+    inputs = batch(control, TEXTS)
+    x, residuals = pooled_and_residuals(control, inputs)
+    for training in (True, False):
+        weights = control.train(training).mixture_weights(x, **inputs).weights
+        assert torch.equal(weights, torch.ones(len(TEXTS), 1))
+    torch.testing.assert_close(control.eval()(**inputs, side=Side.PASSAGE).dense,
+                               F.normalize(x + residuals[:, 0], dim=-1))
+    for args in ({"n_experts": 1}, {"n_experts": 3, "gate": "none"}, {"expert_width": 0}):
+        with pytest.raises(ValueError, match="n_experts|expert_width"):
+            make(tiny_bert, **args)
