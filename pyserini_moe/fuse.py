@@ -19,7 +19,7 @@ import json
 import sys
 
 from pyserini_moe.cli import output_file, refuse_input_as_output, run_main
-from pyserini_moe.runs import read_trec_run, write_trec_run
+from pyserini_moe.runs import read_nonempty_run, write_trec_run
 
 RANX_METHODS = ("rrf", "combsum", "combmnz", "wsum")
 CAME = ("came_sum", "norm_sum", "norm_max", "sum_rr", "max_rr", "linear")
@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="ranx: rrf, combsum, combmnz, wsum; CAME (table 4): came_sum, "
                              "norm_sum, norm_max, sum_rr, max_rr, linear; hybrid: Pyserini's "
                              "dense + alpha * sparse of exactly two runs (dense first)")
-    parser.add_argument("--output", required=True, type=output_file, help="fused TREC run (written atomically)")
+    parser.add_argument("--output", required=True, type=output_file,
+                        help="fused TREC run (written atomically)")
     parser.add_argument("--hits", type=int, default=1000, help="results kept per query")
     parser.add_argument("--norm", default=None,
                         help="ranx normalisation for rrf/combsum/combmnz/wsum (min-max, max, sum, "
@@ -60,15 +61,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _non_empty(path: str) -> dict:
-    """A run to fuse; an empty one (a search that failed or found nothing) is refused, since
-    every method would silently return the other runs."""
-    run = read_trec_run(path)
-    if not any(run.values()):
-        raise ValueError(f"{path}: the run is empty: nothing to fuse (did its search fail?)")
-    return run
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.hits < 1:
@@ -84,12 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.weights is not None and len(args.weights) != len(args.runs):
         raise ValueError(f"--weights needs {len(args.runs)} values, one per run")
     refuse_input_as_output([args.output], [*args.runs, *(args.dev_runs or []), args.dev_qrels])
-    runs = [_non_empty(p) for p in args.runs]
+    runs = [read_nonempty_run(p, "fuse") for p in args.runs]
     dev = None
     if args.dev_runs is not None:
         from pyserini_moe.data.topics import load_qrels  # noqa: PLC0415
 
-        dev = ([_non_empty(p) for p in args.dev_runs], load_qrels(args.dev_qrels))
+        dev = ([read_nonempty_run(p, "fuse") for p in args.dev_runs], load_qrels(args.dev_qrels))
     tuned: dict = {}
     if args.method == "hybrid":
         from pyserini_moe.search.fusion import top_k  # noqa: PLC0415

@@ -55,3 +55,12 @@ def read_trec_run(path: str | os.PathLike) -> Run:
                 raise RunFormatError(f"{path}:{lineno}: score {score!r} is not a number") from None
             run.setdefault(qid, {})[docid] = value
     return run
+
+
+def read_nonempty_run(path: str | os.PathLike, purpose: str) -> Run:
+    """A run that must hold results: an empty one (a search that failed or found nothing) is
+    refused, since fusing or evaluating it would silently give the other runs, or zeros."""
+    run = read_trec_run(path)
+    if not any(run.values()):
+        raise ValueError(f"{path}: the run is empty: nothing to {purpose} (did its search fail?)")
+    return run

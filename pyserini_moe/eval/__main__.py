@@ -30,7 +30,7 @@ from pyserini_moe.eval.metrics import (
     trec_eval,
 )
 from pyserini_moe.io import atomic_path
-from pyserini_moe.runs import Run, read_trec_run
+from pyserini_moe.runs import Run, read_nonempty_run
 
 # trec_eval prints 4 decimals: a larger gap than its rounding means the two disagree.
 TREC_EVAL_TOLERANCE = 1e-4
@@ -85,13 +85,9 @@ def run_names(paths: list[str]) -> list[str]:
     return names if len(set(names)) == len(names) else list(paths)
 
 
-def _check_coverage(runs: dict[str, Run], qrels: dict[str, dict[str, int]],
-                    paths: list[str]) -> None:
-    """An empty run is an error (a failed search would score 0 silently); judged queries a run
-    lacks are said, since they count as 0 in every mean (trec_eval -c)."""
-    for (name, run), path in zip(runs.items(), paths):
-        if not any(run.values()):
-            raise ValueError(f"{path}: the run is empty: nothing to evaluate (did its search fail?)")
+def _check_coverage(runs: dict[str, Run], qrels: dict[str, dict[str, int]]) -> None:
+    """Judged queries a run lacks are said, since they count as 0 in every mean (trec_eval -c)."""
+    for name, run in runs.items():
         missing = [q for q in qrels if not run.get(q)]
         if missing:
             print(f"warning: {name}: {len(missing)} of {len(qrels)} judged queries have no results "
@@ -116,11 +112,12 @@ def main_unwrapped(argv: list[str] | None = None) -> int:
         baseline = matches[0]
     if not 0 < args.max_p < 1:
         raise ValueError("--max-p must be between 0 and 1")
-    runs: dict[str, Run] = {name: read_trec_run(path) for name, path in zip(names, args.run)}
+    runs: dict[str, Run] = {name: read_nonempty_run(path, "evaluate")
+                            for name, path in zip(names, args.run)}
     from pyserini_moe.data.topics import load_qrels, qrels_file  # noqa: PLC0415
 
     qrels = load_qrels(args.qrels)
-    _check_coverage(runs, qrels, args.run)
+    _check_coverage(runs, qrels)
 
     means = {name: evaluate(run, qrels, metrics) for name, run in runs.items()}
     result: dict[str, Any] = {"qrels": args.qrels, "queries": len(qrels), "metrics": metrics,
