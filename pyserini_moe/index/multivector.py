@@ -292,14 +292,15 @@ class MultiVectorIndex:
             faiss.ParameterSpace().set_index_parameters(self.index, params)
         self.score_chunk_tokens = score_chunk_tokens
 
-    def _query(self, q: np.ndarray) -> np.ndarray:
+    def query_matrix(self, q: np.ndarray) -> np.ndarray:
+        """``q`` as the contiguous float32 [Lq, dim] matrix MaxSim reads, checked."""
         q = np.asarray(q, dtype=np.float32)
         if q.ndim != 2 or q.shape[1] != self.dim or len(q) == 0:
             raise ValueError(f"expected query vectors of shape [Lq>0, {self.dim}], "
                              f"got {list(q.shape)}")
         return np.ascontiguousarray(q)
 
-    def _maxsim_docs(self, q: np.ndarray, docs: np.ndarray) -> np.ndarray:
+    def maxsim_docs(self, q: np.ndarray, docs: np.ndarray) -> np.ndarray:
         """Exact MaxSim of ``q`` against documents ``docs`` (sorted doc numbers), in float32."""
         scores = np.empty(len(docs), dtype=np.float32)
         lengths = self.offsets[docs + 1] - self.offsets[docs]
@@ -341,22 +342,22 @@ class MultiVectorIndex:
         Candidates are the documents of each query token's ``candidates_per_token`` nearest
         tokens (default :func:`default_candidates_per_token`); they are re-scored exactly.
         """
-        q = self._query(query_vectors)
+        q = self.query_matrix(query_vectors)
         depth = candidates_per_token or default_candidates_per_token(k)
         docs = self._candidates(self._token_search(q, min(depth, self.index.ntotal)))
-        return self._top(docs, self._maxsim_docs(q, docs), k)
+        return self._top(docs, self.maxsim_docs(q, docs), k)
 
     def exhaustive_search(self, query_vectors: np.ndarray, k: int = 1000,
                           progress: bool = False) -> list[tuple[str, float]]:
         """Exact MaxSim against every document (verification, small corpora)."""
-        q = self._query(query_vectors)
+        q = self.query_matrix(query_vectors)
         n_docs = len(self.docids)
         scores = np.empty(n_docs, dtype=np.float32)
         per_block = max(1, int(n_docs * self.score_chunk_tokens / max(1, self.offsets[-1])))
         for lo in tqdm(range(0, n_docs, per_block), desc="maxsim", unit="block",
                        disable=not progress):
             docs = np.arange(lo, min(lo + per_block, n_docs))
-            scores[lo:lo + len(docs)] = self._maxsim_docs(q, docs)
+            scores[lo:lo + len(docs)] = self.maxsim_docs(q, docs)
         return self._top(np.arange(n_docs), scores, k)
 
     def batch_search(self, queries: dict[str, np.ndarray], k: int = 1000, threads: int = 1,
@@ -369,13 +370,13 @@ class MultiVectorIndex:
         if threads > 0:
             faiss.omp_set_num_threads(threads)
         qids = list(queries)
-        mats = [self._query(queries[qid]) for qid in qids]
+        mats = [self.query_matrix(queries[qid]) for qid in qids]
         depth = min(candidates_per_token or default_candidates_per_token(k), self.index.ntotal)
         run: Run = {}
 
         def rescore(q: np.ndarray, ids: np.ndarray) -> dict[str, float]:
             docs = self._candidates(ids)
-            return dict(self._top(docs, self._maxsim_docs(q, docs), k))
+            return dict(self._top(docs, self.maxsim_docs(q, docs), k))
 
         with ThreadPoolExecutor(max(1, threads)) as pool, \
                 tqdm(total=len(qids), desc="multivector search", unit="q",

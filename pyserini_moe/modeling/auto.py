@@ -6,11 +6,11 @@ from typing import Any
 
 import torch
 
-from pyserini_moe.modeling.base import RetrievalModel, default_device, is_saved_model, load_model
+from pyserini_moe.modeling.base import TextEncoder, default_device, is_saved_model, load_model
 
 
 def load_encoder(spec: str, device: str | torch.device | None = None, pooling: str = "mean",
-                 normalize: bool = True, options: dict[str, Any] | None = None) -> RetrievalModel:
+                 normalize: bool = True, options: dict[str, Any] | None = None) -> TextEncoder:
     """A saved pyserini-moe model folder, an ONNX export of one (run by onnxruntime), or a
     backbone used zero-shot as a Siamese bi-encoder, with its encode-time ``options`` set (e.g.
     ``{"inference": "all"}`` for SB-MoE).
@@ -21,7 +21,7 @@ def load_encoder(spec: str, device: str | torch.device | None = None, pooling: s
     from pyserini_moe.modeling.onnx import OnnxModel, is_onnx_export  # noqa: PLC0415
 
     if is_onnx_export(spec):
-        return OnnxModel(spec).configure(**(options or {}))  # type: ignore[return-value]
+        return OnnxModel(spec).configure(**(options or {}))
     if is_saved_model(spec):
         return load_model(spec, device).configure(**(options or {}))
     from pyserini_moe.modeling.biencoder import SiameseBiEncoder  # noqa: PLC0415

@@ -22,12 +22,15 @@ import dataclasses
 import hashlib
 import json
 import os
+from abc import ABC, abstractmethod
 from enum import Enum
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 from torch import nn
+
+from pyserini_moe.modeling.losses import contrastive_loss
 
 MODEL_FILE = "pyserini_moe.json"
 WEIGHTS_FILE = "pyserini_moe.safetensors"
@@ -75,8 +78,28 @@ def model_types() -> list[str]:
     return sorted(_REGISTRY)
 
 
-class RetrievalModel(nn.Module):
-    """Base class: subclasses set ``model_type``/``representations`` and implement ``forward``.
+@runtime_checkable
+class TextEncoder(Protocol):
+    """What the retrieval layer (Pyserini adapters, index builders, searchers) needs of an
+    encoder: a :class:`RetrievalModel`, or an ONNX export of one
+    (:class:`~pyserini_moe.modeling.onnx.OnnxModel`), satisfies it."""
+
+    model_type: str
+    representations: tuple[str, ...]
+    args: dict[str, Any]
+    tokenizer: Any
+
+    def encode(self, texts: list[str], side: Side, max_length: int = 256,
+               only: str | None = None) -> Encoded: ...
+
+    def configure(self, **options: Any) -> TextEncoder: ...
+
+
+class RetrievalModel(nn.Module, ABC):
+    """The model contract: subclasses set ``model_type``/``representations`` and implement
+    ``forward``, ``backbone_configs`` and ``from_configs``; the training hooks below have
+    defaults that give plain contrastive training, and a model overrides only those its method
+    changes (Tevatron's pattern: the trainer calls every hook, unconditionally).
 
     ``args`` are the constructor's keyword arguments minus the backbone; they are saved verbatim
     so that ``load`` can call the constructor again.
@@ -94,19 +117,45 @@ class RetrievalModel(nn.Module):
         self.args = dict(args)
 
     # -- what subclasses implement -------------------------------------------------------
+    @abstractmethod
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                side: Side) -> Encoded:  # pragma: no cover - abstract
-        raise NotImplementedError
+                side: Side) -> Encoded:
+        """One side's batch -> its representations (``Encoded``)."""
 
-    def backbone_configs(self) -> dict[str, Any]:  # pragma: no cover - abstract
+    @abstractmethod
+    def backbone_configs(self) -> dict[str, Any]:
         """HF configs needed to rebuild the architecture, by name (``config.json`` is "")."""
-        raise NotImplementedError
 
     @classmethod
+    @abstractmethod
     def from_configs(cls, configs: dict[str, Any], tokenizer: Any,
-                     **args: Any) -> RetrievalModel:  # pragma: no cover - abstract
+                     **args: Any) -> RetrievalModel:
         """Build the architecture with random weights from saved configs (no download)."""
-        raise NotImplementedError
+
+    # -- training hooks: the trainer calls each one every step -----------------------------
+    def on_train_step(self, step: int, total: int) -> None:
+        """Called before optimizer step ``step`` of ``total`` (CAME switches its stage here)."""
+
+    def compute_loss(self, q: Encoded, p: Encoded, positive_index: torch.Tensor,
+                     temperature: float) -> torch.Tensor:
+        """The ranking loss of a batch: by default the contrastive NLL of each query's positive
+        among every passage of the batch (DPR; TASER eq. 2) on ``score``."""
+        return contrastive_loss(self.score(q, p), positive_index, temperature)
+
+    def loss_parts(self) -> dict[str, float]:
+        """Extra values of the last ``compute_loss`` for the training log (CAME: each expert's
+        loss and weight)."""
+        return {}
+
+    def flops_multiplier(self) -> float:
+        """What the trainer multiplies the FLOPS regulariser by (CAME: the lexical expert's
+        competitive weight, eq. 10)."""
+        return 1.0
+
+    def regularization(self, q: Encoded, p: Encoded) -> torch.Tensor | None:
+        """A loss term that needs both sides of the batch at once (TASER's routing entropy,
+        eq. 4-5); None adds nothing."""
+        return None
 
     # -- shared behaviour ------------------------------------------------------------------
     def configure(self, **options: Any) -> RetrievalModel:
@@ -252,7 +301,7 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def fingerprint(model: RetrievalModel) -> str:
+def fingerprint(model: TextEncoder) -> str:
     """Short, stable identity of a model's architecture and weights.
 
     Stored with every index, compared when searching: an index built by one encoder and searched

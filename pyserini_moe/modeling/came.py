@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import math
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -40,9 +40,6 @@ from pyserini_moe.modeling.base import (
 from pyserini_moe.modeling.experts import transformer_layers
 from pyserini_moe.modeling.heads import ProjectionHead, SpladeHead, maxsim, splade_head
 from pyserini_moe.modeling.pooling import POOLINGS, pool, pretrained_encoder
-
-if TYPE_CHECKING:
-    from pyserini_moe.train.config import TrainingConfig
 
 EXPERTS = ("lexical", "local", "global")
 # The Encoded field each expert fills: what an index of that expert is built from.
@@ -251,13 +248,13 @@ class CameEncoder(SingleBackboneModel):
             self.stage = STANDARDIZED if step < switch else SPECIALIZED
 
     def compute_loss(self, q: Encoded, p: Encoded, positive_index: torch.Tensor,
-                     cfg: TrainingConfig) -> torch.Tensor:
+                     temperature: float) -> torch.Tensor:
         """Batch mean of sum_e w_e L_e, L_e the contrastive loss of expert e (eq. 7-8, in-batch +
-        hard negatives, scores / ``cfg.temperature``); w_e = 1 in the standardized stage (eq. 9),
+        hard negatives, scores / ``temperature``); w_e = 1 in the standardized stage (eq. 9),
         the detached competitive weights of eq. 11 in the specialized stage (eq. 10). The
         validation loss (eval mode) uses whichever stage training has reached."""
         scores = self.expert_scores(q, p)
-        losses = torch.stack([F.cross_entropy(s / cfg.temperature, positive_index,
+        losses = torch.stack([F.cross_entropy(s / temperature, positive_index,
                                               reduction="none") for s in scores.values()], dim=1)
         if self.stage == SPECIALIZED:
             with torch.no_grad():  # the weights reward an expert; they are not trained (eq. 11)

@@ -12,7 +12,7 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tqdm import tqdm
 
@@ -20,6 +20,9 @@ from pyserini_moe import _java
 from pyserini_moe.index.meta import IndexMismatchError, check_kind
 from pyserini_moe.runs import Run
 from pyserini_moe.search.base import batched_search
+
+if TYPE_CHECKING:
+    from pyserini_moe.modeling.base import TextEncoder
 
 log = logging.getLogger(__name__)
 # Hits whose stored documents a Lucene impact search holds at once (see ImpactSearcher._batch).
@@ -37,7 +40,7 @@ def open_index(index: str | os.PathLike, kind: str) -> dict[str, Any]:
     return meta
 
 
-def check_encoder(meta: dict[str, Any], model: Any, index: str | os.PathLike, name: str) -> None:
+def check_encoder(meta: dict[str, Any], model: TextEncoder, index: str | os.PathLike, name: str) -> None:
     """Refuse a query encoder whose weights differ from the encoder that built the index."""
     from pyserini_moe.modeling.base import fingerprint  # noqa: PLC0415
 
@@ -69,7 +72,7 @@ class _EncodedSearcher:
         self.query_encoder = self._query_encoder(model, query_max_length)
         check_encoder(self.meta, self.query_encoder.model, index, self.encoder_name)
 
-    def _query_encoder(self, model: Any, max_length: int | None) -> Any:
+    def _query_encoder(self, model: TextEncoder, max_length: int | None) -> Any:
         raise NotImplementedError
 
     def search(self, topics: dict[str, str], hits: int = 1000, threads: int = 1,
@@ -99,7 +102,7 @@ class DenseSearcher(_EncodedSearcher):
             raise IndexMismatchError(f"{self.index}/index: Faiss cannot read it ({_first_line(e)})"
                                      "; the index is damaged: build it again") from None
 
-    def _query_encoder(self, model: Any, max_length: int | None) -> Any:
+    def _query_encoder(self, model: TextEncoder, max_length: int | None) -> Any:
         from pyserini_moe.encode.dense import DenseQueryEncoder  # noqa: PLC0415
 
         return DenseQueryEncoder(model, max_length=max_length)
@@ -146,7 +149,7 @@ class ImpactSearcher(_EncodedSearcher):
 
         self.searcher = LuceneImpactSearcher(self.index, self.query_encoder)
 
-    def _query_encoder(self, model: Any, max_length: int | None) -> Any:
+    def _query_encoder(self, model: TextEncoder, max_length: int | None) -> Any:
         from pyserini_moe.encode.impact import ImpactQueryEncoder  # noqa: PLC0415
 
         return ImpactQueryEncoder(model, max_length=max_length,
@@ -250,7 +253,7 @@ class MultiVectorSearcher(_EncodedSearcher):
 
         self.searcher = MultiVectorIndex(self.index, faiss_params=faiss_params)
 
-    def _query_encoder(self, model: Any, max_length: int | None) -> Any:
+    def _query_encoder(self, model: TextEncoder, max_length: int | None) -> Any:
         from pyserini_moe.encode.multivector import MultiVectorQueryEncoder  # noqa: PLC0415
 
         return MultiVectorQueryEncoder(model, max_length=max_length)
@@ -265,7 +268,7 @@ class MultiVectorSearcher(_EncodedSearcher):
         for qids, vectors in _encoded_batches(self.query_encoder, topics, candidates, batch_size):
             for qid, vector in zip(qids, vectors):
                 docs = np.array(sorted(rows[d] for d in candidates[qid]), dtype=np.int64)
-                scores = self.searcher._maxsim_docs(self.searcher._query(vector), docs)
+                scores = self.searcher.maxsim_docs(self.searcher.query_matrix(vector), docs)
                 run[qid] = {self.searcher.docids[d]: float(x) for d, x in zip(docs, scores)}
         return run
 

@@ -1,24 +1,14 @@
 """The training loop: contrastive loss with in-batch + hard negatives, regularisers, validation,
 best-checkpoint selection and exact resume.
 
-Loss per batch = ranking loss + FLOPS (on ``Encoded.sparse``, query and passage weights from the
-recipe, ramped up quadratically over ``flops_warmup_ratio`` of the steps as in SPLADE) + every
-``Encoded.aux_loss`` the model returns (e.g. a router's regulariser). The ranking loss is
-``contrastive_loss(model.score(q, p), positive_index, temperature)`` unless the model brings its
-own, through two optional hooks:
-
-* ``model.compute_loss(q_enc, p_enc, positive_index, config) -> Tensor`` replaces the ranking loss
-  (``config`` is the :class:`~pyserini_moe.train.config.TrainingConfig`); CAME uses it for its
-  weighted per-expert losses. FLOPS and ``aux_loss`` are still added by the trainer (set
-  ``flops_weight: 0`` in the recipe if the hook regularises itself).
-  A model with this hook may also have ``loss_parts() -> dict[str, float]``: what its last
-  ``compute_loss`` was made of, written to the training log.
-* ``model.regularization(q_enc, p_enc) -> Tensor | None`` is added to the loss when it returns a
-  value: a regulariser that needs both sides of the batch at once (TASER's routing entropy).
-* ``model.flops_multiplier() -> float`` multiplies the FLOPS terms of the batch (called after
-  ``compute_loss``): CAME weights its lexical expert's FLOPS by that expert's competitive weight.
-* ``model.on_train_step(step, total_steps)`` is called before every optimizer step (0-based), so a
-  model can follow a schedule that survives resuming (CAME's standardized -> specialized stage).
+Loss per batch = ``model.compute_loss`` (contrastive NLL on ``model.score`` unless the model
+overrides it: CAME's weighted per-expert losses) + FLOPS (on ``Encoded.sparse``, query and passage
+weights from the recipe, ramped up quadratically over ``flops_warmup_ratio`` of the steps as in
+SPLADE, times ``model.flops_multiplier()``) + ``model.regularization(q, p)`` (TASER's routing
+entropy) + every ``Encoded.aux_loss`` (a router's own regulariser); ``model.loss_parts()`` joins
+the training log and ``model.on_train_step(step, total)`` runs before every optimizer step
+(0-based: a schedule that survives resuming, like CAME's stages). These hooks are the model
+contract of :class:`~pyserini_moe.modeling.base.RetrievalModel`, with plain defaults.
 
 Outputs in ``output_dir``: ``recipe.yaml``, ``dev_topics.tsv`` + ``dev_qrels.txt`` (the held-out
 queries), ``train_log.jsonl`` (one JSON line per optimizer step:
@@ -51,7 +41,7 @@ from tqdm import tqdm
 from pyserini_moe.data.export import write_topics_tsv, write_trec_qrels
 from pyserini_moe.io import atomic_path, read_json
 from pyserini_moe.modeling.base import RetrievalModel, Side, default_device
-from pyserini_moe.modeling.losses import contrastive_loss, flops
+from pyserini_moe.modeling.losses import flops
 from pyserini_moe.train.collator import Batch, Collator
 from pyserini_moe.train.config import ModelConfig, TrainConfig, TrainingConfig, model_class
 from pyserini_moe.train.data import Example, TrainingData, load_training_data
@@ -172,27 +162,17 @@ class Trainer:
             batch = Batch(batch.queries, batch.passages,
                           torch.arange(sum(counts), device=batch.positive_index.device))
             local_share = 1.0 / self.ranks.world
-        hook = getattr(self.model, "compute_loss", None)
-        if hook is not None:
-            total = hook(q, p, batch.positive_index, self.cfg)
-        else:
-            total = contrastive_loss(self.model.score(q, p), batch.positive_index,
-                                     self.cfg.temperature)
-        parts = {"rank_loss": total.item()}
-        if hook is not None and hasattr(self.model, "loss_parts"):
-            parts.update(self.model.loss_parts())  # e.g. CAME's per-expert losses and weights
+        total = self.model.compute_loss(q, p, batch.positive_index, self.cfg.temperature)
+        parts = {"rank_loss": total.item(), **self.model.loss_parts()}
         weights = self.cfg.flops_weight
-        multiplier = getattr(self.model, "flops_multiplier", None)
-        if multiplier is not None:  # e.g. CAME: FLOPS is part of the lexical expert's loss
-            flops_scale = flops_scale * multiplier()
+        flops_scale = flops_scale * self.model.flops_multiplier()
         for name, enc, weight in (("flops_query", q, weights.query),
                                   ("flops_passage", p, weights.passage)):
             if enc.sparse is not None and weight > 0:
                 value = flops(enc.sparse)
                 total = total + weight * flops_scale * value
                 parts[name] = value.item()
-        regularization = getattr(self.model, "regularization", None)
-        value = regularization(q, p) if regularization is not None else None
+        value = self.model.regularization(q, p)
         if value is not None:
             total = total + local_share * value
             parts["regularization"] = value.item()
@@ -334,9 +314,7 @@ class Trainer:
     def _train_step(self, group: list[list[Example]], optimizer: torch.optim.Optimizer,
                     step: int, total: int, flops_scale: float) -> tuple[float, dict[str, float]]:
         """One optimizer step over ``group`` (``grad_accumulation`` batches); mean loss + parts."""
-        hook = getattr(self.model, "on_train_step", None)
-        if hook is not None:
-            hook(step, total)
+        self.model.on_train_step(step, total)
         losses: list[float] = []
         parts: dict[str, float] = {}
         for examples in group:

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from pyserini_moe.modeling import CameEncoder, ColbertEncoder, Encoded, Side, load_model
 from pyserini_moe.modeling.came import competitive_weights, positive_rank
 from pyserini_moe.modeling.pooling import pretrained_encoder
-from pyserini_moe.train.config import TrainingConfig, from_dict, load_config
+from pyserini_moe.train.config import from_dict, load_config
 from pyserini_moe.train.trainer import Trainer, parameter_groups
 
 ENCODERS = Path(__file__).resolve().parents[2] / "encoders"
@@ -37,10 +37,6 @@ def spread_stacks(model: CameEncoder) -> CameEncoder:
             for param in stack.parameters():
                 param.add_(torch.randn_like(param) * 0.1 * (i + 1))
     return model
-
-
-def cfg(temperature: float = 1.0) -> TrainingConfig:
-    return TrainingConfig(learning_rate=1e-3, temperature=temperature)
 
 
 # -- architecture -------------------------------------------------------------------------------
@@ -243,7 +239,7 @@ def _hooked(model: CameEncoder, scores: dict[str, torch.Tensor]) -> CameEncoder:
 def test_standardized_loss_is_the_plain_sum_of_expert_losses(bert3) -> None:
     model = _hooked(make(bert3), {k: torch.tensor(v) for k, v in SCORES.items()})
     assert model.stage == "standardized"
-    loss = model.compute_loss(Encoded(), Encoded(), torch.tensor([0, 1]), cfg(0.5))
+    loss = model.compute_loss(Encoded(), Encoded(), torch.tensor([0, 1]), 0.5)
     assert loss.item() == pytest.approx(_losses_by_hand(0.5).sum(1).mean().item(), rel=1e-6)
     assert model.last_weights == {"lexical": 1.0, "local": 1.0, "global": 1.0}
 
@@ -252,7 +248,7 @@ def test_specialized_loss_weights_each_query_by_rank_without_gradient(bert3) -> 
     scores = {k: torch.tensor(v, requires_grad=True) for k, v in SCORES.items()}
     model = _hooked(make(bert3, stages="specialized"), scores)
     assert model.stage == "specialized"
-    loss = model.compute_loss(Encoded(), Encoded(), torch.tensor([0, 1]), cfg(0.5))
+    loss = model.compute_loss(Encoded(), Encoded(), torch.tensor([0, 1]), 0.5)
     weights = competitive_weights(torch.tensor(RANKS, dtype=torch.float), 0.5)
     assert loss.item() == pytest.approx((weights * _losses_by_hand(0.5)).sum(1).mean().item(),
                                         rel=1e-6)
@@ -268,7 +264,7 @@ def test_specialized_loss_weights_each_query_by_rank_without_gradient(bert3) -> 
 def test_a_single_expert_gets_the_plain_contrastive_loss(bert3) -> None:
     scores = {"global": torch.tensor(SCORES["global"])}
     model = _hooked(make(bert3, experts=["global"], stages="specialized"), scores)
-    loss = model.compute_loss(Encoded(), Encoded(), torch.tensor([0, 1]), cfg(2.0))
+    loss = model.compute_loss(Encoded(), Encoded(), torch.tensor([0, 1]), 2.0)
     assert loss.item() == pytest.approx(F.cross_entropy(scores["global"] / 2.0,
                                                         torch.tensor([0, 1])).item())
 
@@ -396,7 +392,7 @@ def test_flops_is_weighted_like_the_lexical_experts_loss(bert3, tmp_path, stage_
         loss, parts = trainer.loss(batch)
         q = model(**batch.queries, side=Side.QUERY)
         p = model(**batch.passages, side=Side.PASSAGE)
-        ranking = model.compute_loss(q, p, batch.positive_index, config.training)
+        ranking = model.compute_loss(q, p, batch.positive_index, config.training.temperature)
     w_lex = model.last_weights["lexical"]
     assert (w_lex < 0.9) if stage_step == 9 else (w_lex == 1.0)
     expected = ranking + w_lex * (0.3 * parts["flops_query"] + 0.2 * parts["flops_passage"])

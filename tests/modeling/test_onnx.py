@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pyserini_moe.modeling.base import fingerprint
+from pyserini_moe.modeling.base import TextEncoder, fingerprint
 from pyserini_moe.modeling import CameEncoder, CotMoteEncoder, SbMoeEncoder, Side, TaserEncoder
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.onnx import OnnxModel, export
@@ -44,6 +44,7 @@ def test_onnx_graphs_match_pytorch(name, tiny_bert, tiny_mlm, tmp_path) -> None:
     export(model, tmp_path / "onnx", source=name)
     onnx = load_encoder(str(tmp_path / "onnx"))
     assert isinstance(onnx, OnnxModel) and onnx.representations == model.representations
+    assert isinstance(onnx, TextEncoder) and isinstance(model, TextEncoder)  # one contract
     assert fingerprint(onnx) == fingerprint(model)
     for side in (Side.QUERY, Side.PASSAGE):
         expected = model.encode(TEXTS, side, 24)
