@@ -20,10 +20,9 @@ import sys
 
 from pyserini_moe.cli import output_file, refuse_input_as_output, run_main
 from pyserini_moe.runs import read_nonempty_run, write_trec_run
+from pyserini_moe.search.fusion import CAME_METHODS, FUSIONS, RANX_METHODS
 
-RANX_METHODS = ("rrf", "combsum", "combmnz", "wsum")
-CAME = ("came_sum", "norm_sum", "norm_max", "sum_rr", "max_rr", "linear")
-METHODS = RANX_METHODS + CAME + ("hybrid",)
+METHODS = FUSIONS + ("hybrid",)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,8 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--runs", nargs="+", required=True, help="TREC run files to fuse")
     parser.add_argument("--method", choices=METHODS, required=True,
-                        help="ranx: rrf, combsum, combmnz, wsum; CAME (table 4): came_sum, "
-                             "norm_sum, norm_max, sum_rr, max_rr, linear; hybrid: Pyserini's "
+                        help=f"ranx: {', '.join(RANX_METHODS)}; CAME (table 4): "
+                             f"{', '.join(CAME_METHODS)}; hybrid: Pyserini's "
                              "dense + alpha * sparse of exactly two runs (dense first)")
     parser.add_argument("--output", required=True, type=output_file,
                         help="fused TREC run (written atomically)")

@@ -27,3 +27,11 @@ def test_modeling_imports_nothing_above_it() -> None:
            for name in imported(path)
            if any(name == m or name.startswith(m + ".") for m in ABOVE_MODELING)}
     assert not bad, sorted(bad)
+
+
+def test_one_vocabulary_for_representations_and_index_kinds() -> None:
+    from pyserini_moe.representation import INDEX_KINDS, Representation
+
+    assert [r.index_kind for r in Representation] == list(INDEX_KINDS)
+    assert all(Representation.of_index_kind(r.index_kind) is r for r in Representation)
+    assert INDEX_KINDS == ("dense", "impact", "multivector")  # the names indexes record

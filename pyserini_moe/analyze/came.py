@@ -28,13 +28,14 @@ from tqdm import tqdm
 
 from pyserini_moe.analyze import _figure, _save_png, emit
 from pyserini_moe.cli import output_file
+from pyserini_moe.representation import CAME_EXPERTS
 from pyserini_moe.runs import Run, ranked
 
 if TYPE_CHECKING:
     from pyserini_moe.eval.metrics import Qrels
 
 # CAME's matching experts (section 3.2) and the run file each gets from ``search --expert-runs``.
-EXPERTS = {"lexical": "impact", "local": "multivector", "global": "dense"}
+EXPERTS = {expert: r.index_kind for expert, r in CAME_EXPERTS.items()}
 DEFAULT_METRICS = ("ndcg@10", "recall@100", "recall@1000")
 # Section 5.3 compares the experts' top 1000; it cites Webber et al. (2010) but gives no p.
 # p = 0.9 is a common choice: the top 10 ranks carry 86% of the weight (Webber et al. eq. 21).

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from pyserini.encode import DocumentEncoder, QueryEncoder
 
-from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, fingerprint
+from pyserini_moe.modeling.base import Encoded, Representation, RetrievalModel, Side, fingerprint
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_POSITIONS = 512  # a model whose position limit cannot be read (BERT's)
@@ -18,7 +18,7 @@ DEFAULT_MAX_POSITIONS = 512  # a model whose position limit cannot be read (BERT
 class _ModelAdapter:
     """Holds the model; subclasses say which representation they take and how to convert it."""
 
-    representation: str  # "dense", "sparse" or "multi": the field of Encoded this adapter uses
+    representation: Representation  # the field of Encoded this adapter uses
 
     def _init_model(self, model: RetrievalModel | str, device: str | None,
                     max_length: int | None) -> None:
@@ -29,8 +29,9 @@ class _ModelAdapter:
         self.model = load_encoder(model, device=device) if isinstance(model, str) else model
         if self.representation not in self.model.representations:
             raise ValueError(
-                f"model type {self.model.model_type!r} produces {self.model.representations}, "
-                f"not {self.representation!r} representations")
+                f"model type {self.model.model_type!r} produces "
+                f"{', '.join(self.model.representations)}, not '{self.representation}' "
+                "representations")
         self.model.eval()
         limit = position_limit(self.model)
         if max_length is None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from pyserini_moe.encode.common import ModelDocumentEncoder, ModelQueryEncoder
-from pyserini_moe.modeling.base import Encoded
+from pyserini_moe.modeling.base import Encoded, Representation
 
 
 class _Dense:
-    representation = "dense"
+    representation = Representation.DENSE
 
     def convert(self, out: Encoded) -> np.ndarray:
         """[B, H] float32, the dtype Faiss takes."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 from pyserini_moe.encode.common import ModelDocumentEncoder, ModelQueryEncoder
-from pyserini_moe.modeling.base import Encoded, RetrievalModel
+from pyserini_moe.modeling.base import Encoded, Representation, RetrievalModel
 
 DEFAULT_QUANTIZATION = 100
 DEFAULT_QUERY_MAX_TERMS = 1024  # Lucene's default max clause count, checked by ImpactSearcher
@@ -43,7 +43,7 @@ def dequantize(vector: dict[str, int], factor: int) -> dict[str, float]:
 
 
 class _Impact:
-    representation = "sparse"
+    representation = Representation.SPARSE
 
     def _init_impact(self, quantization: int) -> None:
         if quantization < 1:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from pyserini_moe.encode.common import ModelDocumentEncoder, ModelQueryEncoder
-from pyserini_moe.modeling.base import Encoded
+from pyserini_moe.modeling.base import Encoded, Representation
 
 
 class _MultiVector:
-    representation = "multi"
+    representation = Representation.MULTI
 
     def convert(self, out: Encoded) -> list[np.ndarray]:
         """[B, L, D] + mask -> one float32 [L_i, D] array per text (padding removed)."""

@@ -19,8 +19,9 @@ import sys
 import time
 
 from pyserini_moe.cli import run_main
+from pyserini_moe.representation import INDEX_KINDS
 
-RETRIEVERS = ("bm25", "dense", "impact", "multivector")
+RETRIEVERS = ("bm25", *INDEX_KINDS)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -27,8 +27,9 @@ from pyserini_moe.index.meta import write_meta
 from pyserini_moe.io import atomic_path
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.base import Encoded, Side
+from pyserini_moe.representation import INDEX_KINDS
 
-KINDS = ("dense", "impact", "multivector")
+KINDS = INDEX_KINDS
 IMPACT_SHARD = "impact-shard"  # a shard's quantised vectors, indexed by Lucene when merged
 IMPACT_VECTORS = "vectors.jsonl"
 

@@ -31,6 +31,9 @@ import torch
 from torch import nn
 
 from pyserini_moe.modeling.losses import contrastive_loss
+from pyserini_moe.representation import INDEX_KINDS, REPRESENTATIONS, Representation
+
+__all__ = ["INDEX_KINDS", "REPRESENTATIONS", "Representation"]  # re-exported: the model's vocabulary
 
 MODEL_FILE = "pyserini_moe.json"
 WEIGHTS_FILE = "pyserini_moe.safetensors"
@@ -42,7 +45,6 @@ class Side(str, Enum):
     PASSAGE = "passage"
 
 
-REPRESENTATIONS = ("dense", "sparse", "multi")
 
 
 @dataclasses.dataclass

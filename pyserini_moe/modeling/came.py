@@ -40,10 +40,9 @@ from pyserini_moe.modeling.base import (
 from pyserini_moe.modeling.experts import transformer_layers
 from pyserini_moe.modeling.heads import ProjectionHead, SpladeHead, maxsim, splade_head
 from pyserini_moe.modeling.pooling import POOLINGS, pool, pretrained_encoder
+from pyserini_moe.representation import CAME_EXPERTS
 
-EXPERTS = ("lexical", "local", "global")
-# The Encoded field each expert fills: what an index of that expert is built from.
-REPRESENTATION = {"lexical": "sparse", "local": "multi", "global": "dense"}
+EXPERTS = tuple(CAME_EXPERTS)  # lexical, local, global; each fills one Encoded field
 STAGES = ("competitive", "standardized", "specialized")
 STANDARDIZED, SPECIALIZED = "standardized", "specialized"
 PRIVATE_LAYERS = 2  # the paper keeps 2 of BERT-base's 12 layers private to each expert
@@ -125,7 +124,7 @@ class CameEncoder(SingleBackboneModel):
         self.heads = nn.ModuleDict(heads)
         self.experts = experts
         # What this instance produces (the encode adapters check it); subsets produce fewer.
-        self.representations = tuple(REPRESENTATION[e] for e in experts)
+        self.representations = tuple(CAME_EXPERTS[e] for e in experts)
         self.pretrained_head = False  # set by from_backbone: did the checkpoint have an MLM head?
         # Mean eq. 11 weight of each expert over the last loss computed (1.0 each when standardized).
         self.last_weights: dict[str, float] = {}
@@ -197,9 +196,9 @@ class CameEncoder(SingleBackboneModel):
         index needs one kind, and skipping the other stacks saves their cost."""
         experts = self.experts
         if only is not None:
-            wanted = [e for e in self.experts if REPRESENTATION[e] == only]
+            wanted = [e for e in self.experts if CAME_EXPERTS[e] == only]
             if not wanted:
-                raise ValueError(f"this CAME model produces {self.representations}, not {only!r}")
+                raise ValueError(f"this CAME model produces {', '.join(self.representations)}, not '{only}'")
             experts = wanted
         hidden = self.hidden_states(input_ids, attention_mask, experts)
         out = Encoded()

@@ -21,11 +21,13 @@ import sys
 import time
 
 from pyserini_moe.cli import output_file, refuse_input_as_output, run_main
+from pyserini_moe.representation import INDEX_KINDS
 from pyserini_moe.runs import Run, write_trec_run
+from pyserini_moe.search import fusion
 
-RETRIEVERS = ("bm25", "dense", "impact", "multivector", "fused")
-FUSIONS = ("came_sum", "exact", "norm_sum", "norm_max", "sum_rr", "max_rr", "linear", "rrf",
-           "combsum", "combmnz", "wsum")
+RETRIEVERS = ("bm25", *INDEX_KINDS, "fused")
+# "exact": re-score every expert's candidates with the model's own combined score.
+FUSIONS = ("exact",) + fusion.FUSIONS
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,7 +23,7 @@ Qrels = dict[str, dict[str, int]]
 
 # Friendly names for ranx's methods; any other ranx method name ("max", "isr", ...) passes through.
 RANX_ALIASES = {"combsum": "sum", "combmnz": "mnz"}
-CAME_METHODS = ("came_sum", "norm_sum", "norm_max", "sum_rr", "max_rr", "linear")
+RANX_METHODS = ("rrf", "combsum", "combmnz", "wsum")
 
 # Per query and expert: its hits -> (transformed scores, the value of a doc it did not return).
 ListTransform = Callable[[dict[str, float]], tuple[dict[str, float], float]]
@@ -127,6 +127,9 @@ _CAME_FUSIONS: dict[str, Callable[..., Run]] = {
     "came_sum": came_sum, "norm_sum": norm_sum, "norm_max": norm_max,
     "sum_rr": sum_rr, "max_rr": max_rr, "linear": linear,
 }
+CAME_METHODS = tuple(_CAME_FUSIONS)  # CAME's table 4
+# Every method name the command lines offer (``fuse`` also passes any other ranx name through).
+FUSIONS = CAME_METHODS + RANX_METHODS
 
 
 def _simplex_grid(n: int, step: float) -> list[tuple[float, ...]]:

@@ -67,10 +67,11 @@ import yaml
 from pyserini_moe.io import read_yaml
 
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE
+from pyserini_moe.representation import INDEX_KINDS
 
 NEGATIVE_SOURCES = ("bm25", "run", "model")
 POSITIVE_MODES = ("all", "first", "sample")
-MINING_KINDS = ("dense", "impact", "multivector")
+MINING_KINDS = INDEX_KINDS
 
 
 class ConfigError(ValueError):
