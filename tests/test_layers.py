@@ -35,3 +35,11 @@ def test_one_vocabulary_for_representations_and_index_kinds() -> None:
     assert [r.index_kind for r in Representation] == list(INDEX_KINDS)
     assert all(Representation.of_index_kind(r.index_kind) is r for r in Representation)
     assert INDEX_KINDS == ("dense", "impact", "multivector")  # the names indexes record
+
+
+def test_model_and_index_folders_have_distinct_metadata_files() -> None:
+    from pyserini_moe.index.meta import META_FILE
+    from pyserini_moe.modeling.auto import INDEX_MARKER
+    from pyserini_moe.modeling.base import MODEL_FILE
+
+    assert INDEX_MARKER == META_FILE != MODEL_FILE

@@ -4,7 +4,7 @@
 from the same forward pass (CoT-MoTE's dense + sparse, CAME's three experts: the shared layers and
 the backbone run once, not once per index). Each index is written into a temporary folder and
 renamed at the end (an interrupted build leaves nothing that looks complete), and records the
-encoder's identity in ``pyserini_moe.json``. ``build_dense_index`` & co. are its one-kind forms.
+encoder's identity in ``pyserini_moe_index.json``. ``build_dense_index`` & co. are its one-kind forms.
 """
 
 from __future__ import annotations

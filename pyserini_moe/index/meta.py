@@ -1,7 +1,10 @@
-"""The ``pyserini_moe.json`` file that says which encoder built an index and how.
+"""The ``pyserini_moe_index.json`` file that says which encoder built an index and how.
 
 Searching checks it, so a mismatched index/encoder pair is an error rather than silently bad
 results. Indexes built elsewhere (plain Pyserini) have no such file and are searched as they are.
+Its name differs from a model folder's ``pyserini_moe.json``, so neither is mistaken for the
+other; indexes built before 2026-11-25 wrote ``pyserini_moe.json`` (with a ``kind``) and still
+read.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from typing import Any
 from pyserini_moe import __version__
 from pyserini_moe.io import read_json
 
-META_FILE = "pyserini_moe.json"
+META_FILE = "pyserini_moe_index.json"
+LEGACY_META_FILE = "pyserini_moe.json"  # indexes built before 2026-11-25
 
 
 class IndexMismatchError(ValueError):
@@ -32,9 +36,13 @@ def write_meta(index_dir: str | os.PathLike, kind: str, **fields: Any) -> Path:
 def read_meta(index_dir: str | os.PathLike) -> dict[str, Any] | None:
     """The index's metadata, or None for an index not built by pyserini-moe."""
     path = Path(index_dir) / META_FILE
-    if not path.is_file():
-        return None
-    return read_json(path, "index metadata")
+    if path.is_file():
+        return read_json(path, "index metadata")
+    legacy = Path(index_dir) / LEGACY_META_FILE
+    if legacy.is_file():
+        meta = read_json(legacy, "index metadata")
+        return meta if "kind" in meta else None  # a model folder, not an index
+    return None
 
 
 def check_kind(index_dir: str | os.PathLike, kind: str) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ On disk an index folder holds:
 - ``offsets.npy``  int64 ``[n_docs + 1]``: document ``i`` owns tokens ``offsets[i]:offsets[i+1]``;
 - ``docids.txt``   one docid a line, in document-number order;
 - ``tokens.faiss`` a Faiss inner-product index over all token vectors (candidate generation);
-- ``pyserini_moe.json`` which encoder built it (see :mod:`pyserini_moe.index.meta`).
+- ``pyserini_moe_index.json`` which encoder built it (see :mod:`pyserini_moe.index.meta`).
 
 Search is two-stage, like ColBERT v1: every query token fetches its nearest document tokens from
 Faiss, their documents are the candidates, and the candidates are re-scored with *exact* MaxSim
@@ -271,8 +271,8 @@ class MultiVectorIndex:
         self.index_dir = Path(index_dir)
         meta = check_kind(self.index_dir, KIND)
         if meta is None:
-            raise IndexMismatchError(f"{self.index_dir} has no pyserini_moe.json; it is not a "
-                                     "multivector index built by pyserini-moe")
+            raise IndexMismatchError(f"{self.index_dir} has no pyserini_moe_index.json; it is "
+                                     "not a multivector index built by pyserini-moe")
         self.meta: dict[str, Any] = meta
         self.dim = int(meta["dim"])
         self.vectors = np.load(self.index_dir / VECTORS_FILE, mmap_mode="r")

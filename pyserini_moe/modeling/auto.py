@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from pyserini_moe.io import read_json
 from pyserini_moe.modeling.base import TextEncoder, default_device, is_saved_model, load_model
+
+# What an index folder holds (pyserini_moe.index.meta.META_FILE; this layer cannot import it, a
+# test keeps the two equal): an index passed where a model belongs is named as such.
+INDEX_MARKER = "pyserini_moe_index.json"
 
 
 def load_encoder(spec: str, device: str | torch.device | None = None, pooling: str = "mean",
@@ -19,6 +25,11 @@ def load_encoder(spec: str, device: str | torch.device | None = None, pooling: s
     as the packaged all-MiniLM-L6-v2 are meant to be used.
     """
     from pyserini_moe.modeling.onnx import OnnxModel, is_onnx_export  # noqa: PLC0415
+
+    if (Path(spec) / INDEX_MARKER).is_file():
+        meta = read_json(Path(spec) / INDEX_MARKER, "index metadata")
+        raise ValueError(f"{spec} is a {meta.get('kind')!r} index, not a model: pass the model "
+                         f"that built it ({meta.get('encoder', 'see its ' + INDEX_MARKER)})")
 
     if is_onnx_export(spec):
         return OnnxModel(spec).configure(**(options or {}))

@@ -35,7 +35,7 @@ def open_index(index: str | os.PathLike, kind: str) -> dict[str, Any]:
         raise FileNotFoundError(f"index folder not found: {index}")
     meta = check_kind(index, kind)
     if meta is None:
-        raise IndexMismatchError(f"{index} has no pyserini_moe.json: build it with "
+        raise IndexMismatchError(f"{index} has no pyserini_moe_index.json: build it with "
                                  f"`python -m pyserini_moe.index --retriever {kind}`")
     return meta
 

@@ -43,7 +43,7 @@ class ExpertFusionSearcher:
             if kind not in SEARCHERS:
                 raise IndexMismatchError(f"{index}: expert fusion takes dense, impact or "
                                          f"multivector indexes built by pyserini-moe, not "
-                                         f"{kind or 'an index without pyserini_moe.json'}")
+                                         f"{kind or 'an index without pyserini_moe_index.json'}")
             self.searchers.append(open_searcher(kind, index, encoder, device, query_max_length,
                                                 query_max_terms, faiss_params))
         kinds = [s.kind for s in self.searchers]

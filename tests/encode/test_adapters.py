@@ -118,7 +118,7 @@ def test_dense_cli_run_equals_pyserini_faiss_searcher(corpus, models, tmp_path):
     from pyserini.search.faiss import FaissSearcher
 
     index = build("dense", corpus, models["dense"], tmp_path / "dense")
-    assert {"index", "docid", "pyserini_moe.json"} <= {p.name for p in index.iterdir()}
+    assert {"index", "docid", "pyserini_moe_index.json"} <= {p.name for p in index.iterdir()}
     assert read_meta(index)["model_type"] == "siamese"
     ours = search("dense", corpus, index, tmp_path / "run.trec")
     pyserini = FaissSearcher(str(index), DenseQueryEncoder(models["dense"], device="cpu"))

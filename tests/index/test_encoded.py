@@ -51,8 +51,8 @@ def test_one_pass_builds_the_indexes_of_one_kind_builds(tiny_corpus, came, tmp_p
     for kind, joint in zip(KINDS, together):
         alone = tmp_path / f"alone-{kind}"
         assert index(tiny_corpus, came, [kind], [alone]) == 0
-        meta = json.loads((joint / "pyserini_moe.json").read_text())
-        assert meta["kind"] == kind and meta == json.loads((alone / "pyserini_moe.json")
+        meta = json.loads((joint / "pyserini_moe_index.json").read_text())
+        assert meta["kind"] == kind and meta == json.loads((alone / "pyserini_moe_index.json")
                                                            .read_text())
         assert search(tiny_corpus, joint, kind, tmp_path / "a.trec") == \
             search(tiny_corpus, alone, kind, tmp_path / "b.trec")

@@ -198,7 +198,7 @@ def test_query_dim_mismatch_and_kind_check(flat_index: Path, tmp_path: Path) -> 
     searcher = MultiVectorIndex(flat_index)
     with pytest.raises(ValueError, match="shape"):
         searcher.search(np.ones((4, DIM + 1), dtype=np.float32))
-    (tmp_path / "pyserini_moe.json").write_text(json.dumps({"kind": "dense"}))
+    (tmp_path / "pyserini_moe_index.json").write_text(json.dumps({"kind": "dense"}))
     with pytest.raises(IndexMismatchError, match="dense"):
         MultiVectorIndex(tmp_path)
 
