@@ -8,7 +8,10 @@ without ``OPENAI_API_KEY``, and (3) downloads topics and qrels into
 three before pyserini is imported and turns a missing or too-old Java into one readable error.
 
 ``python -m pyserini_moe._java --install-pth`` writes a ``.pth`` file into site-packages so that
-plain ``python -m pyserini...`` commands get the same treatment (``make setup`` does this).
+plain ``python -m pyserini...`` commands get the same treatment (``make setup`` does this). The
+hook is narrow: at start-up it only registers an import hook; ``JAVA_HOME``, ``PATH``,
+``OPENAI_API_KEY`` and the JVM options are set when, and only when, a process first imports
+``pyserini``. Other programs run in the environment see their environment untouched.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 MIN_JAVA = 21
 VECTOR_MODULE = "jdk.incubator.vector"
@@ -207,13 +211,25 @@ def bootstrap() -> None:
     _done = True
 
 
+class _OnPyseriniImport:
+    """A ``sys.meta_path`` entry that finds nothing: when ``pyserini`` is first imported it
+    prepares the environment (as :func:`bootstrap` minus the ``java -version`` probe), removes
+    itself and lets the normal finders import pyserini."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pyserini":
+            sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _OnPyseriniImport)]
+            try:
+                configure_env()
+                link_topics_cache()
+            except Exception as e:  # noqa: BLE001 - never turn a warning into a failed import
+                print(f"pyserini-moe: {e}", file=sys.stderr)
+
+
 def _pth_hook() -> None:
-    """Entry point of the .pth file: never let Python start-up fail because of us."""
-    try:
-        configure_env()
-        link_topics_cache()
-    except Exception as e:  # noqa: BLE001
-        print(f"pyserini-moe: {e}", file=sys.stderr)
+    """Entry point of the .pth file: register :class:`_OnPyseriniImport`, nothing else."""
+    if not any(isinstance(f, _OnPyseriniImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _OnPyseriniImport())
 
 
 def install_pth(site_dir: Path | None = None) -> Path:

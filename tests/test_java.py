@@ -122,6 +122,23 @@ def test_pth_hook_makes_plain_pyserini_commands_work(tmp_path):
     assert _java.java_version(Path(proc.stdout.strip())) >= 21
 
 
+def test_pth_hook_leaves_other_programs_environment_alone(tmp_path):
+    """Start-up with the hook changes nothing until pyserini is imported."""
+    import sysconfig
+
+    _java.install_pth(tmp_path)
+    repo = Path(_java.__file__).resolve().parents[1]
+    code = (f"import sys, site, os; sys.path[:0] = [{str(repo)!r}, "
+            f"{sysconfig.get_paths()['purelib']!r}]; before = dict(os.environ); "
+            f"site.addsitedir({str(tmp_path)!r})\n"
+            "print(dict(os.environ) == before, 'OPENAI_API_KEY' in os.environ)\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "JAVA_HOME")}
+    proc = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "False"]
+
+
 def test_java_command_line_reports_runtime():
     proc = subprocess.run([sys.executable, "-m", "pyserini_moe._java"], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.startswith("Java ")
