@@ -23,12 +23,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pyserini_moe.errors import UserError
+
 MIN_JAVA = 21
 VECTOR_MODULE = "jdk.incubator.vector"
 PTH_NAME = "pyserini_moe_java.pth"
 
 
-class JavaError(RuntimeError):
+class JavaError(UserError):
     """No usable Java runtime for Pyserini."""
 
 

@@ -10,12 +10,14 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-# Errors caused by the user's input or machine, reported without a traceback. Programming errors
-# (TypeError, AttributeError, ...) still show their traceback.
+from pyserini_moe.errors import UserError
+
+# Errors caused by the user's input or machine, reported without a traceback: our own UserError
+# and the operating system's refusals. Everything else (ValueError, KeyError, TypeError, ... from
+# a bug) keeps its traceback.
 USER_ERRORS: tuple[type[BaseException], ...] = (
-    FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError,
+    UserError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError,
     PermissionError, ConnectionError,
-    ValueError, RuntimeError, KeyError,
 )
 
 
@@ -31,8 +33,8 @@ def refuse_input_as_output(outputs: list[str | None], inputs: list[str | None]) 
     given = {Path(p).resolve(): p for p in inputs if p}
     for out in outputs:
         if out and Path(out).resolve() in given:
-            raise ValueError(f"{out} is also an input of this command: writing it would replace "
-                             "what is being read; name another output")
+            raise UserError(f"{out} is also an input of this command: writing it would replace "
+                            "what is being read; name another output")
 
 
 def run_main(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> int:
@@ -50,8 +52,7 @@ def run_main(main: Callable[[list[str] | None], int], argv: list[str] | None = N
     try:
         return main(argv)
     except USER_ERRORS as e:
-        message = e.args[0] if isinstance(e, KeyError) and e.args else e
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
         code = 143 if isinstance(e, Terminated) else 130

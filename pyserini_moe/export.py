@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.cli import run_main
 
 
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             raise FileExistsError(f"{args.output} already exists; pass --overwrite to replace it")
         shutil.rmtree(args.output)
     if is_onnx_export(args.encoder):
-        raise ValueError(f"{args.encoder} is already an ONNX export; export the PyTorch model")
+        raise UserError(f"{args.encoder} is already an ONNX export; export the PyTorch model")
     start = time.perf_counter()
     model = load_encoder(args.encoder, device="cpu", options=parse_options(args.encoder_option))
     export(model, args.output, source=args.encoder, int8=args.int8)

@@ -18,6 +18,7 @@ import argparse
 import json
 import sys
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.cli import output_file, refuse_input_as_output, run_main
 from pyserini_moe.runs import read_nonempty_run, write_trec_run
 from pyserini_moe.search.fusion import CAME_METHODS, FUSIONS, RANX_METHODS
@@ -63,17 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.hits < 1:
-        raise ValueError("--hits must be >= 1")
+        raise UserError("--hits must be >= 1")
     if args.alpha is not None and args.alpha < 0:
-        raise ValueError(f"--alpha must be >= 0 (the weight of the second run), got {args.alpha}")
+        raise UserError(f"--alpha must be >= 0 (the weight of the second run), got {args.alpha}")
     if len(args.runs) < 2:
-        raise ValueError("--runs needs at least two runs")
+        raise UserError("--runs needs at least two runs")
     if (args.dev_runs is None) != (args.dev_qrels is None):
-        raise ValueError("--dev-runs and --dev-qrels go together")
+        raise UserError("--dev-runs and --dev-qrels go together")
     if args.dev_runs is not None and len(args.dev_runs) != len(args.runs):
-        raise ValueError("--dev-runs must list one run per --runs entry, in the same order")
+        raise UserError("--dev-runs must list one run per --runs entry, in the same order")
     if args.weights is not None and len(args.weights) != len(args.runs):
-        raise ValueError(f"--weights needs {len(args.runs)} values, one per run")
+        raise UserError(f"--weights needs {len(args.runs)} values, one per run")
     refuse_input_as_output([args.output], [*args.runs, *(args.dev_runs or []), args.dev_qrels])
     runs = [read_nonempty_run(p, "fuse") for p in args.runs]
     dev = None
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         from pyserini_moe.search.hybrid import hybrid, search_alpha  # noqa: PLC0415
 
         if len(runs) != 2:
-            raise ValueError("hybrid fuses exactly two runs: dense (or any model) first, sparse second")
+            raise UserError("hybrid fuses exactly two runs: dense (or any model) first, sparse second")
         alpha = args.alpha
         if dev is not None:
             alpha, table = search_alpha(*dev[0], dev[1], metric=args.metric,
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             elif args.weights is not None:
                 params = {"weights": args.weights}
             else:
-                raise ValueError(f"{args.method} needs --weights or --dev-runs/--dev-qrels")
+                raise UserError(f"{args.method} needs --weights or --dev-runs/--dev-qrels")
         fused = fuse(runs, args.method, norm=args.norm, params=params, k=args.hits)
     write_trec_run(fused, args.output, tag=f"fuse-{args.method}", hits=args.hits)
     if tuned:

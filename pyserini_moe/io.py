@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pyserini_moe.errors import UserError
+
 
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike, *, directory: bool = False,
@@ -102,8 +104,8 @@ def read_json(path: str | os.PathLike, what: str) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: the {what} is damaged (not valid JSON: {e}); write it again "
-                         "(rebuild or retrain)") from None
+        raise UserError(f"{path}: the {what} is damaged (not valid JSON: {e}); write it again "
+                        "(rebuild or retrain)") from None
 
 
 def read_yaml(path: str | os.PathLike, what: str, error: type[ValueError]) -> object:

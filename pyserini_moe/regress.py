@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.cli import run_main
 from pyserini_moe.eval.regress import (REPO_ROOT, format_table, load_regression, run_regression,
                                        write_report)
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 
         paper = [r for r in regressions if r.scale == "paper"]
         if not paper:
-            raise ValueError("--smoke runs paper-scale files; none given")
+            raise UserError("--smoke runs paper-scale files; none given")
         return smoke(paper, Path(args.work_dir) / "smoke")
     failed = False
     for reg in regressions:

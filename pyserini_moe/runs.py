@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path
 
 Run = dict[str, dict[str, float]]
 
 
-class RunFormatError(ValueError):
+class RunFormatError(UserError):
     """A malformed run file; the message names the file and line."""
 
 
@@ -62,5 +63,5 @@ def read_nonempty_run(path: str | os.PathLike, purpose: str) -> Run:
     refused, since fusing or evaluating it would silently give the other runs, or zeros."""
     run = read_trec_run(path)
     if not any(run.values()):
-        raise ValueError(f"{path}: the run is empty: nothing to {purpose} (did its search fail?)")
+        raise UserError(f"{path}: the run is empty: nothing to {purpose} (did its search fail?)")
     return run

@@ -80,6 +80,23 @@ def test_run_main_reports_a_directory_error_in_one_line(capsys):
     assert capsys.readouterr().err == "error: runs is a directory: name a file to write\n"
 
 
+def test_run_main_reports_user_errors_and_keeps_the_traceback_of_bugs(capsys):
+    from pyserini_moe.data.errors import DataFormatError
+    from pyserini_moe.errors import UserError
+
+    def user(argv):
+        raise DataFormatError("qrels.tsv", "expected 3 columns", line=4)
+
+    assert run_main(user, []) == 2 and issubclass(DataFormatError, UserError)
+    assert capsys.readouterr().err == "error: qrels.tsv:4: expected 3 columns\n"
+
+    def bug(argv):
+        return {}["missing"]  # a KeyError from a bug is no user error
+
+    with pytest.raises(KeyError):
+        run_main(bug, [])
+
+
 def test_leftovers_of_a_killed_writer_are_swept_and_a_live_writers_kept(tmp_path):
     """SIGKILL runs no cleanup: the next write of the same target removes temporaries named with
     a process id that no longer runs, never those of a running writer."""

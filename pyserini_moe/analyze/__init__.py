@@ -28,6 +28,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.cli import output_file
 
 # SB-MoE section VI: an expert is activated when the gate ranks it first for "at least 100k
@@ -189,10 +190,10 @@ def parse_runs(specs: Sequence[str]) -> dict[int, str]:
     for spec in specs:
         count, sep, path = spec.partition("=")
         if not sep or not count.strip().isdigit() or int(count) < 1 or not path.strip():
-            raise ValueError(f"--runs {spec!r}: expected EXPERTS=RUN_FILE with EXPERTS a positive "
-                             "integer, e.g. 6=runs/sbmoe-6.trec")
+            raise UserError(f"--runs {spec!r}: expected EXPERTS=RUN_FILE with EXPERTS a positive "
+                            "integer, e.g. 6=runs/sbmoe-6.trec")
         if int(count) in runs:
-            raise ValueError(f"--runs: {int(count)} experts given twice")
+            raise UserError(f"--runs: {int(count)} experts given twice")
         runs[int(count)] = path.strip()
     return dict(sorted(runs.items()))
 
@@ -232,8 +233,8 @@ def _run_routing(args: argparse.Namespace) -> int:
 
     model = load_model(args.model, args.device)
     if not hasattr(model, "expert_layers"):
-        raise ValueError(f"{args.model} is a {model.model_type} model: routing analysis needs "
-                         "expert FFN blocks (taser)")
+        raise UserError(f"{args.model} is a {model.model_type} model: routing analysis needs "
+                        "expert FFN blocks (taser)")
     passages = [doc.contents for doc in BeirCollection.load(args.corpus).corpus()]
     if args.sample and args.sample < len(passages):
         passages = random.Random(0).sample(passages, args.sample)
@@ -254,15 +255,15 @@ def _run_experts(args: argparse.Namespace) -> int:
     from pyserini_moe.modeling.base import load_model  # noqa: PLC0415
 
     if not args.corpus and not args.topics:
-        raise ValueError("experts: give --corpus, --topics or both")
+        raise UserError("experts: give --corpus, --topics or both")
     if args.threshold is not None and not 0 <= args.threshold <= 100:
-        raise ValueError(f"--threshold is a percentage in [0, 100], got {args.threshold}")
+        raise UserError(f"--threshold is a percentage in [0, 100], got {args.threshold}")
     if args.min_docs < 1:
-        raise ValueError(f"--min-docs must be >= 1, got {args.min_docs}")
+        raise UserError(f"--min-docs must be >= 1, got {args.min_docs}")
     model = load_model(args.model, args.device)
     if model.model_type != "sbmoe":
-        raise ValueError(f"{args.model} is a {model.model_type} model: expert analysis needs an "
-                         "sbmoe model")
+        raise UserError(f"{args.model} is a {model.model_type} model: expert analysis needs an "
+                        "sbmoe model")
     texts: dict[str, list[str]] = {}
     sizes: dict[str, int] = {}
     if args.corpus:
@@ -275,7 +276,7 @@ def _run_experts(args: argparse.Namespace) -> int:
         texts["query"] = list(load_topics(args.topics).values())
         sizes["query"] = len(texts["query"])
     if not all(texts.values()):
-        raise ValueError("experts: nothing to route (empty corpus or topics)")
+        raise UserError("experts: nothing to route (empty corpus or topics)")
     if args.threshold is not None:
         threshold, rule = args.threshold / 100, f"--threshold {args.threshold}%"
     else:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.analyze import _figure, _save_png, emit
 from pyserini_moe.cli import output_file
 from pyserini_moe.representation import CAME_EXPERTS
@@ -66,11 +67,11 @@ def rbo(a: Sequence[str], b: Sequence[str], p: float = DEFAULT_RBO_P) -> float:
     trec_eval's). One empty list against a non-empty one scores 0; two empty lists are undefined.
     """
     if not 0 < p < 1:
-        raise ValueError(f"RBO's p must be in (0, 1), got {p}")
+        raise UserError(f"RBO's p must be in (0, 1), got {p}")
     short, long_ = (a, b) if len(a) <= len(b) else (b, a)
     s, l = len(short), len(long_)
     if l == 0:
-        raise ValueError("RBO of two empty rankings is undefined")
+        raise UserError("RBO of two empty rankings is undefined")
     if s == 0:
         return 0.0
     seen_short: set[str] = set()
@@ -266,13 +267,13 @@ def parse_named_runs(specs: Sequence[str], flag: str,
     for spec in specs:
         name, sep, path = (part.strip() for part in spec.partition("="))
         if not sep or not name or not path:
-            raise ValueError(f"{flag} {spec!r}: expected NAME=RUN_FILE, e.g. lexical=runs/came."
-                             "impact.trec")
+            raise UserError(f"{flag} {spec!r}: expected NAME=RUN_FILE, e.g. lexical=runs/came."
+                            "impact.trec")
         if allowed is not None and name not in allowed:
-            raise ValueError(f"{flag} {spec!r}: unknown expert {name!r}; valid: "
-                             f"{', '.join(allowed)}")
+            raise UserError(f"{flag} {spec!r}: unknown expert {name!r}; valid: "
+                            f"{', '.join(allowed)}")
         if name in runs:
-            raise ValueError(f"{flag}: {name!r} given twice")
+            raise UserError(f"{flag}: {name!r} given twice")
         runs[name] = path
     return runs
 
@@ -302,17 +303,17 @@ def _run_came(args: argparse.Namespace) -> int:
 
     experts = parse_named_runs(args.expert_runs, "--expert-runs", list(EXPERTS))
     if len(experts) < 2:
-        raise ValueError(f"--expert-runs: need at least two of {', '.join(EXPERTS)}; got "
-                         f"{', '.join(experts)}")
+        raise UserError(f"--expert-runs: need at least two of {', '.join(EXPERTS)}; got "
+                        f"{', '.join(experts)}")
     fused = parse_named_runs(args.fused or [], "--fused")
     if clash := set(fused) & set(experts):
-        raise ValueError(f"--fused: {', '.join(sorted(clash))} is already an expert's name")
+        raise UserError(f"--fused: {', '.join(sorted(clash))} is already an expert's name")
     if args.depth < 1:
-        raise ValueError(f"--depth must be >= 1, got {args.depth}")
+        raise UserError(f"--depth must be >= 1, got {args.depth}")
     if args.cases < 0:
-        raise ValueError(f"--cases must be >= 0, got {args.cases}")
+        raise UserError(f"--cases must be >= 0, got {args.cases}")
     if not 0 < args.rbo_p < 1:
-        raise ValueError(f"--rbo-p must be in (0, 1), got {args.rbo_p}")
+        raise UserError(f"--rbo-p must be in (0, 1), got {args.rbo_p}")
     metrics = [m.name for m in parse_metrics(args.metrics)]
     paths = {**experts, **fused}
     for name, path in paths.items():
@@ -324,8 +325,8 @@ def _run_came(args: argparse.Namespace) -> int:
     for name, path in paths.items():
         runs[name] = read_trec_run(path)
         if not set(runs[name]) & set(qrels):
-            raise ValueError(f"{name} run {path}: none of its {len(runs[name])} queries is in "
-                             f"the qrels {args.qrels} (wrong --qrels?)")
+            raise UserError(f"{name} run {path}: none of its {len(runs[name])} queries is in "
+                            f"the qrels {args.qrels} (wrong --qrels?)")
     topics = load_topics(args.topics) if args.topics else {}
 
     key = metrics[0]

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.analyze import _figure, _save_png, emit
 from pyserini_moe.cli import output_file
 
@@ -31,8 +32,8 @@ TSNE_POINTS = 300  # pairs drawn in the t-SNE plot (figure 2 / 4 show a sample t
 def divergences(queries: np.ndarray, passages: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-row KL and JS (eq. 14-19) of N paired query / passage vectors [N, H]."""
     if queries.shape != passages.shape or queries.ndim != 2 or len(queries) < 2:
-        raise ValueError(f"need >= 2 paired query and passage vectors of one shape, got "
-                         f"{queries.shape} and {passages.shape}")
+        raise UserError(f"need >= 2 paired query and passage vectors of one shape, got "
+                        f"{queries.shape} and {passages.shape}")
     q = queries / np.linalg.norm(queries, axis=1, keepdims=True).clip(1e-12)
     p = passages / np.linalg.norm(passages, axis=1, keepdims=True).clip(1e-12)
     d = 1.0 - q @ p.T  # eq. 14
@@ -64,8 +65,8 @@ def judged_pairs(topics: dict[str, str], qrels: dict[str, dict[str, int]], docs:
     if sample and sample < len(pairs):
         pairs = random.Random(seed).sample(pairs, sample)
     if len(pairs) < 2:
-        raise ValueError("fewer than two judged (query, relevant document) pairs: check that the "
-                         "topics, qrels and corpus belong together")
+        raise UserError("fewer than two judged (query, relevant document) pairs: check that the "
+                        "topics, qrels and corpus belong together")
     return pairs
 
 
@@ -75,7 +76,7 @@ def embed(model: Any, pairs: list[tuple[str, str]], max_length: int, query_max_l
     from pyserini_moe.modeling.base import Side  # noqa: PLC0415
 
     if "dense" not in model.representations:
-        raise ValueError(f"a {model.model_type} model has no dense representation to analyse")
+        raise UserError(f"a {model.model_type} model has no dense representation to analyse")
     out = []
     for side, index, length in ((Side.QUERY, 0, query_max_length),
                                 (Side.PASSAGE, 1, max_length)):
@@ -155,9 +156,9 @@ def _named(specs: list[str]) -> dict[str, str]:
         name, sep, path = spec.partition("=")
         name, path = (name, path) if sep else (Path(spec).name, spec)
         if not name or not path:
-            raise ValueError(f"--model {spec!r}: expected NAME=MODEL_FOLDER")
+            raise UserError(f"--model {spec!r}: expected NAME=MODEL_FOLDER")
         if name in out:
-            raise ValueError(f"--model name {name!r} given twice")
+            raise UserError(f"--model name {name!r} given twice")
         out[name] = path
     return out
 

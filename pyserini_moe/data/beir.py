@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.data.errors import DataFormatError
 from pyserini_moe.data.paths import shared_data_root
 from pyserini_moe.io import atomic_path
@@ -392,8 +393,8 @@ class BeirCollection:
         if split not in self._qrels:
             available = self.splits()
             if split not in available:
-                raise ValueError(f"unknown split {split!r} for collection {self.name!r} ({self.root}); "
-                                 f"available splits: {', '.join(available) or 'none'}")
+                raise UserError(f"unknown split {split!r} for collection {self.name!r} ({self.root}); "
+                                f"available splits: {', '.join(available) or 'none'}")
             self._qrels[split] = read_beir_qrels(self.root / "qrels" / f"{split}.tsv",
                                                  self._query_map(), self.doc_ids())
         return self._qrels[split]

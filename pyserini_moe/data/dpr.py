@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.data.beir import QRELS_HEADER, Document, check_id, iter_lines, open_binary
 from pyserini_moe.data.errors import DataFormatError
 from pyserini_moe.data.export import write_topics_tsv
@@ -108,7 +109,7 @@ def convert_wikipedia(source: str | os.PathLike, target: str | os.PathLike,
 
     source, target = Path(source), Path(target)
     if not target.name.endswith(".jsonl.gz"):
-        raise ValueError(f"{target}: the corpus must be named *.jsonl.gz (e.g. corpus.jsonl.gz)")
+        raise UserError(f"{target}: the corpus must be named *.jsonl.gz (e.g. corpus.jsonl.gz)")
     total = WIKIPEDIA_PASSAGES if source.name.startswith("psgs_w100") else None
     seen: set[str] = set()
     with atomic_path(target) as tmp, gzip.open(tmp, "wt", encoding="utf-8", compresslevel=6) as out, \
@@ -301,8 +302,8 @@ def _checked_sets(files: Mapping[str, str | os.PathLike], what: str) -> dict[str
     out = {}
     for name, file in files.items():
         if not re.fullmatch(r"[A-Za-z0-9_.]+", name):
-            raise ValueError(f"{what}: data set name {name!r} must be letters, digits, '_' or '.' "
-                             "(it prefixes the query ids)")
+            raise UserError(f"{what}: data set name {name!r} must be letters, digits, '_' or '.' "
+                            "(it prefixes the query ids)")
         out[name] = Path(file)
         if not out[name].is_file():
             raise FileNotFoundError(f"{what}: DPR file not found for {name!r}: {file}")
@@ -324,7 +325,7 @@ def convert_training(train: Mapping[str, str | os.PathLike], output: str | os.Pa
     output = Path(output)
     splits = {"train": _checked_sets(train, "train"), "dev": _checked_sets(dev or {}, "dev")}
     if not splits["train"]:
-        raise ValueError("no training files given")
+        raise UserError("no training files given")
     questions: dict[str, int] = {}
     skipped: dict[str, int] = {}
     topics: dict[str, dict[str, str]] = {}
@@ -435,12 +436,12 @@ def _pyserini_answers(name: str) -> dict[str, list[str]]:
     try:
         topics = get_topics(name)
     except ValueError as e:
-        raise ValueError(f"unknown answers {name!r}: not a file and not a Pyserini topics name "
-                         "(e.g. dpr-nq-test)") from e
+        raise UserError(f"unknown answers {name!r}: not a file and not a Pyserini topics name "
+                        "(e.g. dpr-nq-test)") from e
     answers = {}
     for qid, fields in topics.items():
         if "answers" not in fields:
-            raise ValueError(f"Pyserini topics {name!r} carry no answers (topic {qid})")
+            raise UserError(f"Pyserini topics {name!r} carry no answers (topic {qid})")
         answers[str(qid)] = _answer_list(name, None, fields["answers"])
     return answers
 
@@ -479,8 +480,8 @@ def answer_accuracy(run: Run, answers: Mapping[str, list[str]], passages: str | 
     texts = passage_texts(passages, needed)
     missing = needed - texts.keys()
     if missing:
-        raise ValueError(f"{passages}: the run ranks passage {min(missing)!r} that is not in it "
-                         f"({len(missing)} missing): wrong passages file for this run?")
+        raise UserError(f"{passages}: the run ranks passage {min(missing)!r} that is not in it "
+                        f"({len(missing)} missing): wrong passages file for this run?")
     return topk_accuracy(run, answers, texts, ks, regex)
 
 
@@ -495,7 +496,7 @@ def merge_runs(paths: Iterable[str | os.PathLike], target: str | os.PathLike) ->
         for qid, hits in read_trec_run(path).items():
             merged.setdefault(qid, hits)
     if not merged:
-        raise ValueError("the runs to merge are empty")
+        raise UserError("the runs to merge are empty")
     write_trec_run(merged, target, tag="merged")
     return merged
 
@@ -508,9 +509,9 @@ def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
     for value in values or []:
         name, sep, file = value.partition("=")
         if not sep or not name or not file:
-            raise ValueError(f"{flag} {value!r}: expected NAME=FILE, e.g. nq=biencoder-nq-train.json")
+            raise UserError(f"{flag} {value!r}: expected NAME=FILE, e.g. nq=biencoder-nq-train.json")
         if name in out:
-            raise ValueError(f"{flag}: data set {name!r} given twice")
+            raise UserError(f"{flag}: data set {name!r} given twice")
         out[name] = file
     return out
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pyserini_moe.errors import UserError
 
-class DataFormatError(ValueError):
+
+class DataFormatError(UserError):
     """Bad input data; the message starts with ``file[:line]:`` so the user can open the spot.
 
     ``path`` and ``line`` (1-based, or None when the problem is not tied to one line) are kept as

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.data.beir import Document
 from pyserini_moe.io import atomic_path
 
@@ -17,7 +18,7 @@ _FIELD_BREAKS = re.compile(r"[\t\r\n]")
 def _checked_id(value: str, kind: str) -> str:
     """Ids end up in whitespace-separated files (runs, TREC qrels), so blanks would corrupt them."""
     if not value or any(c.isspace() for c in value):
-        raise ValueError(f"invalid {kind} id {value!r}: ids must be non-empty and contain no whitespace")
+        raise UserError(f"invalid {kind} id {value!r}: ids must be non-empty and contain no whitespace")
     return value
 
 
@@ -36,7 +37,7 @@ def write_json_collection(docs: Iterable[Document], out_dir: str | os.PathLike) 
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")
                 count += 1
         if count == 0:
-            raise ValueError(f"no documents to write to {out_dir}")
+            raise UserError(f"no documents to write to {out_dir}")
     return out_dir
 
 
@@ -45,7 +46,7 @@ def write_topics_tsv(topics: Mapping[str, str], path: str | os.PathLike) -> Path
     text become spaces because they would split the record. Returns ``path``."""
     path = Path(path)
     if not topics:
-        raise ValueError(f"no topics to write to {path}")
+        raise UserError(f"no topics to write to {path}")
     with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as f:
         for qid, text in topics.items():
             f.write(f"{_checked_id(qid, 'query')}\t{_FIELD_BREAKS.sub(' ', text)}\n")
@@ -56,7 +57,7 @@ def write_trec_qrels(qrels: Mapping[str, Mapping[str, int]], path: str | os.Path
     """Write TREC qrels (``qid 0 docid rel``), the format trec_eval expects. Returns ``path``."""
     path = Path(path)
     if not any(qrels.values()):
-        raise ValueError(f"no judgments to write to {path}")
+        raise UserError(f"no judgments to write to {path}")
     with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as f:
         for qid, judged in qrels.items():
             _checked_id(qid, "query")

@@ -11,6 +11,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.data.beir import (
     QRELS_HEADER,
     BeirCollection,
@@ -92,20 +93,20 @@ def _pyserini_topics(name: str) -> dict[str, str]:
     try:
         raw = get_topics(name)
     except ValueError as e:
-        raise ValueError(f"unknown topics {name!r}: not a file, not COLLECTION:SPLIT and not a "
-                         f"Pyserini topics name; {TOPICS_FORMS}") from e
+        raise UserError(f"unknown topics {name!r}: not a file, not COLLECTION:SPLIT and not a "
+                        f"Pyserini topics name; {TOPICS_FORMS}") from e
     except Exception as e:  # jnius.JavaException: Anserini could not download the topics
-        raise RuntimeError(f"Pyserini could not load topics {name!r} ({_first_error_line(e)}); "
-                           "offline, pass a topics file or COLLECTION:SPLIT instead") from e
+        raise UserError(f"Pyserini could not load topics {name!r} ({_first_error_line(e)}); "
+                        "offline, pass a topics file or COLLECTION:SPLIT instead") from e
     topics: dict[str, str] = {}
     for qid, fields in raw.items():
         title = fields.get("title") or ""
         if not title.strip():
-            raise ValueError(f"Pyserini topics {name!r}: topic {qid} has no title "
-                             f"(fields: {', '.join(fields) or 'none'})")
+            raise UserError(f"Pyserini topics {name!r}: topic {qid} has no title "
+                            f"(fields: {', '.join(fields) or 'none'})")
         topics[str(qid)] = title
     if not topics:
-        raise ValueError(f"Pyserini topics {name!r} are empty")
+        raise UserError(f"Pyserini topics {name!r} are empty")
     return topics
 
 
@@ -163,11 +164,11 @@ def _pyserini_qrels_path(name: str) -> Path:
     try:
         return Path(get_qrels_file(name))
     except FileNotFoundError as e:
-        raise ValueError(f"unknown qrels {name!r}: not a file, not COLLECTION:SPLIT and not a "
-                         f"Pyserini qrels name; {QRELS_FORMS}") from e
+        raise UserError(f"unknown qrels {name!r}: not a file, not COLLECTION:SPLIT and not a "
+                        f"Pyserini qrels name; {QRELS_FORMS}") from e
     except Exception as e:  # jnius.JavaException: Anserini could not download the qrels
-        raise RuntimeError(f"Pyserini could not load qrels {name!r} ({_first_error_line(e)}); "
-                           "offline, pass a qrels file or COLLECTION:SPLIT instead") from e
+        raise UserError(f"Pyserini could not load qrels {name!r} ({_first_error_line(e)}); "
+                        "offline, pass a qrels file or COLLECTION:SPLIT instead") from e
 
 
 def load_qrels(spec: str | os.PathLike) -> dict[str, dict[str, int]]:

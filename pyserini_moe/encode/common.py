@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from pyserini.encode import DocumentEncoder, QueryEncoder
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.base import Encoded, Representation, RetrievalModel, Side, fingerprint
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ class _ModelAdapter:
 
         self.model = load_encoder(model, device=device) if isinstance(model, str) else model
         if self.representation not in self.model.representations:
-            raise ValueError(
+            raise UserError(
                 f"model type {self.model.model_type!r} produces "
                 f"{', '.join(self.model.representations)}, not '{self.representation}' "
                 "representations")
@@ -37,9 +38,9 @@ class _ModelAdapter:
         if max_length is None:
             max_length = limit or DEFAULT_MAX_POSITIONS
         if limit is not None and max_length > limit:  # else it fails at the first long text
-            raise ValueError(f"max length {max_length} is above the {limit} token positions "
-                             f"this model has: use --max-length / --query-max-length {limit} or "
-                             "less")
+            raise UserError(f"max length {max_length} is above the {limit} token positions "
+                            f"this model has: use --max-length / --query-max-length {limit} or "
+                            "less")
         self.max_length = max_length
 
     def convert(self, out: Encoded) -> Any:

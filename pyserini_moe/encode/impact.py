@@ -13,6 +13,7 @@ query terms; without the cap every query fails inside Lucene.
 from __future__ import annotations
 
 import torch
+from pyserini_moe.errors import UserError
 from pyserini_moe.encode.common import ModelDocumentEncoder, ModelQueryEncoder
 from pyserini_moe.modeling.base import Encoded, Representation, RetrievalModel
 
@@ -47,7 +48,7 @@ class _Impact:
 
     def _init_impact(self, quantization: int) -> None:
         if quantization < 1:
-            raise ValueError("quantization factor must be >= 1")
+            raise UserError("quantization factor must be >= 1")
         self.quantization = quantization
         tokenizer = self.model.tokenizer
         vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
@@ -77,7 +78,7 @@ class ImpactQueryEncoder(_Impact, ModelQueryEncoder):
         super().__init__(model, device, max_length)
         self._init_impact(quantization)
         if max_terms < 1:
-            raise ValueError("max_terms must be >= 1")
+            raise UserError("max_terms must be >= 1")
         self.max_terms = max_terms
 
     def convert(self, out: Encoded) -> list[dict[str, int]]:

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.cli import output_file, refuse_input_as_output, run_main
 from pyserini_moe.eval.metrics import (
     DEFAULT_METRICS,
@@ -107,11 +108,11 @@ def main_unwrapped(argv: list[str] | None = None) -> int:
     if args.baseline is not None:
         matches = [n for n, p in zip(names, args.run) if args.baseline in (n, p)]
         if not matches:
-            raise ValueError(f"--baseline {args.baseline!r} is none of the runs: "
-                             f"{', '.join(names)}")
+            raise UserError(f"--baseline {args.baseline!r} is none of the runs: "
+                            f"{', '.join(names)}")
         baseline = matches[0]
     if not 0 < args.max_p < 1:
-        raise ValueError("--max-p must be between 0 and 1")
+        raise UserError("--max-p must be between 0 and 1")
     runs: dict[str, Run] = {name: read_nonempty_run(path, "evaluate")
                             for name, path in zip(names, args.run)}
     from pyserini_moe.data.topics import load_qrels, qrels_file  # noqa: PLC0415

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.runs import Run, ranked
 
 Qrels = dict[str, dict[str, int]]
@@ -80,15 +81,15 @@ def parse_metric(name: str) -> Metric:
         k = int(cutoff)
         depth = k if family == "mrr" else None
         return Metric(name, f"{family}@{k}", _TREC_MEASURES[family].format(k=k), depth)
-    raise ValueError(f"unknown metric {name!r}; valid metrics: {VALID_METRICS} "
-                     "(k a positive integer, e.g. ndcg@10)")
+    raise UserError(f"unknown metric {name!r}; valid metrics: {VALID_METRICS} "
+                    "(k a positive integer, e.g. ndcg@10)")
 
 
 def parse_metrics(names: Iterable[str]) -> list[Metric]:
     """Parse and de-duplicate, keeping the order given."""
     metrics = list({m.name: m for m in map(parse_metric, names)}.values())
     if not metrics:
-        raise ValueError("no metrics given")
+        raise UserError("no metrics given")
     return metrics
 
 
@@ -116,7 +117,7 @@ def _ranx_qrels(qrels: Qrels) -> Any:
     from numba.typed import List  # noqa: PLC0415
 
     if not qrels:
-        raise ValueError("the qrels are empty")
+        raise UserError("the qrels are empty")
     arrays = []
     for docs in qrels.values():
         rows = sorted(enumerate(docs.values()), key=lambda row: -row[1])
@@ -226,12 +227,12 @@ def compare(runs: Mapping[str, Run], qrels: Qrels, metrics: Iterable[str] = DEFA
     from ranx.statistical_tests import compute_statistical_significance  # noqa: PLC0415
 
     if len(runs) < 2:
-        raise ValueError("compare needs at least two runs")
+        raise UserError("compare needs at least two runs")
     if stat_test not in STAT_TESTS:
-        raise ValueError(f"unknown statistical test {stat_test!r}; valid: {', '.join(STAT_TESTS)}")
+        raise UserError(f"unknown statistical test {stat_test!r}; valid: {', '.join(STAT_TESTS)}")
     baseline = next(iter(runs)) if baseline is None else baseline
     if baseline not in runs:
-        raise ValueError(f"baseline {baseline!r} is not one of the runs: {', '.join(runs)}")
+        raise UserError(f"baseline {baseline!r} is not one of the runs: {', '.join(runs)}")
     specs = parse_metrics(metrics)
     ranx_qrels = _ranx_qrels(qrels)
     scores = {name: _per_query_arrays(ranx_qrels, run, qrels, specs) for name, run in runs.items()}
@@ -255,7 +256,7 @@ def format_table(headers: list[str], rows: list[list[str]], style: str = "markdo
     ``markdown`` renders as a Markdown table (and reads fine as text); ``plain`` uses spaces only.
     """
     if style not in ("markdown", "plain"):
-        raise ValueError(f"unknown table style {style!r}; valid: markdown, plain")
+        raise UserError(f"unknown table style {style!r}; valid: markdown, plain")
     columns = list(zip(headers, *rows))
     widths = [max(map(len, column)) for column in columns]
     numeric = [bool(rows) and all(cell[:1].isdigit() for cell in column[1:]) for column in columns]
@@ -337,8 +338,8 @@ def trec_eval(run_path: str | os.PathLike, qrels_path: str | os.PathLike,
         for m in group:
             if m.trec_output not in reported:
                 detail = err.getvalue().strip() or failure or out.getvalue().strip() or "no output"
-                raise RuntimeError(f"trec_eval did not report {m.trec_measure} for {run_path} "
-                                   f"with qrels {qrels_path}: {detail}")
+                raise UserError(f"trec_eval did not report {m.trec_measure} for {run_path} "
+                                f"with qrels {qrels_path}: {detail}")
             values[m.name] = reported[m.trec_output]
     return {m.name: values[m.name] for m in specs}
 
@@ -367,9 +368,9 @@ def topk_accuracy(run: Run, answers: Mapping[str, list[str]],
     """
     ks = sorted(set(ks))
     if not ks or ks[0] < 1:
-        raise ValueError(f"ks must be positive integers, got {ks}")
+        raise UserError(f"ks must be positive integers, got {ks}")
     if not answers:
-        raise ValueError("no answers given")
+        raise UserError("no answers given")
     from pyserini_moe._java import bootstrap  # noqa: PLC0415
 
     bootstrap()

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.data.paths import shared_data_root
 from pyserini_moe.io import atomic_path, read_yaml
 
@@ -65,7 +66,7 @@ _TOPK = re.compile(r"top([1-9][0-9]*)")
 DEFAULT_TOLERANCE = 0.00005
 
 
-class RegressionSpecError(ValueError):
+class RegressionSpecError(UserError):
     """A regression YAML that does not follow the schema; the message names file and field."""
 
 
@@ -284,7 +285,7 @@ def run_step(command: str, work: Path, dry_run: bool) -> None:
         return
     proc = subprocess.run(shlex.split(cmd), cwd=REPO_ROOT)
     if proc.returncode != 0:
-        raise RuntimeError(f"step failed (exit {proc.returncode}): {cmd}")
+        raise UserError(f"step failed (exit {proc.returncode}): {cmd}")
 
 
 def check(measured: float, c: MetricCheck) -> str:
@@ -318,7 +319,7 @@ def run_regression(reg: Regression, work: Path, dry_run: bool = False,
     try:
         for step in [] if evaluate_only else reg.steps:
             run_step(step, work, dry_run)
-    except RuntimeError as e:
+    except UserError as e:
         return [Outcome(c.name, k.metric, k.expected, None, k.tolerance, "ERROR", str(e))
                 for c in conditions for k in c.checks], {}
     shared = time.perf_counter() - start

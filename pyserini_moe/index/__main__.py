@@ -18,6 +18,7 @@ import argparse
 import sys
 import time
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.cli import run_main
 from pyserini_moe.representation import INDEX_KINDS
 
@@ -76,8 +77,8 @@ def parse_options(settings: list[str]) -> dict[str, str]:
     for setting in settings:
         name, sep, value = setting.partition("=")
         if not sep or not name.strip() or not value.strip():
-            raise ValueError(f"--encoder-option {setting!r}: expected NAME=VALUE, e.g. "
-                             "inference=all")
+            raise UserError(f"--encoder-option {setting!r}: expected NAME=VALUE, e.g. "
+                            "inference=all")
         options[name.strip()] = value.strip()
     return options
 
@@ -86,21 +87,21 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     for flag in ("threads", "batch_size", "max_length", "quantization"):
         if getattr(args, flag) < 1:
-            raise ValueError(f"--{flag.replace('_', '-')} must be >= 1")
+            raise UserError(f"--{flag.replace('_', '-')} must be >= 1")
     if (args.shard_id is None) != (args.shard_num is None):
-        raise ValueError("--shard-id and --shard-num go together")
+        raise UserError("--shard-id and --shard-num go together")
     kinds = args.retriever
     if len(set(kinds)) < len(kinds):
-        raise ValueError(f"--retriever lists a kind twice: {' '.join(kinds)}")
+        raise UserError(f"--retriever lists a kind twice: {' '.join(kinds)}")
     if len(args.index) != len(kinds):
-        raise ValueError(f"{len(kinds)} --retriever kind(s) but {len(args.index)} --index "
-                         "folder(s): give one folder per kind, in the same order")
+        raise UserError(f"{len(kinds)} --retriever kind(s) but {len(args.index)} --index "
+                        "folder(s): give one folder per kind, in the same order")
     if "bm25" in kinds and len(kinds) > 1:
-        raise ValueError("a BM25 index is built by Lucene from the text, not from an encoder: "
-                         "build it in its own command")
+        raise UserError("a BM25 index is built by Lucene from the text, not from an encoder: "
+                        "build it in its own command")
     if args.shard_num is not None and "bm25" in kinds:
-        raise ValueError("BM25 indexes are not sharded: Lucene indexes the whole corpus itself "
-                         "(use --threads)")
+        raise UserError("BM25 indexes are not sharded: Lucene indexes the whole corpus itself "
+                        "(use --threads)")
     start = time.perf_counter()
     if kinds == ["bm25"]:
         from pyserini_moe.index.lucene import build_bm25_index  # noqa: PLC0415
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                          overwrite=args.overwrite)
     else:
         if not args.encoder:
-            raise ValueError(f"--encoder is required for a {' + '.join(kinds)} index")
+            raise UserError(f"--encoder is required for a {' + '.join(kinds)} index")
         from pyserini_moe.index.encoded import Shard, build_indexes  # noqa: PLC0415
         from pyserini_moe.modeling.onnx import backend_encoder  # noqa: PLC0415
 

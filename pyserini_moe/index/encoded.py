@@ -22,6 +22,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.data.beir import BeirCollection, Document
 from pyserini_moe.index.meta import write_meta
 from pyserini_moe.io import atomic_path
@@ -44,7 +45,7 @@ class Shard:
 
     def __post_init__(self) -> None:
         if self.num < 1 or not 0 <= self.id < self.num:
-            raise ValueError(f"shard {self.id} of {self.num}: need 0 <= --shard-id < --shard-num")
+            raise UserError(f"shard {self.id} of {self.num}: need 0 <= --shard-id < --shard-num")
 
     def span(self, n_docs: int) -> tuple[int, int]:
         """[start, stop) document numbers of this shard in a corpus of ``n_docs``."""
@@ -78,7 +79,7 @@ def faiss_index(dim: int, spec: str):
     if spec.startswith("hnsw"):
         m = int(spec[4:] or 32)
         return faiss.IndexHNSWFlat(dim, m, faiss.METRIC_INNER_PRODUCT)
-    raise ValueError(f"unknown faiss index {spec!r}: use 'flat' or 'hnsw[M]' (e.g. hnsw32)")
+    raise UserError(f"unknown faiss index {spec!r}: use 'flat' or 'hnsw[M]' (e.g. hnsw32)")
 
 
 class _Sink:
@@ -110,7 +111,7 @@ class _DenseSink(_Sink):
             spec = self.options["faiss"]
             self.index = faiss_index(vectors.shape[1], spec)
             if not self.index.is_trained:
-                raise ValueError(f"faiss index {spec!r} needs training; not supported here")
+                raise UserError(f"faiss index {spec!r} needs training; not supported here")
         self.index.add(vectors)
         self.ids.writelines(f"{d.id}\n" for d in docs)
 
@@ -151,9 +152,9 @@ class _ImpactSink(_Sink):
             write_meta(self.out, IMPACT_SHARD, num_docs=self.count, **meta)
             return
         if not self.terms:
-            raise ValueError(f"every document's term weights round to 0 at --quantization "
-                             f"{self.options['quantization']}: the index would hold no term "
-                             "(raise the factor, or check that the model is trained)")
+            raise UserError(f"every document's term weights round to 0 at --quantization "
+                            f"{self.options['quantization']}: the index would hold no term "
+                            "(raise the factor, or check that the model is trained)")
         lucene_impact_index(self.vectors_dir, self.out, self.options["threads"])
         write_meta(self.out, "impact", num_docs=self.count, **meta)
 
@@ -200,10 +201,10 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
 
     unknown = sorted(set(outputs) - set(KINDS))
     if unknown or not outputs:
-        raise ValueError(f"index kinds {unknown or '(none)'}: choose from {KINDS}")
+        raise UserError(f"index kinds {unknown or '(none)'}: choose from {KINDS}")
     folders = {kind: Path(path) for kind, path in outputs.items()}
     if len(set(folders.values())) < len(folders):
-        raise ValueError("each index kind needs its own output folder")
+        raise UserError("each index kind needs its own output folder")
     for folder in folders.values():
         if folder.exists() and not overwrite:
             raise FileExistsError(f"{folder} already exists; pass --overwrite to rebuild it")
@@ -234,7 +235,7 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
                 sink.add(batch, out)
             seen += len(batch)
         if not seen:
-            raise ValueError(f"nothing to index: {_what(shard, collection)} holds no documents")
+            raise UserError(f"nothing to index: {_what(shard, collection)} holds no documents")
         for sink in active:
             sink.finish()
     return list(folders.values())

@@ -6,6 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from pyserini_moe.errors import UserError
 from pyserini_moe import _java
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.data.export import write_json_collection
@@ -13,7 +14,7 @@ from pyserini_moe.index.meta import write_meta
 from pyserini_moe.io import atomic_path
 
 
-class IndexingError(RuntimeError):
+class IndexingError(UserError):
     """Anserini refused or failed to build the index."""
 
 

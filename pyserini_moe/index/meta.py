@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pyserini_moe.errors import UserError
 from pyserini_moe import __version__
 from pyserini_moe.io import read_json
 
@@ -21,7 +22,7 @@ META_FILE = "pyserini_moe_index.json"
 LEGACY_META_FILE = "pyserini_moe.json"  # indexes built before 2026-11-25
 
 
-class IndexMismatchError(ValueError):
+class IndexMismatchError(UserError):
     """The index was built for another retriever or encoder than the one searching it."""
 
 

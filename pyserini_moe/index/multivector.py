@@ -34,6 +34,7 @@ import faiss
 import numpy as np
 from tqdm.auto import tqdm
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import IndexMismatchError, check_kind, write_meta
 from pyserini_moe.io import atomic_path
 from pyserini_moe.runs import Run
@@ -92,9 +93,9 @@ def faiss_factory_string(spec: str) -> str:
                 parts.append(pattern.sub(repl, part))
                 break
         else:
-            raise ValueError(f"unknown Faiss index component {part!r} in {spec!r}; expected "
-                             "'flat', 'ivf{nlist},pq{m}[x{bits}]', 'ivf{nlist},flat', "
-                             "'hnsw{M}' or 'sq8'")
+            raise UserError(f"unknown Faiss index component {part!r} in {spec!r}; expected "
+                            "'flat', 'ivf{nlist},pq{m}[x{bits}]', 'ivf{nlist},flat', "
+                            "'hnsw{M}' or 'sq8'")
     return ",".join(parts)
 
 
@@ -151,12 +152,12 @@ class MultiVectorIndexWriter:
                  add_chunk: int = 131_072, seed: int = 0, progress: bool = True,
                  overwrite: bool = True) -> None:
         if dim <= 0:
-            raise ValueError(f"dim must be positive, got {dim}")
+            raise UserError(f"dim must be positive, got {dim}")
         if "encoder" not in encoder_meta:
-            raise ValueError("encoder_meta needs an 'encoder' field so searches can be checked")
+            raise UserError("encoder_meta needs an 'encoder' field so searches can be checked")
         clash = _RESERVED_META & encoder_meta.keys()
         if clash:
-            raise ValueError(f"encoder_meta may not set reserved fields {sorted(clash)}")
+            raise UserError(f"encoder_meta may not set reserved fields {sorted(clash)}")
         self.index_dir = Path(index_dir)
         self.dim = int(dim)
         self.encoder_meta = dict(encoder_meta)
@@ -204,18 +205,18 @@ class MultiVectorIndexWriter:
             raise RuntimeError("use MultiVectorIndexWriter as a context manager (with ... as w)")
         docid = str(docid)
         if not docid or "\n" in docid or "\r" in docid:
-            raise ValueError(f"docid must be non-empty and on one line, got {docid!r}")
+            raise UserError(f"docid must be non-empty and on one line, got {docid!r}")
         if docid in self._seen:
-            raise ValueError(f"duplicate docid {docid!r}")
+            raise UserError(f"duplicate docid {docid!r}")
         vectors = np.asarray(vectors)
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:
-            raise ValueError(f"document {docid!r}: expected vectors of shape [L, {self.dim}], "
-                             f"got {list(vectors.shape)}")
+            raise UserError(f"document {docid!r}: expected vectors of shape [L, {self.dim}], "
+                            f"got {list(vectors.shape)}")
         if len(vectors) == 0:
-            raise ValueError(f"document {docid!r} has no token vectors; MaxSim is undefined")
+            raise UserError(f"document {docid!r} has no token vectors; MaxSim is undefined")
         half = vectors.astype(np.float16)
         if not np.isfinite(half).all():
-            raise ValueError(f"document {docid!r}: vectors are NaN/inf or overflow float16")
+            raise UserError(f"document {docid!r}: vectors are NaN/inf or overflow float16")
         self._vectors.append(half)
         self._token2doc.append(np.full(len(half), self.n_docs, dtype=np.int32))
         self._docids.write(docid + "\n")
@@ -225,7 +226,7 @@ class MultiVectorIndexWriter:
     def add_batch(self, docids: list[str], vectors: list[np.ndarray]) -> None:
         """Append several documents; ``vectors[i]`` belongs to ``docids[i]``."""
         if len(docids) != len(vectors):
-            raise ValueError(f"{len(docids)} docids but {len(vectors)} vector matrices")
+            raise UserError(f"{len(docids)} docids but {len(vectors)} vector matrices")
         for docid, mat in zip(docids, vectors):
             self.add(docid, mat)
 
@@ -237,8 +238,8 @@ class MultiVectorIndexWriter:
     def _finish(self) -> None:
         """Write offsets, build the Faiss index over the on-disk tokens, and record metadata."""
         if self.n_docs == 0:
-            raise ValueError(f"no documents were added; refusing to write an empty index at "
-                             f"{self.index_dir}")
+            raise UserError(f"no documents were added; refusing to write an empty index at "
+                            f"{self.index_dir}")
         offsets = np.frombuffer(self._offsets, dtype=np.int64)
         np.save(self._tmp / OFFSETS_FILE, offsets)
         tokens = np.load(self._tmp / VECTORS_FILE, mmap_mode="r")
@@ -296,8 +297,8 @@ class MultiVectorIndex:
         """``q`` as the contiguous float32 [Lq, dim] matrix MaxSim reads, checked."""
         q = np.asarray(q, dtype=np.float32)
         if q.ndim != 2 or q.shape[1] != self.dim or len(q) == 0:
-            raise ValueError(f"expected query vectors of shape [Lq>0, {self.dim}], "
-                             f"got {list(q.shape)}")
+            raise UserError(f"expected query vectors of shape [Lq>0, {self.dim}], "
+                            f"got {list(q.shape)}")
         return np.ascontiguousarray(q)
 
     def maxsim_docs(self, q: np.ndarray, docs: np.ndarray) -> np.ndarray:

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.io import read_json
 from pyserini_moe.modeling.base import TextEncoder, default_device, is_saved_model, load_model
 
@@ -28,8 +29,8 @@ def load_encoder(spec: str, device: str | torch.device | None = None, pooling: s
 
     if (Path(spec) / INDEX_MARKER).is_file():
         meta = read_json(Path(spec) / INDEX_MARKER, "index metadata")
-        raise ValueError(f"{spec} is a {meta.get('kind')!r} index, not a model: pass the model "
-                         f"that built it ({meta.get('encoder', 'see its ' + INDEX_MARKER)})")
+        raise UserError(f"{spec} is a {meta.get('kind')!r} index, not a model: pass the model "
+                        f"that built it ({meta.get('encoder', 'see its ' + INDEX_MARKER)})")
 
     if is_onnx_export(spec):
         return OnnxModel(spec).configure(**(options or {}))

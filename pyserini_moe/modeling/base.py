@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import torch
 from torch import nn
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.losses import contrastive_loss
 from pyserini_moe.representation import INDEX_KINDS, REPRESENTATIONS, Representation
 
@@ -164,9 +165,9 @@ class RetrievalModel(nn.Module, ABC):
         """Set encode-time options (see ``encode_options``) in place; returns the model."""
         unknown = sorted(set(options) - set(self.encode_options))
         if unknown:
-            raise ValueError(f"{self.model_type} models have no encode-time option "
-                             f"{', '.join(unknown)} (they have: "
-                             f"{', '.join(self.encode_options) or 'none'})")
+            raise UserError(f"{self.model_type} models have no encode-time option "
+                            f"{', '.join(unknown)} (they have: "
+                            f"{', '.join(self.encode_options) or 'none'})")
         for name, value in options.items():
             self.set_option(name, value)
         return self
@@ -223,7 +224,7 @@ def tokenize(tokenizer: Any, texts: list[str], side: Side, max_length: int,
     """``input_ids`` and ``attention_mask`` of a padded, truncated batch (``tensors``: "pt" or
     "np"). An empty passage is legal (Cranfield has two); an empty query is a user error."""
     if side is Side.QUERY and any(not t or not t.strip() for t in texts):
-        raise ValueError("cannot encode an empty query")
+        raise UserError("cannot encode an empty query")
     batch = tokenizer(texts, padding=True, truncation=True, max_length=max_length,
                       return_tensors=tensors)
     return {k: batch[k] for k in ("input_ids", "attention_mask")}
@@ -273,11 +274,11 @@ def load_model(path: str | os.PathLike, device: str | torch.device | None = None
 
     meta = read_json(path / MODEL_FILE, "model metadata")
     if "kind" in meta:  # index folders share the metadata file name
-        raise ValueError(f"{path} is a {meta['kind']!r} index, not a model: pass the model that "
-                         f"built it ({meta.get('encoder', 'see its ' + MODEL_FILE)})")
+        raise UserError(f"{path} is a {meta['kind']!r} index, not a model: pass the model that "
+                        f"built it ({meta.get('encoder', 'see its ' + MODEL_FILE)})")
     model_type = meta.get("model_type")
     if model_type not in _REGISTRY:
-        raise ValueError(f"{path}: unknown model type {model_type!r}; known: {model_types()}")
+        raise UserError(f"{path}: unknown model type {model_type!r}; known: {model_types()}")
     cls = _REGISTRY[model_type]
     configs = {}
     for sub in [""] + [p.name for p in path.iterdir() if (p / "config.json").is_file()]:
@@ -289,12 +290,12 @@ def load_model(path: str | os.PathLike, device: str | torch.device | None = None
     try:
         weights = load_file(str(weights_file))
     except Exception as e:  # noqa: BLE001 - safetensors' own error type: a damaged or missing file
-        raise ValueError(f"{weights_file}: cannot read the weights ({e}); the file is "
-                         "damaged or incomplete: save or copy the model again") from None
+        raise UserError(f"{weights_file}: cannot read the weights ({e}); the file is "
+                        "damaged or incomplete: save or copy the model again") from None
     missing, unexpected = model.load_state_dict(weights, strict=False)
     if missing or unexpected:
-        raise ValueError(f"{path}: weights do not match the {model_type} architecture "
-                         f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
+        raise UserError(f"{path}: weights do not match the {model_type} architecture "
+                        f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
     return model.to(device or default_device()).eval()
 
 

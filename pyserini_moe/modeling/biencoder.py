@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
 from pyserini_moe.modeling.base import (
     Encoded,
@@ -49,7 +50,7 @@ class SiameseBiEncoder(SingleBackboneModel):
                  normalize: bool = True) -> None:
         super().__init__(tokenizer, {"pooling": pooling, "normalize": normalize})
         if pooling not in POOLINGS:
-            raise ValueError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
+            raise UserError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
         self.backbone = backbone
         self.pooling = pooling
         self.normalize = normalize
@@ -83,7 +84,7 @@ class DprBiEncoder(RetrievalModel):
                  pooling: str = "cls", normalize: bool = False) -> None:
         super().__init__(tokenizer, {"pooling": pooling, "normalize": normalize})
         if pooling not in POOLINGS:
-            raise ValueError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
+            raise UserError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
         self.query_encoder = query_encoder
         self.passage_encoder = passage_encoder
         self.pooling = pooling

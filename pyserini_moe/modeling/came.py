@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
 from pyserini_moe.modeling.base import (
     Encoded,
@@ -100,12 +101,12 @@ class CameEncoder(SingleBackboneModel):
         shared_layers = _default_shared(len(layers)) if shared_layers is None else shared_layers
         experts = _check_experts(experts)
         if not 0 <= shared_layers <= len(layers):
-            raise ValueError(f"shared_layers must be in [0, {len(layers)}] (the backbone's layers), "
-                             f"got {shared_layers}")
+            raise UserError(f"shared_layers must be in [0, {len(layers)}] (the backbone's layers), "
+                            f"got {shared_layers}")
         if dim <= 0:
-            raise ValueError(f"dim must be > 0, got {dim}")
+            raise UserError(f"dim must be > 0, got {dim}")
         if pooling not in POOLINGS:
-            raise ValueError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
+            raise UserError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
         super().__init__(tokenizer, {"shared_layers": shared_layers, "experts": list(experts),
                                      "dim": dim, "normalize_local": normalize_local,
                                      "pooling": pooling})
@@ -149,15 +150,15 @@ class CameEncoder(SingleBackboneModel):
         if is_saved_model(name):
             model = load_model(name, device or default_device())
             if not isinstance(model, cls):
-                raise ValueError(f"{name} holds a {model.model_type} model, not a came one")
+                raise UserError(f"{name} holds a {model.model_type} model, not a came one")
             wanted = {"shared_layers": shared_layers if shared_layers is not None
                       else _default_shared(model.backbone.config.num_hidden_layers),
                       "experts": list(_check_experts(experts)), "dim": dim,
                       "normalize_local": normalize_local, "pooling": pooling}
             differ = {k: f"{model.args[k]} != {v}" for k, v in wanted.items() if model.args[k] != v}
             if differ:
-                raise ValueError(f"{name} was saved with another architecture (saved != asked: "
-                                 f"{differ})")
+                raise UserError(f"{name} was saved with another architecture (saved != asked: "
+                                f"{differ})")
             model.set_competition(tau, standardized_ratio, stages)
             return model
         backbone = pretrained_encoder(name)
@@ -198,7 +199,7 @@ class CameEncoder(SingleBackboneModel):
         if only is not None:
             wanted = [e for e in self.experts if CAME_EXPERTS[e] == only]
             if not wanted:
-                raise ValueError(f"this CAME model produces {', '.join(self.representations)}, not '{only}'")
+                raise UserError(f"this CAME model produces {', '.join(self.representations)}, not '{only}'")
             experts = wanted
         hidden = self.hidden_states(input_ids, attention_mask, experts)
         out = Encoded()
@@ -228,11 +229,11 @@ class CameEncoder(SingleBackboneModel):
         """Set (and record in ``args``) how the experts are trained; they do not change what the
         model computes, so a saved model can be trained further under another schedule."""
         if not (math.isfinite(tau) and tau > 0):
-            raise ValueError(f"tau (the competition temperature of eq. 11) must be > 0, got {tau}")
+            raise UserError(f"tau (the competition temperature of eq. 11) must be > 0, got {tau}")
         if not 0 <= standardized_ratio <= 1:
-            raise ValueError(f"standardized_ratio must be in [0, 1], got {standardized_ratio}")
+            raise UserError(f"standardized_ratio must be in [0, 1], got {standardized_ratio}")
         if stages not in STAGES:
-            raise ValueError(f"unknown stages {stages!r}; choose from {STAGES}")
+            raise UserError(f"unknown stages {stages!r}; choose from {STAGES}")
         self.args.update(tau=tau, standardized_ratio=standardized_ratio, stages=stages)
         self.tau = tau
         self.standardized_ratio = standardized_ratio
@@ -298,9 +299,9 @@ def _check_experts(experts: list[str] | tuple[str, ...]) -> tuple[str, ...]:
         experts = [experts]
     unknown = sorted(set(experts) - set(EXPERTS))
     if unknown:
-        raise ValueError(f"unknown expert(s) {unknown}; choose from {EXPERTS}")
+        raise UserError(f"unknown expert(s) {unknown}; choose from {EXPERTS}")
     if len(set(experts)) != len(experts):
-        raise ValueError(f"expert listed twice in {list(experts)}")
+        raise UserError(f"expert listed twice in {list(experts)}")
     if not experts:
-        raise ValueError(f"at least one expert is needed; choose from {EXPERTS}")
+        raise UserError(f"at least one expert is needed; choose from {EXPERTS}")
     return tuple(e for e in EXPERTS if e in experts)

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
 from pyserini_moe.modeling.base import (
     Encoded,
@@ -74,15 +75,15 @@ class CotMoteEncoder(RetrievalModel):
                  passage_backbone: nn.Module | None = None, pooling: str = "cls",
                  sparse_top_k: int = DEFAULT_TOP_K, sparse_head: str = "plain") -> None:
         if variant not in VARIANTS:
-            raise ValueError(f"unknown variant {variant!r}; choose from {VARIANTS}")
+            raise UserError(f"unknown variant {variant!r}; choose from {VARIANTS}")
         if pooling not in POOLINGS:
-            raise ValueError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
+            raise UserError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
         if sparse_head not in SPARSE_HEADS:
-            raise ValueError(f"unknown sparse_head {sparse_head!r}; choose from {SPARSE_HEADS}")
+            raise UserError(f"unknown sparse_head {sparse_head!r}; choose from {SPARSE_HEADS}")
         if sparse_top_k < 0:
-            raise ValueError(f"sparse_top_k must be >= 0 (0 keeps every term), got {sparse_top_k}")
+            raise UserError(f"sparse_top_k must be >= 0 (0 keeps every term), got {sparse_top_k}")
         if (variant == "separate") != (passage_backbone is not None):
-            raise ValueError("a passage backbone is needed by, and only by, the 'separate' variant")
+            raise UserError("a passage backbone is needed by, and only by, the 'separate' variant")
         super().__init__(tokenizer, {"variant": variant, "pooling": pooling,
                                      "sparse_top_k": sparse_top_k, "sparse_head": sparse_head})
         self.backbone = backbone
@@ -112,12 +113,12 @@ class CotMoteEncoder(RetrievalModel):
             model = load_model(name, device or default_device())
             if not isinstance(model, cls) or model.variant != variant:
                 found = getattr(model, "variant", model.model_type)
-                raise ValueError(f"{name} holds a {model.model_type} model ({found}), not a "
-                                 f"cotmote {variant} one")
+                raise UserError(f"{name} holds a {model.model_type} model ({found}), not a "
+                                f"cotmote {variant} one")
             saved_head = model.args.get("sparse_head", "plain")
             if saved_head != sparse_head:
-                raise ValueError(f"{name} has a {saved_head!r} sparse head, not {sparse_head!r}: "
-                                 "pre-train and fine-tune with the same --sparse-head")
+                raise UserError(f"{name} has a {saved_head!r} sparse head, not {sparse_head!r}: "
+                                "pre-train and fine-tune with the same --sparse-head")
             model.pooling = model.args["pooling"] = pooling
             model.sparse_top_k = model.args["sparse_top_k"] = sparse_top_k
             return model.train()

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.base import Side
 
 ROUTERS = ("det", "seq", "tok", "shared")
@@ -61,12 +62,12 @@ class ExpertFeedForward(nn.Module):
                  router: str, hidden_size: int, gumbel_tau: float = 1.0) -> None:
         super().__init__()
         if router not in ROUTERS:
-            raise ValueError(f"unknown router {router!r}; choose from {ROUTERS}")
+            raise UserError(f"unknown router {router!r}; choose from {ROUTERS}")
         expected = {"det": 2, "shared": 1}.get(router)
         if expected is not None and num_experts != expected:
-            raise ValueError(f"the {router} router needs {expected} expert(s), got {num_experts}")
+            raise UserError(f"the {router} router needs {expected} expert(s), got {num_experts}")
         if router in LEARNED_ROUTERS and num_experts < 2:
-            raise ValueError(f"a learned {router} router needs >= 2 experts, got {num_experts}")
+            raise UserError(f"a learned {router} router needs >= 2 experts, got {num_experts}")
         self.router = router
         self.gumbel_tau = gumbel_tau
         self.experts = nn.ModuleList(_Expert(copy.deepcopy(intermediate), copy.deepcopy(output))
@@ -135,8 +136,8 @@ def transformer_layers(backbone: nn.Module) -> nn.ModuleList:
     layers = getattr(getattr(backbone, "encoder", None), "layer", None)
     if not isinstance(layers, nn.ModuleList) or not all(
             hasattr(layer, "intermediate") and hasattr(layer, "output") for layer in layers):
-        raise ValueError(f"{type(backbone).__name__} is not a BERT-style encoder (no "
-                         "encoder.layer[i].intermediate/.output): expert FFNs cannot be inserted")
+        raise UserError(f"{type(backbone).__name__} is not a BERT-style encoder (no "
+                        "encoder.layer[i].intermediate/.output): expert FFNs cannot be inserted")
     return layers
 
 
@@ -151,7 +152,7 @@ def insert_experts(backbone: nn.Module, layer_indices: list[int], num_experts: i
     moe = []
     for i in layer_indices:
         if not 0 <= i < len(layers):
-            raise ValueError(f"layer {i} does not exist: the backbone has {len(layers)} layers")
+            raise UserError(f"layer {i} does not exist: the backbone has {len(layers)} layers")
         layer = layers[i]
         block = ExpertFeedForward(layer.intermediate, layer.output, num_experts, router,
                                   backbone.config.hidden_size, gumbel_tau)

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, tokenize
 
 ONNX_FILE = "pyserini_moe_onnx.json"
@@ -82,8 +83,8 @@ def export(model: RetrievalModel, output_dir: str | os.PathLike, source: str,
     from pyserini_moe.io import atomic_path  # noqa: PLC0415
 
     if getattr(model, "args", {}).get("gate") == "random":
-        raise ValueError("the random gate draws its expert weights in Python from a hash of the "
-                         "token ids: it has no ONNX graph; use the PyTorch model")
+        raise UserError("the random gate draws its expert weights in Python from a hash of the "
+                        "token ids: it has no ONNX graph; use the PyTorch model")
     model = model.to("cpu").eval()
     example = model.tokenize(["an example query", "a longer example passage text"],
                              Side.PASSAGE, 16)
@@ -166,7 +167,7 @@ def backend_encoder(spec: str, backend: str, options: dict[str, Any] | None = No
     from pyserini_moe.modeling.base import is_saved_model  # noqa: PLC0415
 
     if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose from {BACKENDS}")
+        raise UserError(f"unknown backend {backend!r}; choose from {BACKENDS}")
     if backend == "torch":
         return spec
     int8 = backend == "onnx-int8"
@@ -174,8 +175,8 @@ def backend_encoder(spec: str, backend: str, options: dict[str, Any] | None = No
         exported_int8 = bool(json.loads((Path(spec) / ONNX_FILE).read_text()).get("int8"))
         if exported_int8 != int8:
             fitting = "onnx-int8" if exported_int8 else "onnx"
-            raise ValueError(f"{spec} is an {'int8' if exported_int8 else 'fp32'} ONNX export, "
-                             f"not {backend}; pass --backend {fitting}")
+            raise UserError(f"{spec} is an {'int8' if exported_int8 else 'fp32'} ONNX export, "
+                            f"not {backend}; pass --backend {fitting}")
         return spec
     options = options or {}
     name = "-".join(["int8" if int8 else "fp32"] + [f"{k}={v}" for k, v in sorted(options.items())])
@@ -191,7 +192,7 @@ def backend_encoder(spec: str, backend: str, options: dict[str, Any] | None = No
     if done.returncode != 0:
         last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else \
             f"exit {done.returncode}"
-        raise RuntimeError(f"ONNX export of {spec} failed: {last}")
+        raise UserError(f"ONNX export of {spec} failed: {last}")
     return str(out)
 
 
@@ -216,7 +217,7 @@ class OnnxModel:
                                     "one with python -m pyserini_moe.export")
         self.meta = json.loads((self.path / ONNX_FILE).read_text())
         if self.meta.get("format") != FORMAT:
-            raise ValueError(f"{self.path}: unknown export format {self.meta.get('format')!r}")
+            raise UserError(f"{self.path}: unknown export format {self.meta.get('format')!r}")
         self.model_type: str = self.meta["model_type"]
         self.representations = tuple(self.meta["representations"])
         self.args: dict[str, Any] = dict(self.meta["args"])
@@ -238,9 +239,9 @@ class OnnxModel:
         """Encode-time options are baked into the graphs: only the exported values are accepted."""
         for name, value in options.items():
             if str(self.meta["encode_options"].get(name)) != str(value):
-                raise ValueError(f"{self.path} was exported with {name}="
-                                 f"{self.meta['encode_options'].get(name)!r}; export again with "
-                                 f"--encoder-option {name}={value}")
+                raise UserError(f"{self.path} was exported with {name}="
+                                f"{self.meta['encode_options'].get(name)!r}; export again with "
+                                f"--encoder-option {name}={value}")
         return self
 
     def tokenize(self, texts: list[str], side: Side, max_length: int) -> dict[str, np.ndarray]:
@@ -263,7 +264,7 @@ class OnnxModel:
 
         key = f"{Side(side).value}/{representation}"
         if key not in self.meta["files"]:
-            raise ValueError(f"{self.path} has no {key} graph (it has {sorted(self.meta['files'])})")
+            raise UserError(f"{self.path} has no {key} graph (it has {sorted(self.meta['files'])})")
         if key not in self._sessions:
             options = ort.SessionOptions()
             threads = torch.get_num_threads()  # follow OMP_NUM_THREADS like PyTorch does

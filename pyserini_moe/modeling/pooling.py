@@ -13,6 +13,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from pyserini_moe.errors import UserError
+
 POOLINGS = ("cls", "mean", "max")
 
 
@@ -26,7 +28,7 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
         return summed / keep.sum(1).clamp(min=1).to(hidden.dtype)
     if how == "max":
         return hidden.masked_fill(~keep, float("-inf")).max(1).values
-    raise ValueError(f"unknown pooling {how!r}; choose from {POOLINGS}")
+    raise UserError(f"unknown pooling {how!r}; choose from {POOLINGS}")
 
 
 def without_pooler(model: nn.Module) -> nn.Module:

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
 from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, default_device, register
 from pyserini_moe.modeling.pooling import POOLINGS, pool, pretrained_encoder
@@ -180,19 +181,19 @@ class SbMoeEncoder(SingleBackboneModel):
                                      "gate": gate, "balance_weight": balance_weight,
                                      "mixture": mixture, "expert_width": expert_width})
         if pooling not in POOLINGS:
-            raise ValueError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
+            raise UserError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
         if gate not in GATES:
-            raise ValueError(f"unknown gate {gate!r}; choose from {GATES}")
+            raise UserError(f"unknown gate {gate!r}; choose from {GATES}")
         if mixture not in MIXTURES:
-            raise ValueError(f"unknown mixture {mixture!r}; choose from {MIXTURES}")
+            raise UserError(f"unknown mixture {mixture!r}; choose from {MIXTURES}")
         if (n_experts == 1) != (gate == "none") or n_experts < 1:
-            raise ValueError(f"n_experts must be >= 2 (one expert leaves nothing to route) or 1 "
-                             f"with gate 'none' (one adapter: the capacity control), got "
-                             f"{n_experts} with gate {gate!r}")
+            raise UserError(f"n_experts must be >= 2 (one expert leaves nothing to route) or 1 "
+                            f"with gate 'none' (one adapter: the capacity control), got "
+                            f"{n_experts} with gate {gate!r}")
         if expert_width is not None and expert_width < 1:
-            raise ValueError(f"expert_width must be >= 1, got {expert_width}")
+            raise UserError(f"expert_width must be >= 1, got {expert_width}")
         if balance_weight < 0:
-            raise ValueError(f"balance_weight must be >= 0, got {balance_weight}")
+            raise UserError(f"balance_weight must be >= 0, got {balance_weight}")
         _check_inference(inference)
         hidden = backbone.config.hidden_size
         self.backbone = backbone
@@ -336,4 +337,4 @@ class SbMoeEncoder(SingleBackboneModel):
 
 def _check_inference(mode: str) -> None:
     if mode not in INFERENCE_MODES:
-        raise ValueError(f"unknown inference mode {mode!r}; choose from {INFERENCE_MODES}")
+        raise UserError(f"unknown inference mode {mode!r}; choose from {INFERENCE_MODES}")

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
 from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, default_device, register
 from pyserini_moe.modeling.experts import (
@@ -44,10 +45,10 @@ ENTROPY_FORMS = ("batch", "per_input")  # where eq. 4's entropy is taken; see re
 def specialised_layers(num_layers: int, every: int) -> list[int]:
     """0-based indices of the specialised blocks: one after every ``every`` shared blocks."""
     if every < 0:
-        raise ValueError(f"every must be >= 0, got {every}")
+        raise UserError(f"every must be >= 0, got {every}")
     layers = [i for i in range(num_layers) if (i + 1) % (every + 1) == 0]
     if not layers:
-        raise ValueError(f"every={every} leaves no specialised block in {num_layers} layers")
+        raise UserError(f"every={every} leaves no specialised block in {num_layers} layers")
     return layers
 
 
@@ -70,11 +71,11 @@ class TaserEncoder(SingleBackboneModel):
                  normalize: bool = False, entropy_weight: float = ENTROPY_WEIGHT,
                  gumbel_tau: float = 1.0, entropy: str = "batch") -> None:
         if router not in ROUTERS:
-            raise ValueError(f"unknown router {router!r}; choose from {ROUTERS}")
+            raise UserError(f"unknown router {router!r}; choose from {ROUTERS}")
         if pooling not in POOLINGS:
-            raise ValueError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
+            raise UserError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
         if entropy not in ENTROPY_FORMS:
-            raise ValueError(f"unknown entropy {entropy!r}; choose from {ENTROPY_FORMS}")
+            raise UserError(f"unknown entropy {entropy!r}; choose from {ENTROPY_FORMS}")
         num_experts = num_experts if num_experts is not None else (1 if router == "shared" else 2)
         super().__init__(tokenizer, {"router": router, "num_experts": num_experts, "every": every,
                                      "pooling": pooling, "normalize": normalize,

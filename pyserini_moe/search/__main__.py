@@ -20,6 +20,7 @@ import argparse
 import sys
 import time
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.cli import output_file, refuse_input_as_output, run_main
 from pyserini_moe.representation import INDEX_KINDS
 from pyserini_moe.runs import Run, write_trec_run
@@ -146,9 +147,9 @@ def _fused(args: argparse.Namespace, topics: dict[str, str], hits: int) -> Run:
     params = {"weights": args.fusion_weights} if args.fusion_weights else None
     if args.fusion in ("linear", "wsum") and (not args.fusion_weights
                                                or len(args.fusion_weights) != len(args.index)):
-        raise ValueError(f"--fusion {args.fusion} needs --fusion-weights, one per index "
-                         f"({len(args.index)}); tune them on a dev split with "
-                         "`python -m pyserini_moe.fuse --dev-runs ...`")
+        raise UserError(f"--fusion {args.fusion} needs --fusion-weights, one per index "
+                        f"({len(args.index)}); tune them on a dev split with "
+                        "`python -m pyserini_moe.fuse --dev-runs ...`")
     fused, runs = searcher.search(topics, hits=hits, candidates=args.candidates,
                                   method=args.fusion, params=params, threads=args.threads,
                                   batch_size=args.batch_size, progress=not args.quiet)
@@ -167,28 +168,28 @@ def _backend_encoder(args: argparse.Namespace) -> str:
     meta = read_meta(first) or {}
     encoder = args.encoder or meta.get("encoder")
     if not encoder:
-        raise ValueError(f"{first} records no encoder: give --encoder with --backend")
+        raise UserError(f"{first} records no encoder: give --encoder with --backend")
     return backend_encoder(encoder, args.backend, meta.get("encoder_options"))
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.exhaustive and (args.retriever != "multivector" or args.bm25_index):
-        raise ValueError("--exhaustive applies to a plain multivector search")
+        raise UserError("--exhaustive applies to a plain multivector search")
     if args.retriever != "fused" and len(args.index) != 1:
-        raise ValueError(f"--retriever {args.retriever} searches one --index; several indexes "
-                         "of one model are searched with --retriever fused")
+        raise UserError(f"--retriever {args.retriever} searches one --index; several indexes "
+                        "of one model are searched with --retriever fused")
     if args.expert_runs and args.retriever != "fused":
-        raise ValueError("--expert-runs applies to --retriever fused")
+        raise UserError("--expert-runs applies to --retriever fused")
     if args.bm25_index and args.retriever == "bm25":
-        raise ValueError("--bm25-index fuses a model's run with BM25; use a model --retriever")
+        raise UserError("--bm25-index fuses a model's run with BM25; use a model --retriever")
     if args.alpha < 0:
-        raise ValueError(f"--alpha must be >= 0 (the weight of the BM25 scores), got {args.alpha}")
+        raise UserError(f"--alpha must be >= 0 (the weight of the BM25 scores), got {args.alpha}")
     refuse_input_as_output([args.output], [args.topics, *args.index])
     for flag in ("hits", "batch_size", "threads", "query_max_length", "query_max_terms",
                  "candidates"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
-            raise ValueError(f"--{flag.replace('_', '-')} must be >= 1")
+            raise UserError(f"--{flag.replace('_', '-')} must be >= 1")
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
 
     topics = load_topics(args.topics)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tqdm import tqdm
 
+from pyserini_moe.errors import UserError
 from pyserini_moe import _java
 from pyserini_moe.index.meta import IndexMismatchError, check_kind
 from pyserini_moe.runs import Run
@@ -142,8 +143,8 @@ class ImpactSearcher(_EncodedSearcher):
         limit = autoclass("org.apache.lucene.search.IndexSearcher").getMaxClauseCount()
         self.query_max_terms = query_max_terms or min(DEFAULT_QUERY_MAX_TERMS, limit)
         if self.query_max_terms > limit:
-            raise ValueError(f"{self.query_max_terms} query terms (--query-max-terms) exceed "
-                             f"Lucene's max clause count ({limit}): Lucene refuses such queries")
+            raise UserError(f"{self.query_max_terms} query terms (--query-max-terms) exceed "
+                            f"Lucene's max clause count ({limit}): Lucene refuses such queries")
         super().__init__(*args, **kwargs)
         from pyserini.search.lucene import LuceneImpactSearcher  # noqa: PLC0415
 
@@ -224,8 +225,8 @@ class ImpactSearcher(_EncodedSearcher):
                     try:
                         found[qid] = _plain(self.searcher.search(text, k=hits))
                     except JavaException as err:
-                        raise RuntimeError(f"Lucene failed on query {qid!r}: {err.classname}: "
-                                           f"{err.innermessage}") from None
+                        raise UserError(f"Lucene failed on query {qid!r}: {err.classname}: "
+                                        f"{err.innermessage}") from None
             for qid, scored in results.items():
                 found[qid] = _plain(scored)
             del results  # release the Java hits (and their stored documents) now

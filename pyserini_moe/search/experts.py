@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import IndexMismatchError, read_meta
 from pyserini_moe.runs import Run
 from pyserini_moe.search.fusion import fuse, top_k
@@ -35,7 +36,7 @@ class ExpertFusionSearcher:
         from pyserini_moe.search.encoded import SEARCHERS, open_searcher  # noqa: PLC0415
 
         if len(indexes) < 2:
-            raise ValueError("expert fusion needs at least two indexes (one per representation)")
+            raise UserError("expert fusion needs at least two indexes (one per representation)")
         self.searchers = []
         for index in indexes:
             meta = read_meta(index)
@@ -48,7 +49,7 @@ class ExpertFusionSearcher:
                                                 query_max_terms, faiss_params))
         kinds = [s.kind for s in self.searchers]
         if len(set(kinds)) < len(kinds):
-            raise ValueError(f"two indexes of the same kind ({kinds}): give one per expert")
+            raise UserError(f"two indexes of the same kind ({kinds}): give one per expert")
 
     @property
     def kinds(self) -> list[str]:

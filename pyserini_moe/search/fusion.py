@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.runs import Run, ranked
 
 Qrels = dict[str, dict[str, int]]
@@ -73,10 +74,10 @@ def _combine(runs: Sequence[Run], transform: ListTransform,
     An expert without hits for a query contributes its fill value (0) to every document.
     """
     if not runs:
-        raise ValueError("no runs to fuse")
+        raise UserError("no runs to fuse")
     weights = [1.0] * len(runs) if weights is None else list(weights)
     if len(weights) != len(runs):
-        raise ValueError(f"{len(weights)} weights for {len(runs)} runs")
+        raise UserError(f"{len(weights)} weights for {len(runs)} runs")
     fused: Run = {}
     for qid in _query_ids(runs):
         lists = [transform(run.get(qid, {})) for run in runs]
@@ -150,7 +151,7 @@ def optimize_linear(dev_runs: Sequence[Run], dev_qrels: Qrels, metric: str = "nd
     from pyserini_moe.eval.metrics import evaluate  # noqa: PLC0415
 
     if not dev_runs:
-        raise ValueError("no runs to fuse")
+        raise UserError("no runs to fuse")
     grid = _simplex_grid(len(dev_runs), step)
     scores = [next(iter(evaluate(linear(dev_runs, w, k), dev_qrels, [metric]).values()))
               for w in grid]
@@ -192,13 +193,13 @@ def fuse(runs: Sequence[Run], method: str, norm: str | None = None,
     params = dict(params or {})
     if method in _CAME_FUSIONS:
         if norm is not None:
-            raise ValueError(f"{method} defines its own normalisation; "
-                             f"pass norm=None, not {norm!r}")
+            raise UserError(f"{method} defines its own normalisation; "
+                            f"pass norm=None, not {norm!r}")
         return _CAME_FUSIONS[method](runs, k=k, **params)
     import ranx  # noqa: PLC0415
 
     if len(runs) < 2:
-        raise ValueError(f"ranx fusion needs at least two runs, got {len(runs)}")
+        raise UserError(f"ranx fusion needs at least two runs, got {len(runs)}")
     with _quiet_ranx():
         fused = ranx.fuse(_ranx_runs(runs, _query_ids(runs)), norm=norm,
                           method=_ranx_method(method), params=params)
@@ -219,7 +220,7 @@ def optimize_weights(dev_runs: Sequence[Run], dev_qrels: Qrels, method: str = "w
     """
     if method == "linear":
         if norm is not None:
-            raise ValueError(f"linear fuses raw scores; pass norm=None, not {norm!r}")
+            raise UserError(f"linear fuses raw scores; pass norm=None, not {norm!r}")
         return optimize_linear(dev_runs, dev_qrels, metric, k=k)
     import ranx  # noqa: PLC0415
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.runs import Run
 from pyserini_moe.search.fusion import Qrels, top_k
 
@@ -74,5 +75,5 @@ def search_alpha(dense_dev: Run, sparse_dev: Run, qrels_dev: Qrels, metric: str 
         run = hybrid(dense, sparse, alpha, normalization, weight_on_dense=False, k=k)
         table[alpha] = next(iter(evaluate(run, qrels_dev, [metric]).values()))
     if not table:
-        raise ValueError("empty alpha grid")
+        raise UserError("empty alpha grid")
     return max(table, key=table.__getitem__), table

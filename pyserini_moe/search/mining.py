@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.runs import Run
 
 
@@ -19,7 +20,7 @@ def retrieve(encoder: str, corpus: str, topics: dict[str, str], kind: str, hits:
     from pyserini_moe.search.encoded import SEARCHERS  # noqa: PLC0415
 
     if kind not in BUILDERS:
-        raise ValueError(f"unknown index kind {kind!r}; use one of {sorted(BUILDERS)}")
+        raise UserError(f"unknown index kind {kind!r}; use one of {sorted(BUILDERS)}")
     index = Path(workdir) / f"mining-{kind}-index"
     BUILDERS[kind](corpus, encoder, index, batch_size=batch_size, max_length=max_length,
                    device=device, overwrite=True)

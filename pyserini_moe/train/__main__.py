@@ -14,6 +14,7 @@ import argparse
 import logging
 import sys
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.cli import run_main
 
 
@@ -74,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.resume and args.overwrite:
-        raise ValueError("--resume and --overwrite exclude each other")
+        raise UserError("--resume and --overwrite exclude each other")
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("pyserini_moe").setLevel(logging.INFO)  # ours; not faiss's loader chatter
     from pyserini_moe.train.config import load_config  # noqa: PLC0415 - keeps --help fast

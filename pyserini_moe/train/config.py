@@ -64,6 +64,7 @@ from typing import Any
 
 import yaml
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.io import read_yaml
 
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE
@@ -74,7 +75,7 @@ POSITIVE_MODES = ("all", "first", "sample")
 MINING_KINDS = INDEX_KINDS
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A recipe problem; the message names the file and the field (``field``: its dotted path)."""
 
     def __init__(self, message: str, field: str = "") -> None:

@@ -29,6 +29,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.data.beir import BeirCollection, cache_root
 from pyserini_moe.runs import Run, ranked, read_trec_run, write_trec_run
 from pyserini_moe.train.config import DataConfig
@@ -175,7 +176,7 @@ def load_training_data(config: DataConfig, workdir: Path, reuse_mined: bool = Fa
     ordered = {qid: docs for qid, docs in ordered.items() if docs}  # qrels order: DPR's gold first
     positives = {qid: frozenset(docs) for qid, docs in ordered.items()}
     if not positives:
-        raise ValueError(f"{collection.name}:{config.split} has no positive judgments to train on")
+        raise UserError(f"{collection.name}:{config.split} has no positive judgments to train on")
     queries = {qid: text for qid, text in collection.queries().items() if qid in positives}
     passages = {doc.id: doc.contents for doc in collection.corpus()}
     train_qids, validation_qids = split_queries(list(positives), config.validation_fraction,
@@ -212,8 +213,8 @@ def _candidates(run: Run, positives: dict[str, frozenset[str]], passages: dict[s
         hits = [doc for doc, _ in ranked(run.get(qid, {}))][negatives.skip_top:negatives.depth]
         unknown = [doc for doc in hits if doc not in passages]
         if unknown:
-            raise ValueError(f"{source}: query {qid!r} ranks document {unknown[0]!r}, which is not "
-                             f"in collection {config.collection!r}: wrong run for this collection?")
+            raise UserError(f"{source}: query {qid!r} ranks document {unknown[0]!r}, which is not "
+                            f"in collection {config.collection!r}: wrong run for this collection?")
         candidates[qid] = [doc for doc in hits if doc not in positives[qid]]
         filled += len(candidates[qid]) < config.num_negatives
     return candidates, filled

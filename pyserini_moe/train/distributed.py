@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.base import Encoded
 
 
@@ -41,8 +42,8 @@ class Ranks:
     def counts(self, n: int) -> list[int]:
         """How many of ``n`` examples each rank takes (contiguous, sizes differ by at most 1)."""
         if n < self.world:
-            raise ValueError(f"a batch of {n} queries cannot be split over {self.world} ranks: "
-                             "raise training.batch_size")
+            raise UserError(f"a batch of {n} queries cannot be split over {self.world} ranks: "
+                            "raise training.batch_size")
         return [n // self.world + (r < n % self.world) for r in range(self.world)]
 
     def local(self, items: Sequence[Any]) -> list[Any]:

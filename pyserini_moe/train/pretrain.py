@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.base import Side
 from pyserini_moe.modeling.cotmote import CotMoteEncoder
 from pyserini_moe.modeling.heads import SpladeHead
@@ -90,21 +91,21 @@ class PretrainArgs:
 
     def check(self) -> None:
         if not self.corpora and not self.queries and not self.pseudo_queries:
-            raise ValueError("nothing to pre-train on: give --corpus, --queries or "
-                             "--pseudo-queries")
+            raise UserError("nothing to pre-train on: give --corpus, --queries or "
+                            "--pseudo-queries")
         for name, value in (("max_steps", self.max_steps), ("batch_size", self.batch_size),
                             ("grad_accumulation", self.grad_accumulation),
                             ("max_length", self.max_length),
                             ("context_max_length", self.context_max_length)):
             if value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
+                raise UserError(f"{name} must be >= 1, got {value}")
         if not 0 < self.mask_ratio < 1:
-            raise ValueError(f"mask_ratio must be in (0, 1), got {self.mask_ratio}")
+            raise UserError(f"mask_ratio must be in (0, 1), got {self.mask_ratio}")
         if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
+            raise UserError(f"learning_rate must be > 0, got {self.learning_rate}")
         if self.encoder_learning_rate is not None and self.encoder_learning_rate < 0:
-            raise ValueError(f"encoder_learning_rate must be >= 0, got "
-                             f"{self.encoder_learning_rate}")
+            raise UserError(f"encoder_learning_rate must be >= 0, got "
+                            f"{self.encoder_learning_rate}")
 
 
 # ------------------------------------------------------------------------------------- data
@@ -145,11 +146,11 @@ def judged_pairs(spec: str) -> list[tuple[str, str]]:
 
     name, sep, split = spec.rpartition(":")
     if not sep or not name or not split:
-        raise ValueError(f"--queries {spec!r}: expected COLLECTION:SPLIT, e.g. scifact:train")
+        raise UserError(f"--queries {spec!r}: expected COLLECTION:SPLIT, e.g. scifact:train")
     collection = BeirCollection.load(name)
     if split not in collection.splits():
-        raise ValueError(f"--queries {spec!r}: {name} has no {split!r} qrels "
-                         f"(it has: {', '.join(collection.splits())})")
+        raise UserError(f"--queries {spec!r}: {name} has no {split!r} qrels "
+                        f"(it has: {', '.join(collection.splits())})")
     if split == "test":
         log.warning("--queries %s: pre-training on TEST queries leaks them into the model", spec)
     topics, qrels = collection.topics(split), collection.qrels(split)
@@ -165,8 +166,8 @@ def pseudo_query_pairs(spec: str) -> list[tuple[str, str]]:
 
     name, sep, path = spec.partition("=")
     if not sep or not name or not path:
-        raise ValueError(f"--pseudo-queries {spec!r}: expected CORPUS=FILE, e.g. "
-                         "msmarco=doct5query.tsv")
+        raise UserError(f"--pseudo-queries {spec!r}: expected CORPUS=FILE, e.g. "
+                        "msmarco=doct5query.tsv")
     docs = {d.id: d.contents for d in BeirCollection.load(name).corpus()}
     pairs = []
     with open(path, encoding="utf-8") as f:
@@ -175,9 +176,9 @@ def pseudo_query_pairs(spec: str) -> list[tuple[str, str]]:
                 continue
             docid, tab, query = line.rstrip("\n").partition("\t")
             if not tab:
-                raise ValueError(f"{path}:{lineno}: expected docid<TAB>query")
+                raise UserError(f"{path}:{lineno}: expected docid<TAB>query")
             if docid not in docs:
-                raise ValueError(f"{path}:{lineno}: document {docid!r} is not in {name}")
+                raise UserError(f"{path}:{lineno}: document {docid!r} is not in {name}")
             pairs.append((query, docs[docid]))
     return pairs
 
@@ -194,8 +195,8 @@ def build_examples(args: PretrainArgs) -> list[ContextExample]:
     for spec in args.pseudo_queries:
         examples += query_examples(pseudo_query_pairs(spec))
     if not examples:
-        raise ValueError("no pre-training examples: the corpora have no multi-sentence documents "
-                         "and no queries were given")
+        raise UserError("no pre-training examples: the corpora have no multi-sentence documents "
+                        "and no queries were given")
     return examples
 
 

@@ -38,6 +38,7 @@ import torch
 import yaml
 from tqdm import tqdm
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.data.export import write_topics_tsv, write_trec_qrels
 from pyserini_moe.io import atomic_path, read_json
 from pyserini_moe.modeling.base import RetrievalModel, Side, default_device
@@ -80,7 +81,7 @@ def resolve_device(spec: str) -> torch.device:
         return default_device()
     device = torch.device(spec)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device {spec!r} requested but CUDA is not available")
+        raise UserError(f"device {spec!r} requested but CUDA is not available")
     return device
 
 
@@ -111,9 +112,9 @@ def parameter_groups(model: RetrievalModel, config: TrainingConfig) -> list[dict
     unused = set(prefixes) - {prefix for prefix, _ in groups}
     if unused:
         tops = sorted({n.split(".")[0] + "." for n, _ in model.named_parameters()})
-        raise ValueError(f"training.group_learning_rates: prefix(es) {sorted(unused)} match no "
-                         f"parameter of the {model.model_type} model (its parameter names start "
-                         f"with {', '.join(tops)})")
+        raise UserError(f"training.group_learning_rates: prefix(es) {sorted(unused)} match no "
+                        f"parameter of the {model.model_type} model (its parameter names start "
+                        f"with {', '.join(tops)})")
     return [groups[key] for key in sorted(groups)]
 
 
@@ -233,7 +234,7 @@ class Trainer:
                 barrier(self.ranks)
         data = self.data
         if not data.train_pairs:
-            raise ValueError("no training examples: every judged query was held out")
+            raise UserError("no training examples: every judged query was held out")
         if self.is_main:
             self._write_dev_split(data)
 
@@ -398,8 +399,8 @@ class Trainer:
                                weights_only=True)
         except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as e:
             # torch's own message suggests weights_only=False: never, for a file we wrote
-            raise ValueError(f"{checkpoint / STATE_FILE}: the training checkpoint is damaged "
-                             f"({str(e).splitlines()[0][:120]}); start again with --overwrite") \
+            raise UserError(f"{checkpoint / STATE_FILE}: the training checkpoint is damaged "
+                            f"({str(e).splitlines()[0][:120]}); start again with --overwrite") \
                 from None
         self.model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
@@ -425,8 +426,8 @@ class Trainer:
                    if saved[section].get(key) != current[section].get(key)
                    and not (section == "training" and key in RESUMABLE_CHANGES)]
         if changed:
-            raise ValueError(f"cannot resume {self.out}: the recipe changed since the checkpoint "
-                             f"({', '.join(sorted(changed))})")
+            raise UserError(f"cannot resume {self.out}: the recipe changed since the checkpoint "
+                            f"({', '.join(sorted(changed))})")
 
     def _write_summary(self, state: dict[str, Any], total: int,
                        recent: deque[float]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from pyserini_moe.errors import UserError
 from pyserini_moe import _java
 from pyserini_moe.cli import run_main
 from pyserini_moe.index import __main__ as index_cli
@@ -348,7 +349,7 @@ def test_lucene_failure_in_a_batch_names_the_query_and_the_cause(corpus, models,
     limit = lucene.getMaxClauseCount()
     lucene.setMaxClauseCount(2)  # fewer than q1's terms found in the index (q0 has at most 2)
     try:
-        with pytest.raises(RuntimeError, match=r"Lucene failed on query 'q1': .*TooManyClauses: "
+        with pytest.raises(UserError, match=r"Lucene failed on query 'q1': .*TooManyClauses: "
                                                r"maxClauseCount is set to 2"):
             searcher.search({"q0": "what is dense retrieval", "q1": "cat sat on the mat"}, hits=5,
                             progress=False)
