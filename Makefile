@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 WORK   ?= work
 
-.PHONY: setup demo test test-fast regress regress-dry regress-smoke bench clean
+.PHONY: setup demo lint test test-fast regress regress-dry regress-smoke bench clean
 
 setup: $(STAMP)
 
@@ -29,7 +29,11 @@ demo: setup
 	$(BIN)/python -m pyserini_moe.eval --run $(WORK)/demo/bm25.scifact.test.trec \
 		--qrels scifact:test --trec-eval
 
-test: setup
+# Style and import rules (pyproject.toml [tool.ruff]); `make test` runs it first.
+lint: setup
+	$(BIN)/ruff check pyserini_moe tests tools
+
+test: lint
 	$(BIN)/python -m pytest -q
 
 regress: setup

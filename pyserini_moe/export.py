@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from pyserini_moe.errors import UserError
 from pyserini_moe.cli import run_main
+from pyserini_moe.errors import UserError
 
 
 def main(argv: list[str] | None = None) -> int:

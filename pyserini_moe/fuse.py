@@ -18,8 +18,8 @@ import argparse
 import json
 import sys
 
-from pyserini_moe.errors import UserError
 from pyserini_moe.cli import output_file, refuse_input_as_output, run_main
+from pyserini_moe.errors import UserError
 from pyserini_moe.runs import read_nonempty_run, write_trec_run
 from pyserini_moe.search.fusion import CAME_METHODS, FUSIONS, RANX_METHODS
 

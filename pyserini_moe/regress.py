@@ -10,10 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from pyserini_moe.errors import UserError
 from pyserini_moe.cli import run_main
-from pyserini_moe.eval.regress import (REPO_ROOT, format_table, load_regression, run_regression,
-                                       write_report)
+from pyserini_moe.errors import UserError
+from pyserini_moe.eval.regress import REPO_ROOT, format_table, load_regression, run_regression, write_report
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,6 +17,7 @@ import torch
 
 from pyserini_moe.cli import run_main
 
+
 def _architectures() -> dict[str, Callable[[Any], torch.nn.Module]]:
     """name -> how to build it from a backbone config (no tokenizer: counting needs none)."""
     from pyserini_moe.modeling import DprBiEncoder, SiameseBiEncoder, TaserEncoder  # noqa: PLC0415

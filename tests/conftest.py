@@ -4,9 +4,9 @@ no downloads."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 import os
 import string
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

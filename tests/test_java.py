@@ -82,8 +82,8 @@ def test_link_topics_cache_links_missing_files_only(tmp_path):
 
 def run_python(code: str, flags: list[str] | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "OPENAI_API_KEY")}
-    return subprocess.run([sys.executable, *(flags or []), "-c", code], capture_output=True, text=True, env=env,
-                          timeout=300)
+    return subprocess.run([sys.executable, *(flags or []), "-c", code], capture_output=True,
+                          text=True, env=env, timeout=300)
 
 
 def test_pyserini_imports_and_resolves_topics_offline():

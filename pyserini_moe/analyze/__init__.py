@@ -28,8 +28,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from pyserini_moe.errors import UserError
 from pyserini_moe.cli import output_file
+from pyserini_moe.errors import UserError
 
 # SB-MoE section VI: an expert is activated when the gate ranks it first for "at least 100k
 # documents of the given corpus" (table III's thresholds: 100k / corpus size, 1.14% to 3.85%).

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
-from pyserini_moe.errors import UserError
 from pyserini_moe.analyze import _figure, _save_png, emit
 from pyserini_moe.cli import output_file
+from pyserini_moe.errors import UserError
 from pyserini_moe.representation import CAME_EXPERTS
 from pyserini_moe.runs import Run, ranked
 
@@ -69,8 +69,8 @@ def rbo(a: Sequence[str], b: Sequence[str], p: float = DEFAULT_RBO_P) -> float:
     if not 0 < p < 1:
         raise UserError(f"RBO's p must be in (0, 1), got {p}")
     short, long_ = (a, b) if len(a) <= len(b) else (b, a)
-    s, l = len(short), len(long_)
-    if l == 0:
+    s, n = len(short), len(long_)
+    if n == 0:
         raise UserError("RBO of two empty rankings is undefined")
     if s == 0:
         return 0.0
@@ -79,7 +79,7 @@ def rbo(a: Sequence[str], b: Sequence[str], p: float = DEFAULT_RBO_P) -> float:
     x = 0  # X_d
     x_s = 0
     total = 0.0  # the bracketed sums
-    for d in range(1, l + 1):
+    for d in range(1, n + 1):
         item = long_[d - 1]
         if d <= s:
             mine = short[d - 1]
@@ -92,7 +92,7 @@ def rbo(a: Sequence[str], b: Sequence[str], p: float = DEFAULT_RBO_P) -> float:
             x += item in seen_short
             total += x_s * (d - s) / (s * d) * p ** d
         total += x / d * p ** d
-    return (1 - p) / p * total + ((x - x_s) / l + x_s / s) * p ** l
+    return (1 - p) / p * total + ((x - x_s) / n + x_s / s) * p ** n
 
 
 def overlap_at(a: Sequence[str], b: Sequence[str], k: int) -> float:

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from pyserini_moe.errors import UserError
 from pyserini_moe.analyze import _figure, _save_png, emit
 from pyserini_moe.cli import output_file
+from pyserini_moe.errors import UserError
 
 TSNE_POINTS = 300  # pairs drawn in the t-SNE plot (figure 2 / 4 show a sample too)
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from pyserini_moe.errors import UserError
 from pyserini_moe.data.errors import DataFormatError
 from pyserini_moe.data.paths import shared_data_root
+from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path
 
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"

@@ -8,8 +8,8 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from pyserini_moe.errors import UserError
 from pyserini_moe.data.beir import Document
+from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path
 
 _FIELD_BREAKS = re.compile(r"[\t\r\n]")

@@ -11,7 +11,6 @@ import hashlib
 import os
 from pathlib import Path
 
-from pyserini_moe.errors import UserError
 from pyserini_moe.data.beir import (
     QRELS_HEADER,
     BeirCollection,
@@ -25,6 +24,7 @@ from pyserini_moe.data.beir import (
 )
 from pyserini_moe.data.errors import DataFormatError
 from pyserini_moe.data.export import write_trec_qrels
+from pyserini_moe.errors import UserError
 
 TOPICS_FORMS = (
     "accepted forms: COLLECTION:SPLIT (a local collection name or directory, or a public BEIR name; "

@@ -11,8 +11,7 @@ _java.bootstrap()
 
 from pyserini_moe.encode.dense import DenseDocumentEncoder, DenseQueryEncoder  # noqa: E402
 from pyserini_moe.encode.impact import ImpactDocumentEncoder, ImpactQueryEncoder  # noqa: E402
-from pyserini_moe.encode.multivector import (MultiVectorDocumentEncoder,  # noqa: E402
-                                             MultiVectorQueryEncoder)
+from pyserini_moe.encode.multivector import MultiVectorDocumentEncoder, MultiVectorQueryEncoder  # noqa: E402
 
 __all__ = ["DenseDocumentEncoder", "DenseQueryEncoder", "ImpactDocumentEncoder",
            "ImpactQueryEncoder", "MultiVectorDocumentEncoder", "MultiVectorQueryEncoder"]

@@ -13,8 +13,9 @@ query terms; without the cap every query fails inside Lucene.
 from __future__ import annotations
 
 import torch
-from pyserini_moe.errors import UserError
+
 from pyserini_moe.encode.common import ModelDocumentEncoder, ModelQueryEncoder
+from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.base import Encoded, Representation, RetrievalModel
 
 DEFAULT_QUANTIZATION = 100

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.errors import UserError
 from pyserini_moe.cli import output_file, refuse_input_as_output, run_main
+from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import (
     DEFAULT_METRICS,
     STAT_TESTS,

@@ -12,7 +12,9 @@ A regression file (``regressions/<name>.yaml``)::
       - "{python} -m pyserini_moe.index --corpus scifact --index {work}/index --overwrite"
     conditions:
       - name: bm25-flat
-        steps: ["{python} -m pyserini_moe.search --index {work}/index --topics scifact:test --output {work}/bm25.trec"]
+        steps:
+          - "{python} -m pyserini_moe.search --index {work}/index --topics scifact:test
+             --output {work}/bm25.trec"
         run: "{work}/bm25.trec"
         qrels: scifact:test
         metrics: {ndcg@10: 0.6789, recall@100: {expected: 0.9253, tolerance: 0.003}}
@@ -53,9 +55,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-
-from pyserini_moe.errors import UserError
 from pyserini_moe.data.paths import shared_data_root
+from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path, read_yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

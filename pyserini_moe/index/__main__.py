@@ -18,8 +18,8 @@ import argparse
 import sys
 import time
 
-from pyserini_moe.errors import UserError
 from pyserini_moe.cli import run_main
+from pyserini_moe.errors import UserError
 from pyserini_moe.representation import INDEX_KINDS
 
 RETRIEVERS = ("bm25", *INDEX_KINDS)

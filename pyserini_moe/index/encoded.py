@@ -22,8 +22,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from pyserini_moe.errors import UserError
 from pyserini_moe.data.beir import BeirCollection, Document
+from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import write_meta
 from pyserini_moe.io import atomic_path
 from pyserini_moe.modeling.auto import load_encoder

@@ -6,10 +6,10 @@ import os
 import tempfile
 from pathlib import Path
 
-from pyserini_moe.errors import UserError
 from pyserini_moe import _java
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.data.export import write_json_collection
+from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import write_meta
 from pyserini_moe.io import atomic_path
 
@@ -21,8 +21,8 @@ class IndexingError(UserError):
 def run_index_collection(args: list[str]) -> None:
     """Call Anserini's ``IndexCollection`` in this process (what ``pyserini.index.lucene`` does)."""
     _java.bootstrap()
-    from pyserini.pyclass import autoclass  # noqa: PLC0415 - sets the classpath, then starts the JVM
     from jnius import JavaException  # noqa: PLC0415
+    from pyserini.pyclass import autoclass  # noqa: PLC0415 - sets the classpath, then starts the JVM
 
     try:
         autoclass("io.anserini.index.IndexCollection").main(args)

@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.errors import UserError
 from pyserini_moe import __version__
+from pyserini_moe.errors import UserError
 from pyserini_moe.io import read_json
 
 META_FILE = "pyserini_moe_index.json"

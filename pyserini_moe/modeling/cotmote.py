@@ -42,8 +42,7 @@ from pyserini_moe.modeling.base import (
     load_model,
     register,
 )
-from pyserini_moe.modeling.experts import ExpertFeedForward, insert_experts, set_route, \
-    transformer_layers
+from pyserini_moe.modeling.experts import ExpertFeedForward, insert_experts, set_route, transformer_layers
 from pyserini_moe.modeling.heads import SpladeHead, splade_head
 from pyserini_moe.modeling.pooling import POOLINGS, encoder_from_config, pool, pretrained_encoder
 

@@ -79,8 +79,8 @@ def export(model: RetrievalModel, output_dir: str | os.PathLike, source: str,
            int8: bool = False) -> Path:
     """Write every (side, representation) graph of ``model`` (in eval mode, its encode-time
     options already set) and its tokenizer to ``output_dir``, atomically."""
-    from pyserini_moe.modeling.base import fingerprint  # noqa: PLC0415
     from pyserini_moe.io import atomic_path  # noqa: PLC0415
+    from pyserini_moe.modeling.base import fingerprint  # noqa: PLC0415
 
     if getattr(model, "args", {}).get("gate") == "random":
         raise UserError("the random gate draws its expert weights in Python from a hash of the "
@@ -198,8 +198,8 @@ def backend_encoder(spec: str, backend: str, options: dict[str, Any] | None = No
 
 def _exported_from(export_dir: Path, spec: str, options: dict[str, Any]) -> bool:
     """Whether ``export_dir`` was exported from ``spec``'s current weights."""
-    from pyserini_moe.modeling.base import fingerprint  # noqa: PLC0415
     from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
+    from pyserini_moe.modeling.base import fingerprint  # noqa: PLC0415
 
     recorded = json.loads((export_dir / ONNX_FILE).read_text()).get("source_fingerprint")
     return recorded == fingerprint(load_encoder(spec, device="cpu", options=options))

@@ -20,8 +20,8 @@ import argparse
 import sys
 import time
 
-from pyserini_moe.errors import UserError
 from pyserini_moe.cli import output_file, refuse_input_as_output, run_main
+from pyserini_moe.errors import UserError
 from pyserini_moe.representation import INDEX_KINDS
 from pyserini_moe.runs import Run, write_trec_run
 from pyserini_moe.search import fusion
@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--topics", required=True,
                         help="`<collection>:<split>` (e.g. scifact:test), a TSV/JSONL topics file, "
                              "or a Pyserini topics name (e.g. beir-v1.0.0-scifact-test)")
-    parser.add_argument("--output", required=True, type=output_file, help="TREC run file to write (atomically)")
+    parser.add_argument("--output", required=True, type=output_file,
+                        help="TREC run file to write (atomically)")
     parser.add_argument("--hits", type=int, default=1000, help="results per query")
     parser.add_argument("--batch-size", type=int, default=64, help="queries per batch")
     parser.add_argument("--threads", type=int, default=1, help="search threads per batch")

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tqdm import tqdm
 
-from pyserini_moe.errors import UserError
 from pyserini_moe import _java
+from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import IndexMismatchError, check_kind
 from pyserini_moe.runs import Run
 from pyserini_moe.search.base import batched_search

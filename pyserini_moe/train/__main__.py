@@ -14,8 +14,8 @@ import argparse
 import logging
 import sys
 
-from pyserini_moe.errors import UserError
 from pyserini_moe.cli import run_main
+from pyserini_moe.errors import UserError
 
 
 def _positive_int(text: str) -> int:

@@ -61,12 +61,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 import yaml
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import read_yaml
-
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE
 from pyserini_moe.representation import INDEX_KINDS
 

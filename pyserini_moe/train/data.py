@@ -29,8 +29,8 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyserini_moe.errors import UserError
 from pyserini_moe.data.beir import BeirCollection, cache_root
+from pyserini_moe.errors import UserError
 from pyserini_moe.runs import Run, ranked, read_trec_run, write_trec_run
 from pyserini_moe.train.config import DataConfig
 

@@ -27,9 +27,9 @@ import pickle
 import random
 import shutil
 import time
-from fnmatch import fnmatchcase
 from collections import deque
 from collections.abc import Callable
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +38,8 @@ import torch
 import yaml
 from tqdm import tqdm
 
-from pyserini_moe.errors import UserError
 from pyserini_moe.data.export import write_topics_tsv, write_trec_qrels
+from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path, read_json
 from pyserini_moe.modeling.base import RetrievalModel, Side, default_device
 from pyserini_moe.modeling.losses import flops

@@ -89,7 +89,8 @@ def test_gzipped_files_and_cached_results_are_copies(tmp_path: Path) -> None:
 
 
 def test_missing_title_or_null_is_empty(tmp_path: Path) -> None:
-    c = write_corpus_lines(tmp_path, ['{"_id": "a", "text": "x"}', '{"_id": "b", "title": null, "text": "y"}'])
+    c = write_corpus_lines(tmp_path, ['{"_id": "a", "text": "x"}',
+                                      '{"_id": "b", "title": null, "text": "y"}'])
     assert [d.title for d in c.corpus()] == ["", ""]
 
 
@@ -158,7 +159,8 @@ def test_missing_files_name_the_path(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("rows", "line", "message"), [
-    ([{"_id": "a", "text": "x"}, {"_id": "a", "text": "y"}], 2, "duplicate query id 'a' \\(first seen at line 1\\)"),
+    ([{"_id": "a", "text": "x"}, {"_id": "a", "text": "y"}], 2,
+     "duplicate query id 'a' \\(first seen at line 1\\)"),
     ([{"_id": "a", "text": "x"}, {"text": "y"}], 2, 'query has no "_id"'),
     ([{"_id": "a", "text": "  "}], 1, "empty text for query 'a'"),
     ([{"_id": 1.5, "text": "x"}], 1, "query id must be a string or an integer"),

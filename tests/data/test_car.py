@@ -70,16 +70,19 @@ def test_missing_file(tmp_path: Path) -> None:
 def test_not_car_is_rejected_before_decoding(tmp_path: Path, content: bytes, message: str) -> None:
     path = tmp_path / "bad.cbor"
     path.write_bytes(content)
-    with pytest.raises(DataFormatError, match=re.escape(f"{path}: not a TREC CAR paragraphs file ({message}")):
+    with pytest.raises(DataFormatError, match=re.escape(f"{path}: not a TREC CAR paragraphs file "
+                                                       f"({message}")):
         read_car_paragraphs(path)
 
 
 def test_wrong_car_file_type_and_bad_records(tmp_path: Path) -> None:
     outlines = write_car(tmp_path / "outlines.cbor", PARAS, file_type=1)
-    with pytest.raises(DataFormatError, match=re.escape(f"{outlines}: not a TREC CAR paragraphs file (paragraph 1")):
+    with pytest.raises(DataFormatError, match=re.escape(f"{outlines}: not a TREC CAR paragraphs "
+                                                       "file (paragraph 1")):
         list(read_car_paragraphs(outlines))
     broken = write_car(tmp_path / "broken.cbor", [PARAS[0], [7, "not a paragraph"]])
-    with pytest.raises(DataFormatError, match=re.escape(f"{broken}: not a TREC CAR paragraphs file (paragraph 2")):
+    with pytest.raises(DataFormatError, match=re.escape(f"{broken}: not a TREC CAR paragraphs "
+                                                       "file (paragraph 2")):
         list(read_car_paragraphs(broken))
 
 

@@ -160,8 +160,9 @@ def test_malformed_qa_csv_names_file_and_line(tmp_path, row, message):
 
 
 def test_pyserini_dpr_topics_give_answers(monkeypatch):
-    import pyserini_moe._java
     import pyserini.search
+
+    import pyserini_moe._java
 
     monkeypatch.setattr(pyserini_moe._java, "bootstrap", lambda: None)
     monkeypatch.setattr(pyserini.search, "get_topics", lambda name: {

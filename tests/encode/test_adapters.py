@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from pyserini_moe.errors import UserError
 from pyserini_moe import _java
 from pyserini_moe.cli import run_main
+from pyserini_moe.errors import UserError
 from pyserini_moe.index import __main__ as index_cli
 from pyserini_moe.index.meta import IndexMismatchError, read_meta
 from pyserini_moe.modeling.base import Side
@@ -24,10 +24,16 @@ from pyserini_moe.search import __main__ as search_cli
 
 _java.bootstrap()
 
-from pyserini_moe.encode import (DenseDocumentEncoder, DenseQueryEncoder,  # noqa: E402
-                                 ImpactDocumentEncoder, ImpactQueryEncoder,
-                                 MultiVectorDocumentEncoder, MultiVectorQueryEncoder)
+from pyserini_moe.encode import (  # noqa: E402
+    DenseDocumentEncoder,
+    DenseQueryEncoder,
+    ImpactDocumentEncoder,
+    ImpactQueryEncoder,
+    MultiVectorDocumentEncoder,
+    MultiVectorQueryEncoder,
+)
 from pyserini_moe.encode.impact import dequantize, quantize  # noqa: E402
+
 
 @pytest.fixture(scope="module")
 def corpus(tiny_corpus) -> Path:

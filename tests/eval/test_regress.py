@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from pyserini_moe import regress
-from pyserini_moe.eval.regress import (RegressionSpecError, load_regression, run_regression)
+from pyserini_moe.eval.regress import RegressionSpecError, load_regression, run_regression
 
 QRELS = "q1 0 d1 1\nq2 0 d2 1\n"
 # q1 finds its relevant doc at rank 1, q2 at rank 2: MRR@10 = (1 + 1/2) / 2 = 0.75.

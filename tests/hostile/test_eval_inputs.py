@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from pyserini_moe import fuse
 from pyserini_moe.cli import run_main
 from pyserini_moe.eval import __main__ as eval_cli
-from pyserini_moe import fuse
 
 RUN = "q1 Q0 d1 1 3.0 t\nq1 Q0 d2 2 2.0 t\n"
 

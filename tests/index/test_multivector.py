@@ -11,8 +11,8 @@ import pytest
 from pyserini_moe.index.meta import IndexMismatchError, read_meta
 from pyserini_moe.index.multivector import (
     VECTORS_FILE,
-    MultiVectorIndexWriter,
     MultiVectorIndex,
+    MultiVectorIndexWriter,
     default_nprobe,
     faiss_factory_string,
     maxsim_numpy,

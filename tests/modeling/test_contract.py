@@ -10,6 +10,7 @@ from pyserini_moe.modeling import Encoded, RetrievalModel, SiameseBiEncoder, mod
 from pyserini_moe.modeling.base import _REGISTRY
 from pyserini_moe.modeling.losses import contrastive_loss
 
+
 def test_a_model_missing_forward_cannot_be_built() -> None:
     class Incomplete(RetrievalModel):
         model_type = "incomplete"

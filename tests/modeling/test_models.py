@@ -3,8 +3,15 @@ import json
 import pytest
 import torch
 
-from pyserini_moe.modeling import (ColbertEncoder, DprBiEncoder, Encoded, SiameseBiEncoder, Side,
-                                   SpladeEncoder, load_model)
+from pyserini_moe.modeling import (
+    ColbertEncoder,
+    DprBiEncoder,
+    Encoded,
+    SiameseBiEncoder,
+    Side,
+    SpladeEncoder,
+    load_model,
+)
 from pyserini_moe.modeling.backbone import BackboneNotFoundError
 from pyserini_moe.modeling.losses import contrastive_loss, flops
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from pyserini_moe.modeling.base import TextEncoder, fingerprint
 from pyserini_moe.modeling import CameEncoder, CotMoteEncoder, SbMoeEncoder, Side, TaserEncoder
 from pyserini_moe.modeling.auto import load_encoder
+from pyserini_moe.modeling.base import TextEncoder, fingerprint
 from pyserini_moe.modeling.onnx import OnnxModel, export
 
 pytestmark = pytest.mark.usefixtures("one_thread")
