@@ -122,7 +122,7 @@ def shared_topics_dir() -> Path | None:
     env = os.environ.get("PYSERINI_MOE_TOPICS")
     if env:
         return Path(env) if Path(env).is_dir() else None
-    from pyserini_moe.data.paths import shared_data_root  # noqa: PLC0415
+    from pyserini_moe.paths import shared_data_root  # noqa: PLC0415
 
     root = shared_data_root()
     if root is not None and (root / "topics-and-qrels").is_dir():

@@ -295,8 +295,7 @@ def bench_latency(report: Report, work: Path, indexes: Indexes, paths: dict[str,
                   args: Any) -> None:
     """Single-query latency and batched throughput of every retriever on a corpus slice."""
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
-    from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
-    from pyserini_moe.search.encoded import SEARCHERS  # noqa: PLC0415
+    from pyserini_moe.search.dispatch import SearchSettings, open_any  # noqa: PLC0415
     from pyserini_moe.search.experts import ExpertFusionSearcher  # noqa: PLC0415
     from pyserini_moe.search.hybrid import hybrid  # noqa: PLC0415
 
@@ -316,9 +315,8 @@ def bench_latency(report: Report, work: Path, indexes: Indexes, paths: dict[str,
                    build_peak_mb=round(build.peak_mb),
                    index_mb=round(sum(folder_mb(f) for f in folders), 1))
     topics = load_topics(args.topics)
-    opened = {"bm25": Bm25Searcher(built["latency-bm25"]),
-              **{kind: SEARCHERS[kind](built[f"latency-{kind}"], device="cpu")
-                 for kind in ("dense", "impact", "multivector")}}
+    opened = {kind: open_any(SearchSettings(kind, str(built[f"latency-{kind}"]), device="cpu"))
+              for kind in ("bm25", "dense", "impact", "multivector")}
     searchers: dict[str, Callable[[dict[str, str], int], Any]] = {
         kind: lambda t, b, s=searcher: s.search(t, hits=100, batch_size=b, progress=False)
         for kind, searcher in opened.items()}
@@ -424,8 +422,10 @@ def build_models(backbone: str, out: Path) -> dict[str, str]:
     """An untrained model of every registered type, saved (index processes load it)."""
     import torch  # noqa: PLC0415
 
-    from pyserini_moe.modeling.base import model_types  # noqa: PLC0415
-    from pyserini_moe.train.config import model_class  # noqa: PLC0415
+    from pyserini_moe.modeling.base import (
+        model_class,  # noqa: PLC0415
+        model_types,  # noqa: PLC0415
+    )
 
     paths = {}
     for model_type in model_types():

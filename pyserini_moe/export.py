@@ -1,61 +1,11 @@
-"""``python -m pyserini_moe.export``: ONNX graphs of a model, for onnxruntime.
+"""``python -m pyserini_moe.export``: the command lives in :mod:`pyserini_moe.cli.export`."""
 
-Examples::
-
-    python -m pyserini_moe.export --encoder work/models/cotmote-minilm/best --output onnx/cotmote
-    python -m pyserini_moe.export --encoder work/models/sbmoe/best --encoder-option inference=all \\
-        --output onnx/sbmoe-all --int8
-    # then, anywhere an encoder is taken:
-    python -m pyserini_moe.index --retriever dense --corpus scifact --encoder onnx/cotmote ...
-"""
-
-from __future__ import annotations
-
-import argparse
-import shutil
 import sys
-import time
-from pathlib import Path
 
 from pyserini_moe.cli import run_main
-from pyserini_moe.errors import UserError
+from pyserini_moe.cli.export import main
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m pyserini_moe.export",
-        description="Export a model to ONNX: one graph per side (query, passage) and "
-                    "representation (dense, sparse, multi), routing and pooling inside, dynamic "
-                    "batch and length. The folder is an encoder for index, search and analyze "
-                    "(run by onnxruntime, CUDA when present).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--encoder", required=True,
-                        help="a saved model folder, or a backbone (zero-shot Siamese)")
-    parser.add_argument("--output", required=True, type=Path, help="export folder to write")
-    parser.add_argument("--encoder-option", action="append", default=[], metavar="NAME=VALUE",
-                        help="encode-time option baked into the graphs (SB-MoE: inference=all)")
-    parser.add_argument("--int8", action="store_true",
-                        help="onnxruntime dynamic int8 quantisation of the weights (faster; "
-                             "changes the vectors, so it is a different encoder)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing export")
-    args = parser.parse_args(argv)
-    from pyserini_moe.index.__main__ import parse_options  # noqa: PLC0415
-    from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
-    from pyserini_moe.modeling.onnx import export, is_onnx_export  # noqa: PLC0415
-
-    if args.output.exists():
-        if not args.overwrite:
-            raise FileExistsError(f"{args.output} already exists; pass --overwrite to replace it")
-        shutil.rmtree(args.output)
-    if is_onnx_export(args.encoder):
-        raise UserError(f"{args.encoder} is already an ONNX export; export the PyTorch model")
-    start = time.perf_counter()
-    model = load_encoder(args.encoder, device="cpu", options=parse_options(args.encoder_option))
-    export(model, args.output, source=args.encoder, int8=args.int8)
-    print(f"ONNX export of {args.encoder} written to {args.output} in "
-          f"{time.perf_counter() - start:.1f}s", file=sys.stderr)
-    return 0
-
+__all__ = ["main"]
 
 if __name__ == "__main__":
     sys.exit(run_main(main))

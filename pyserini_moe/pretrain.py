@@ -1,108 +1,11 @@
-"""``python -m pyserini_moe.pretrain``: CoT-MAE pre-training of a CoT-MoTE encoder.
+"""``python -m pyserini_moe.pretrain``: the command lives in :mod:`pyserini_moe.cli.pretrain`."""
 
-Examples::
-
-    python -m pyserini_moe.pretrain --backbone all-minilm-l6-v2 --variant mote \\
-        --corpus scifact cranfield cisi vaswani --queries scifact:train \\
-        --output-dir work/models/cotmote-pt --max-steps 300
-    # then fine-tune from it: model.backbone: work/models/cotmote-pt/model
-"""
-
-from __future__ import annotations
-
-import argparse
-import logging
-import shutil
 import sys
-from pathlib import Path
 
 from pyserini_moe.cli import run_main
+from pyserini_moe.cli.pretrain import main
 
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m pyserini_moe.pretrain",
-        description="Pre-train a CoT-MoTE encoder (or its Siamese / fully separated baseline)\n"
-                    "with CoT-MAE: masked-LM on the encoder plus a one-layer decoder that\n"
-                    "reconstructs a contextual span from the [CLS] vector (cot-mote.txt eq. 11-12).\n"
-                    "Writes <output-dir>/model (a cotmote model that fine-tuning recipes start\n"
-                    "from), pretrain_log.jsonl and pretrain_args.json.",
-        epilog="Contextual spans: neighbouring sentences of each --corpus document, judged\n"
-               "queries of --queries COLLECTION:SPLIT, docT5query output via\n"
-               "--pseudo-queries CORPUS=FILE (lines docid<TAB>query).\n"
-               "On a busy machine, OMP_NUM_THREADS=1 is often faster.",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backbone", default="all-minilm-l6-v2",
-                        help="HF name or folder of a BERT-style encoder (default: packaged MiniLM)")
-    parser.add_argument("--variant", choices=("mote", "siamese", "separate"), default="mote",
-                        help="Q-FFN/P-FFN experts, one shared encoder, or two encoders")
-    parser.add_argument("--sparse-head", choices=("plain", "mlm"), default="plain",
-                        help="the encoder's sparse head: eq. 4's plain h E^T, or BERT's MLM "
-                             "prediction head (pre-trained here as the MLM head); fine-tune with "
-                             "the same model.args.sparse_head")
-    parser.add_argument("--pooling", choices=("cls", "mean"), default="cls",
-                        help="the encoder's dense vector, the decoder's bottleneck (the paper: "
-                             "cls); fine-tune with the same model.args.pooling")
-    parser.add_argument("--corpus", nargs="*", default=[], metavar="COLLECTION",
-                        help="collections whose documents give neighbouring-span pairs")
-    parser.add_argument("--queries", nargs="*", default=[], metavar="COLLECTION:SPLIT",
-                        help="judged (query, document) pairs, e.g. scifact:train")
-    parser.add_argument("--pseudo-queries", nargs="*", default=[], metavar="CORPUS=FILE",
-                        help="docT5query output for a corpus: lines docid<TAB>query")
-    parser.add_argument("--output-dir", required=True, type=Path)
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing output")
-    parser.add_argument("--max-steps", type=int, default=300)
-    parser.add_argument("--batch-size", type=int, default=16, help="examples per forward pass")
-    parser.add_argument("--grad-accumulation", type=int, default=1,
-                        help="forward passes per optimizer step: the batch the learning rate "
-                             "sees is --batch-size x this (the paper's 2048 = 256 x 8)")
-    parser.add_argument("--max-length", type=int, default=128, help="encoder tokens")
-    parser.add_argument("--context-max-length", type=int, default=64, help="decoder tokens")
-    parser.add_argument("--mask-ratio", type=float, default=0.3,
-                        help="share of encoder tokens masked (CoT-MAE: 0.3)")
-    parser.add_argument("--learning-rate", type=float, default=1e-4)
-    parser.add_argument("--encoder-learning-rate", type=float, default=None,
-                        help="learning rate of the encoder's own layers (default: "
-                             "--learning-rate; the MLM head and the decoder always use "
-                             "--learning-rate); lower it, or 0 to freeze the encoder, to keep a "
-                             "backbone that already retrieves well")
-    parser.add_argument("--warmup-ratio", type=float, default=0.1)
-    parser.add_argument("--switch-experts", action="store_true",
-                        help="ablation (table 4): queries through P-FFN, passages through Q-FFN")
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    logging.getLogger("pyserini_moe").setLevel(logging.INFO)
-    from pyserini_moe.train.pretrain import PretrainArgs, pretrain  # noqa: PLC0415
-    from pyserini_moe.train.trainer import resolve_device  # noqa: PLC0415
-
-    settings = PretrainArgs(
-        backbone=args.backbone, variant=args.variant, sparse_head=args.sparse_head,
-        pooling=args.pooling, corpora=tuple(args.corpus),
-        queries=tuple(args.queries), pseudo_queries=tuple(args.pseudo_queries),
-        max_steps=args.max_steps, batch_size=args.batch_size,
-        grad_accumulation=args.grad_accumulation, max_length=args.max_length,
-        context_max_length=args.context_max_length, mask_ratio=args.mask_ratio,
-        learning_rate=args.learning_rate, encoder_learning_rate=args.encoder_learning_rate,
-        warmup_ratio=args.warmup_ratio,
-        switch_experts=args.switch_experts, seed=args.seed)
-    settings.check()
-    if args.output_dir.exists():
-        if not args.overwrite:
-            raise FileExistsError(f"{args.output_dir} already exists; pass --overwrite to "
-                                  "replace it")
-        shutil.rmtree(args.output_dir)
-    model_dir = pretrain(settings, args.output_dir, resolve_device(args.device),
-                         progress=not args.quiet)
-    print(f"pre-trained encoder saved to {model_dir}", file=sys.stderr)
-    return 0
-
+__all__ = ["main"]
 
 if __name__ == "__main__":
     sys.exit(run_main(main))

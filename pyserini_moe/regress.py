@@ -1,77 +1,11 @@
-"""``python -m pyserini_moe.regress regressions/<file>.yaml ...``: run regression conditions.
+"""``python -m pyserini_moe.regress``: the command lives in :mod:`pyserini_moe.cli.regress`."""
 
-Prints expected vs measured for every metric with OK/FAIL/SKIP/ERROR and exits 1 when any
-condition fails. Paper-scale files whose data or GPU is absent are validated and listed as skipped.
-"""
-
-from __future__ import annotations
-
-import argparse
 import sys
-from pathlib import Path
 
 from pyserini_moe.cli import run_main
-from pyserini_moe.errors import UserError
-from pyserini_moe.eval.regress import REPO_ROOT, format_table, load_regression, run_regression, write_report
+from pyserini_moe.cli.regress import main
 
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m pyserini_moe.regress",
-        description="Run regression YAMLs: execute each condition's steps, evaluate its run, and "
-                    "compare with the expected metric values within their tolerance.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    parser.add_argument("files", nargs="+", help="regression YAML files")
-    parser.add_argument("--work-dir", default=str(REPO_ROOT / "work" / "regressions"),
-                        help="where indexes, runs and reports go (one subfolder per file)")
-    parser.add_argument("--condition", action="append", default=None,
-                        help="run only this condition (repeatable)")
-    parser.add_argument("--scale", choices=("local", "paper", "all"), default="all",
-                        help="run only files of this scale")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="validate the files and print the commands without running them")
-    parser.add_argument("--smoke", action="store_true",
-                        help="run every step of paper-scale files for real on small stand-ins "
-                             "(a slice of SciFact in each data format the files read, a tiny "
-                             "random BERT, 2 training steps); expected values are not compared, "
-                             "every condition must be evaluated (see pyserini_moe.eval.smoke)")
-    parser.add_argument("--evaluate-only", action="store_true",
-                        help="run no step: evaluate the runs already in the work folder (steps "
-                             "run by hand or in parallel queues) against the expected values")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    regressions = [load_regression(f) for f in args.files]  # validate all before running any
-    if args.smoke:
-        from pyserini_moe.eval.smoke import smoke  # noqa: PLC0415
-
-        paper = [r for r in regressions if r.scale == "paper"]
-        if not paper:
-            raise UserError("--smoke runs paper-scale files; none given")
-        return smoke(paper, Path(args.work_dir) / "smoke")
-    failed = False
-    for reg in regressions:
-        if args.scale != "all" and reg.scale != args.scale:
-            continue
-        work = Path(args.work_dir) / reg.name
-        print(f"== {reg.name} ({reg.scale}): {reg.description}", flush=True)
-        rows, times = run_regression(reg, work, dry_run=args.dry_run, only=args.condition,
-                                     evaluate_only=args.evaluate_only)
-        if args.dry_run:
-            continue
-        print(format_table(rows, times), flush=True)
-        if any(r.status != "SKIP" for r in rows):
-            print(f"report: {write_report(reg, rows, times, work)}")
-        failed |= any(r.status in ("FAIL", "ERROR") for r in rows)
-        unset = sum(r.status == "UNSET" for r in rows)
-        if unset:
-            print(f"{unset} measured value(s) have no expected value in {reg.path} yet: copy them "
-                  "in to make them regressions")
-    return 1 if failed else 0
-
+__all__ = ["main"]
 
 if __name__ == "__main__":
     sys.exit(run_main(main))

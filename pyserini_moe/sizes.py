@@ -1,4 +1,4 @@
-"""``python -m pyserini_moe.sizes``: parameter counts of every architecture on one backbone.
+"""Parameter counts of every architecture on one backbone (``python -m pyserini_moe.sizes``).
 
 Models are built from the backbone's *config* on PyTorch's meta device: no weights are loaded or
 allocated, so BERT-base sizes are reported in a second without a download (``--bert-base`` uses
@@ -8,14 +8,10 @@ table A3 reports DPR at 218M and TASER (T = 2, I = 2) at 128M parameters.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import torch
-
-from pyserini_moe.cli import run_main
 
 
 def _architectures() -> dict[str, Callable[[Any], torch.nn.Module]]:
@@ -44,31 +40,10 @@ def parameter_counts(config: Any) -> dict[str, int]:
         return {name: count_parameters(build(config)) for name, build in _architectures().items()}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m pyserini_moe.sizes",
-        description="Print the parameter count of every architecture on a backbone (built from "
-                    "its config on the meta device: no weights are downloaded or allocated).")
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--backbone", default="all-minilm-l6-v2",
-                        help="HF name or folder whose config to use (default: the packaged MiniLM)")
-    source.add_argument("--bert-base", action="store_true",
-                        help="bert-base-uncased's architecture (transformers' default BertConfig), "
-                             "offline; the size the TASER paper reports")
-    args = parser.parse_args(argv)
-    if args.bert_base:
-        from transformers import BertConfig  # noqa: PLC0415
+if __name__ == "__main__":  # python -m keeps working; the command is pyserini_moe.cli.sizes
+    import sys
 
-        config, name = BertConfig(), "bert-base-uncased (default BertConfig)"
-    else:
-        from pyserini_moe.modeling.backbone import load_config  # noqa: PLC0415
+    from pyserini_moe.cli import run_main
+    from pyserini_moe.cli.sizes import main
 
-        config, name = load_config(args.backbone), args.backbone
-    print(f"| model ({name}) | parameters |\n|---|---:|")
-    for model, count in parameter_counts(config).items():
-        print(f"| {model} | {count / 1e6:.1f}M |")
-    return 0
-
-
-if __name__ == "__main__":
     sys.exit(run_main(main))

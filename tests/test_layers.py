@@ -43,3 +43,59 @@ def test_model_and_index_folders_have_distinct_metadata_files() -> None:
     from pyserini_moe.modeling.base import MODEL_FILE
 
     assert INDEX_MARKER == META_FILE != MODEL_FILE
+
+
+def _package_graph() -> dict[str, set[str]]:
+    """Edges between the package's parts (``modeling``, ``search``, ``io``, ...) from every import
+    anywhere in a module, lazy ones included; ``python -m`` shims (``__main__.py`` files and
+    ``if __name__ == "__main__"`` blocks) are the command layer's doors and are left out."""
+    edges: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "__main__.py":
+            continue
+        rel = path.relative_to(PACKAGE).with_suffix("")
+        part = rel.parts[0]
+        tree = ast.parse(path.read_text())
+        shim = {id(n) for node in tree.body if isinstance(node, ast.If)
+                and "__main__" in ast.unparse(node.test) for n in ast.walk(node)}
+        for node in ast.walk(tree):
+            if id(node) in shim:
+                continue
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = ([f"pyserini_moe.{a.name}" for a in node.names]
+                         if node.module == "pyserini_moe" else [node.module])
+            for name in names:
+                bits = name.split(".")
+                if bits[0] == "pyserini_moe" and len(bits) > 1 and bits[1] != part \
+                        and not bits[1].startswith("__"):
+                    edges.setdefault(part, set()).add(bits[1])
+    return edges
+
+
+# Thin ``python -m`` names kept at the package top (fuse, export, ...): each only calls cli.
+SHIMS = {"fuse", "export", "pretrain", "regress"}
+
+
+def test_no_import_circle_between_packages() -> None:
+    edges = _package_graph()
+    cycles = []
+
+    def visit(node: str, path: list[str]) -> None:
+        for nxt in sorted(edges.get(node, ())):
+            if nxt in path:
+                cycles.append(" -> ".join(path[path.index(nxt):] + [nxt]))
+            elif len(path) < 12:
+                visit(nxt, path + [nxt])
+
+    for start in sorted(edges):
+        visit(start, [start])
+    assert not cycles, sorted(set(cycles))[:5]
+
+
+def test_only_the_command_layer_imports_it() -> None:
+    edges = _package_graph()
+    users = {part for part, targets in edges.items() if "cli" in targets} - SHIMS - {"bench"}
+    assert not users, users  # bench is `make bench`, a command of its own

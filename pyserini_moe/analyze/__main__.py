@@ -1,8 +1,11 @@
-"""``python -m pyserini_moe.analyze``: see :mod:`pyserini_moe.analyze`."""
+"""``python -m pyserini_moe.analyze``: the command lives in :mod:`pyserini_moe.cli.analyze`."""
 
 import sys
 
-from pyserini_moe.analyze import main
 from pyserini_moe.cli import run_main
+from pyserini_moe.cli.analyze import main
 
-sys.exit(run_main(main))
+__all__ = ["main"]
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))

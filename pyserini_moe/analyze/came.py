@@ -22,12 +22,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from pyserini_moe.analyze import _figure, _save_png, emit
-from pyserini_moe.cli import output_file
+from pyserini_moe.analyze.common import emit, figure, save_png
 from pyserini_moe.errors import UserError
 from pyserini_moe.representation import CAME_EXPERTS
 from pyserini_moe.runs import Run, ranked
@@ -246,7 +245,7 @@ def format_cases(cases: Sequence[tuple[str, float]], lists: Mapping[str, Mapping
 def plot_rbo(names: Sequence[str], pairs: Mapping[tuple[str, str], float], path: str | Path,
              title: str) -> None:
     """Heat map of the RBO matrix, each cell annotated with its value."""
-    fig, (ax,) = _figure(4.8, 4.0)
+    fig, (ax,) = figure(4.8, 4.0)
     matrix = square(names, pairs)
     image = ax.imshow(matrix, vmin=0, vmax=1, cmap="viridis")
     for i, row in enumerate(matrix):
@@ -256,7 +255,7 @@ def plot_rbo(names: Sequence[str], pairs: Mapping[tuple[str, str], float], path:
     ax.set(xticks=range(len(names)), xticklabels=names, yticks=range(len(names)),
            yticklabels=names, title=title)
     fig.colorbar(image, ax=ax, label="RBO")
-    _save_png(fig, path)
+    save_png(fig, path)
 
 
 # -- command line -----------------------------------------------------------------------------
@@ -291,7 +290,7 @@ def _read_titles(corpus: str, docids: set[str]) -> dict[str, str]:
     return labels
 
 
-def _run_came(args: argparse.Namespace) -> int:
+def run_came(args: argparse.Namespace) -> int:
     from pyserini_moe.data.topics import load_qrels, load_topics  # noqa: PLC0415
     from pyserini_moe.eval.metrics import (  # noqa: PLC0415
         compare,
@@ -391,41 +390,3 @@ def _run_came(args: argparse.Namespace) -> int:
         plot_rbo(names, rbos, args.plot, f"RBO of CAME's experts (top {args.depth}, "
                                          f"p = {args.rbo_p:g})")
     return 0
-
-
-def add_parsers(sub: Any, _encoding: argparse.ArgumentParser) -> dict[str, Callable[..., int]]:
-    """The ``came`` subcommand; it reads runs only, so it takes none of the model flags."""
-    came = sub.add_parser(
-        "came", help="CAME: experts vs fusion (table 3), expert overlap (RBO), case study "
-                     "(figure 4)",
-        description="Compare CAME's experts and fused runs: metrics with paired tests against "
-                    "the best expert (table 3), rank-biased overlap and top-k overlap between "
-                    "the experts' lists and the relevant documents only one expert finds "
-                    "(section 5.3), and the queries where the experts disagree most "
-                    "(figure 4). Expert runs come from `python -m pyserini_moe.search "
-                    "--retriever fused --expert-runs PREFIX`: "
-                    + ", ".join(f"PREFIX.{kind}.trec ({name})" for name, kind in EXPERTS.items())
-                    + ".")
-    came.add_argument("--expert-runs", nargs="+", required=True, metavar="EXPERT=RUN",
-                      help="two or three of lexical=RUN local=RUN global=RUN")
-    came.add_argument("--fused", nargs="+", metavar="NAME=RUN",
-                      help="fused runs, e.g. sum=runs/came.trec norm_sum=runs/came-norm.trec")
-    came.add_argument("--qrels", required=True,
-                      help="qrels (as in eval: scifact:test, a file, a Pyserini name)")
-    came.add_argument("--topics", help="topics, for the query texts of the case study")
-    came.add_argument("--corpus", help="collection (name or BEIR folder), for document titles "
-                                       "in the case study")
-    came.add_argument("--metrics", nargs="+", default=list(DEFAULT_METRICS),
-                      help="metrics; the first picks the best expert (default: "
-                           f"{' '.join(DEFAULT_METRICS)})")
-    came.add_argument("--depth", type=int, default=PAPER_DEPTH,
-                      help="ranks compared by RBO and searched for the first relevant document "
-                           f"(default: {PAPER_DEPTH}, the paper's top 1000)")
-    came.add_argument("--rbo-p", type=float, default=DEFAULT_RBO_P,
-                      help="RBO persistence p (default: 0.9, which gives the top 10 ranks 86%% of "
-                           "the weight; the paper does not state its p)")
-    came.add_argument("--cases", type=int, default=5, help="queries in the case study")
-    came.add_argument("--output", type=output_file, help="also write the Markdown here")
-    came.add_argument("--plot", help="write a PNG heat map of the RBO matrix here")
-    came.add_argument("--quiet", action="store_true", help="no progress bars")
-    return {"came": _run_came}

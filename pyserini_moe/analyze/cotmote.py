@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import argparse
 import random
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pyserini_moe.analyze import _figure, _save_png, emit
-from pyserini_moe.cli import output_file
+from pyserini_moe.analyze.common import emit, figure, save_png
 from pyserini_moe.errors import UserError
 
 TSNE_POINTS = 300  # pairs drawn in the t-SNE plot (figure 2 / 4 show a sample too)
@@ -111,7 +109,7 @@ def plot_tsne(embeddings: dict[str, tuple[np.ndarray, np.ndarray]], path: str | 
     """One t-SNE panel per model, queries and passages in two colours (figures 2 and 4A)."""
     from sklearn.manifold import TSNE  # noqa: PLC0415
 
-    fig, axes = _figure(width=4.2, height=4.2, ncols=len(embeddings))
+    fig, axes = figure(width=4.2, height=4.2, ncols=len(embeddings))
     for ax, (name, (q, p)) in zip(axes, embeddings.items()):
         n = min(len(q), TSNE_POINTS)
         points = np.concatenate([q[:n], p[:n]])
@@ -123,10 +121,10 @@ def plot_tsne(embeddings: dict[str, tuple[np.ndarray, np.ndarray]], path: str | 
         ax.set_xticks([])
         ax.set_yticks([])
     axes[0].legend(loc="best", markerscale=2)
-    _save_png(fig, path)
+    save_png(fig, path)
 
 
-def _run_divergence(args: argparse.Namespace) -> int:
+def run_divergence(args: argparse.Namespace) -> int:
     from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
     from pyserini_moe.data.topics import load_qrels, load_topics  # noqa: PLC0415
     from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
@@ -161,26 +159,3 @@ def _named(specs: list[str]) -> dict[str, str]:
             raise UserError(f"--model name {name!r} given twice")
         out[name] = path
     return out
-
-
-def add_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, Callable[..., int]]:
-    parser = sub.add_parser(
-        "divergence", parents=[encoding],
-        help="CoT-MoTE: KL / JS divergence of query vs passage embeddings, t-SNE plot",
-        description="Encode judged (query, relevant passage) pairs with each model's dense "
-                    "representation and report the KL and JS divergences between the query-to-"
-                    "passage and passage-to-query distance distributions (cot-mote.txt appendix "
-                    "A.1, eq. 14-19), with paired t-tests against the first model, and optionally "
-                    "a t-SNE plot of queries vs passages per model (figures 2 and 4).")
-    parser.add_argument("--model", nargs="+", required=True, metavar="NAME=MODEL",
-                        help="saved models (or backbones, zero-shot), e.g. siamese=... mote=...")
-    parser.add_argument("--corpus", required=True, help="collection holding the passages")
-    parser.add_argument("--topics", required=True, help="queries (as in search)")
-    parser.add_argument("--qrels", required=True, help="judgments pairing queries and passages")
-    parser.add_argument("--sample", type=int, default=0,
-                        help="pairs sampled (seeded); 0 = every judged query")
-    parser.add_argument("--seed", type=int, default=0, help="seed of --sample and t-SNE")
-    parser.add_argument("--query-max-length", type=int, default=64, help="query tokens")
-    parser.add_argument("--output", type=output_file, help="also write the Markdown table here")
-    parser.add_argument("--plot", help="write the t-SNE PNG here")
-    return {"divergence": _run_divergence}

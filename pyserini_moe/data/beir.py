@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from pyserini_moe.data.errors import DataFormatError
-from pyserini_moe.data.paths import shared_data_root
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path
+from pyserini_moe.paths import shared_data_root
 
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
 #: BEIR data sets that the UKP server hands out freely.

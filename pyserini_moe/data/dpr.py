@@ -30,7 +30,6 @@ and renamed. ``python -m pyserini_moe.data.dpr --help`` shows the commands.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import contextlib
 import csv
@@ -39,7 +38,6 @@ import io
 import json
 import os
 import re
-import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +48,7 @@ from pyserini_moe.data.errors import DataFormatError
 from pyserini_moe.data.export import write_topics_tsv
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path
-from pyserini_moe.runs import Run, ranked, read_trec_run, write_trec_run
+from pyserini_moe.runs import Run, read_trec_run, write_trec_run
 
 WIKIPEDIA_PASSAGES = 21_015_324  # rows of psgs_w100.tsv: only sizes the progress bar
 _NON_SPACE = re.compile(r"\S")
@@ -470,21 +468,6 @@ def convert_qa(source: str | os.PathLike, target: str | os.PathLike, prefix: str
     return len(rows)
 
 
-def answer_accuracy(run: Run, answers: Mapping[str, list[str]], passages: str | os.PathLike,
-                    ks: Iterable[int], regex: bool = False) -> dict[str, float]:
-    """DPR top-k accuracy of ``run``, reading only the passages the run ranks within max(ks)."""
-    from pyserini_moe.eval.metrics import topk_accuracy  # noqa: PLC0415
-
-    ks = sorted(set(ks))
-    needed = {docid for qid in answers for docid, _ in ranked(run.get(qid, {}))[:ks[-1]]}
-    texts = passage_texts(passages, needed)
-    missing = needed - texts.keys()
-    if missing:
-        raise UserError(f"{passages}: the run ranks passage {min(missing)!r} that is not in it "
-                        f"({len(missing)} missing): wrong passages file for this run?")
-    return topk_accuracy(run, answers, texts, ks, regex)
-
-
 # --------------------------------------------------------------------------- runs
 
 
@@ -501,73 +484,10 @@ def merge_runs(paths: Iterable[str | os.PathLike], target: str | os.PathLike) ->
     return merged
 
 
-# --------------------------------------------------------------------------- command line
+if __name__ == "__main__":  # python -m keeps working; the command is pyserini_moe.cli.dpr
+    import sys
 
-
-def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for value in values or []:
-        name, sep, file = value.partition("=")
-        if not sep or not name or not file:
-            raise UserError(f"{flag} {value!r}: expected NAME=FILE, e.g. nq=biencoder-nq-train.json")
-        if name in out:
-            raise UserError(f"{flag}: data set {name!r} given twice")
-        out[name] = file
-    return out
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from pyserini_moe.cli import output_file  # noqa: PLC0415  (the data layer imports no CLI)
-
-    parser = argparse.ArgumentParser(
-        prog="python -m pyserini_moe.data.dpr",
-        description="Convert DPR's published data (psgs_w100.tsv, biencoder-*.json, *.qa.csv) "
-                    "into the BEIR layout, topics and answer files of pyserini_moe.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    wiki = sub.add_parser("wiki", help="psgs_w100.tsv -> corpus.jsonl.gz (streamed)")
-    wiki.add_argument("--input", required=True, help="psgs_w100.tsv (or .tsv.gz)")
-    wiki.add_argument("--output", required=True, type=output_file,
-                      help="e.g. data/dpr/corpus.jsonl.gz")
-    wiki.add_argument("--quiet", action="store_true", help="no progress bar")
-    train = sub.add_parser("train", help="biencoder-*.json -> queries, qrels, BM25-negatives run, "
-                                         "topics (one merged multi-set collection)")
-    train.add_argument("--train", nargs="+", required=True, metavar="SET=FILE",
-                       help="e.g. nq=biencoder-nq-train.json trivia=biencoder-trivia-train.json")
-    train.add_argument("--dev", nargs="+", metavar="SET=FILE",
-                       help="e.g. nq=biencoder-nq-dev.json trivia=biencoder-trivia-dev.json")
-    train.add_argument("--output", required=True, help="collection folder (the corpus goes there too)")
-    qa = sub.add_parser("qa", help="<set>-test.qa.csv -> topics JSONL with answers")
-    qa.add_argument("--input", required=True, help="e.g. nq-test.qa.csv")
-    qa.add_argument("--output", required=True, type=output_file, help="e.g. data/dpr/test/nq.jsonl")
-    qa.add_argument("--prefix", default="", help="prepended to the row numbers used as qids "
-                                                 "(default none: Pyserini's dpr-*-test qids)")
-    merge = sub.add_parser("merge-runs", help="per query, the hits of the first run that has it")
-    merge.add_argument("--runs", nargs="+", required=True, help="TREC runs, by priority")
-    merge.add_argument("--output", required=True, type=output_file, help="merged TREC run")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command == "wiki":
-        count = convert_wikipedia(args.input, args.output, progress=not args.quiet)
-        print(f"{count} passages written to {args.output}", file=sys.stderr)
-    elif args.command == "train":
-        stats = convert_training(_pairs(args.train, "--train"), args.output,
-                                 _pairs(args.dev, "--dev"))
-        for key, count in stats.questions.items():
-            print(f"{key}: {count} questions ({stats.skipped_without_positive[key]} without a "
-                  "positive passage skipped)", file=sys.stderr)
-    elif args.command == "qa":
-        count = convert_qa(args.input, args.output, args.prefix)
-        print(f"{count} questions written to {args.output}", file=sys.stderr)
-    else:
-        merged = merge_runs(args.runs, args.output)
-        print(f"{len(merged)} queries written to {args.output}", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    from pyserini_moe.cli import run_main  # noqa: PLC0415
+    from pyserini_moe.cli import run_main
+    from pyserini_moe.cli.dpr import main
 
     sys.exit(run_main(main))

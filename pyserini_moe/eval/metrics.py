@@ -387,3 +387,18 @@ def topk_accuracy(run: Run, answers: Mapping[str, list[str]],
                 break
         first_hit.append(rank)
     return {f"top{k}": sum(r < k for r in first_hit) / len(first_hit) for k in ks}
+
+
+def answer_accuracy(run: Run, answers: Mapping[str, list[str]], passages: str | os.PathLike,
+                    ks: Iterable[int], regex: bool = False) -> dict[str, float]:
+    """DPR top-k accuracy of ``run``, reading only the passages the run ranks within max(ks)."""
+    from pyserini_moe.data.dpr import passage_texts  # noqa: PLC0415
+
+    ks = sorted(set(ks))
+    needed = {docid for qid in answers for docid, _ in ranked(run.get(qid, {}))[:ks[-1]]}
+    texts = passage_texts(passages, needed)
+    missing = needed - texts.keys()
+    if missing:
+        raise UserError(f"{passages}: the run ranks passage {min(missing)!r} that is not in it "
+                        f"({len(missing)} missing): wrong passages file for this run?")
+    return topk_accuracy(run, answers, texts, ks, regex)

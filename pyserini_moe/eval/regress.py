@@ -55,9 +55,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.data.paths import shared_data_root
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path, read_yaml
+from pyserini_moe.paths import shared_data_root
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCALES = ("local", "paper")
@@ -101,7 +101,8 @@ class Condition:
 
             return evaluate(run, load_qrels(expand(self.qrels, work)),
                             [k.metric for k in self.checks])
-        from pyserini_moe.data.dpr import answer_accuracy, load_answers  # noqa: PLC0415
+        from pyserini_moe.data.dpr import load_answers  # noqa: PLC0415
+        from pyserini_moe.eval.metrics import answer_accuracy  # noqa: PLC0415
 
         assert self.passages is not None
         ks = {k.metric: int(_TOPK.fullmatch(k.metric).group(1)) for k in self.checks}

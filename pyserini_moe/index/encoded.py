@@ -22,7 +22,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from pyserini_moe.data.beir import BeirCollection, Document
+from pyserini_moe.data.beir import Document
+from pyserini_moe.data.corpus import Corpus, open_corpus
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import write_meta
 from pyserini_moe.io import atomic_path
@@ -58,7 +59,7 @@ class Shard:
         return {"id": self.id, "num": self.num, "start": start, "stop": stop}
 
 
-def batches(collection: BeirCollection, batch_size: int, desc: str, progress: bool = True,
+def batches(collection: Corpus, batch_size: int, desc: str, progress: bool = True,
             shard: Shard | None = None) -> Iterator[list[Document]]:
     """The corpus (or one shard of it) in lists of ``batch_size`` documents, with a progress
     bar."""
@@ -208,7 +209,7 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
     for folder in folders.values():
         if folder.exists() and not overwrite:
             raise FileExistsError(f"{folder} already exists; pass --overwrite to rebuild it")
-    collection = BeirCollection.load(corpus)
+    collection = open_corpus(corpus)
     model = load_encoder(encoder, device, options=options)
     adapters = {"dense": lambda: DenseDocumentEncoder(model, max_length=max_length),
                 "impact": lambda: ImpactDocumentEncoder(model, max_length=max_length,
@@ -270,13 +271,13 @@ def lucene_impact_index(vectors_dir: str | os.PathLike, out: Path, threads: int 
     ])
 
 
-def _what(shard: Shard | None, collection: BeirCollection) -> str:
+def _what(shard: Shard | None, collection: Corpus) -> str:
     if shard is None:
         return f"collection {collection.name}"
     return f"shard {shard.id} of {shard.num} ({collection.num_docs()} documents in all)"
 
 
-def _shard_field(shard: Shard | None, collection: BeirCollection) -> dict[str, Any]:
+def _shard_field(shard: Shard | None, collection: Corpus) -> dict[str, Any]:
     return {} if shard is None else {"shard": shard.describe(collection.num_docs())}
 
 

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from pyserini_moe import _java
-from pyserini_moe.data.beir import BeirCollection
+from pyserini_moe.data.corpus import open_corpus
 from pyserini_moe.data.export import write_json_collection
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import write_meta
@@ -21,8 +21,12 @@ class IndexingError(UserError):
 def run_index_collection(args: list[str]) -> None:
     """Call Anserini's ``IndexCollection`` in this process (what ``pyserini.index.lucene`` does)."""
     _java.bootstrap()
+    # pyserini.pyclass sets the classpath, then starts the JVM; importing jnius first would
+    # start it without Anserini's classes.
+    # isort: off
+    from pyserini.pyclass import autoclass  # noqa: PLC0415
     from jnius import JavaException  # noqa: PLC0415
-    from pyserini.pyclass import autoclass  # noqa: PLC0415 - sets the classpath, then starts the JVM
+    # isort: on
 
     try:
         autoclass("io.anserini.index.IndexCollection").main(args)
@@ -40,7 +44,7 @@ def build_bm25_index(corpus: str, index_dir: str | os.PathLike, threads: int = 1
     index_dir = Path(index_dir)
     if index_dir.exists() and not overwrite:
         raise FileExistsError(f"{index_dir} already exists; pass --overwrite to rebuild it")
-    collection = BeirCollection.load(corpus)
+    collection = open_corpus(corpus)
     with tempfile.TemporaryDirectory(prefix="pyserini-moe-json-") as tmp:
         json_dir = Path(tmp) / "collection"
         write_json_collection(collection.corpus(), json_dir)

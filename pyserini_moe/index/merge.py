@@ -25,14 +25,11 @@ Examples::
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.cli import run_main
 from pyserini_moe.index.encoded import IMPACT_SHARD, IMPACT_VECTORS, faiss_index
 from pyserini_moe.index.meta import IndexMismatchError, read_meta, write_meta
 from pyserini_moe.io import atomic_path
@@ -130,22 +127,10 @@ def _merge_impact(ordered: list[tuple[Path, dict[str, Any]]], index_dir: Path,
             write_meta(out, "impact", num_docs=sum(m["num_docs"] for _, m in ordered), **common)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m pyserini_moe.index.merge",
-        description="Merge the shards written by `python -m pyserini_moe.index --shard-id I "
-                    "--shard-num N` into the index one process would have built.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--shards", nargs="+", required=True, help="the shard folders, any order")
-    parser.add_argument("--index", required=True, help="output index folder")
-    parser.add_argument("--threads", type=int, default=1, help="Lucene indexing threads (impact)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing index")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    args = parser.parse_args(argv)
-    merged = merge(args.shards, args.index, args.threads, args.overwrite, not args.quiet)
-    print(f"{len(args.shards)} shards merged into {merged}", file=sys.stderr)
-    return 0
+if __name__ == "__main__":  # python -m keeps working; the command is pyserini_moe.cli.merge
+    import sys
 
+    from pyserini_moe.cli import run_main
+    from pyserini_moe.cli.merge import main
 
-if __name__ == "__main__":
     sys.exit(run_main(main))

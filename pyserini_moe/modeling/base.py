@@ -81,6 +81,15 @@ def model_types() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def model_class(model_type: str) -> type[RetrievalModel]:
+    """The registered class of ``model_type`` (e.g. ``siamese`` -> SiameseBiEncoder)."""
+    import pyserini_moe.modeling  # noqa: F401,PLC0415 - registers every model type
+
+    if model_type not in _REGISTRY:
+        raise UserError(f"unknown model type {model_type!r}; known: {model_types()}")
+    return _REGISTRY[model_type]
+
+
 @runtime_checkable
 class TextEncoder(Protocol):
     """What the retrieval layer (Pyserini adapters, index builders, searchers) needs of an

@@ -151,60 +151,6 @@ def is_onnx_export(path: str | os.PathLike) -> bool:
     return (Path(path) / ONNX_FILE).is_file()
 
 
-BACKENDS = ("torch", "onnx", "onnx-int8")
-
-
-def backend_encoder(spec: str, backend: str, options: dict[str, Any] | None = None) -> str:
-    """The ``--encoder`` to use for ``--backend``: ``spec`` itself for torch (or when it already
-    is an ONNX export); otherwise its export, made by ``python -m pyserini_moe.export`` in its own
-    process (tracing is memory-hungry and leaves state behind) and cached: inside a saved model
-    folder (``<model>/onnx/<fp32|int8>[-option=value...]``), else under
-    ``~/.cache/pyserini_moe/onnx/``. A cached export made from other weights is replaced."""
-    import re  # noqa: PLC0415
-    import subprocess  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
-    from pyserini_moe.modeling.base import is_saved_model  # noqa: PLC0415
-
-    if backend not in BACKENDS:
-        raise UserError(f"unknown backend {backend!r}; choose from {BACKENDS}")
-    if backend == "torch":
-        return spec
-    int8 = backend == "onnx-int8"
-    if is_onnx_export(spec):
-        exported_int8 = bool(json.loads((Path(spec) / ONNX_FILE).read_text()).get("int8"))
-        if exported_int8 != int8:
-            fitting = "onnx-int8" if exported_int8 else "onnx"
-            raise UserError(f"{spec} is an {'int8' if exported_int8 else 'fp32'} ONNX export, "
-                            f"not {backend}; pass --backend {fitting}")
-        return spec
-    options = options or {}
-    name = "-".join(["int8" if int8 else "fp32"] + [f"{k}={v}" for k, v in sorted(options.items())])
-    root = Path(spec) / "onnx" if is_saved_model(spec) else \
-        Path.home() / ".cache" / "pyserini_moe" / "onnx" / re.sub(r"[^\w.-]+", "_", spec)
-    out = root / name
-    if is_onnx_export(out) and _exported_from(out, spec, options):
-        return str(out)
-    command = [sys.executable, "-m", "pyserini_moe.export", "--encoder", spec, "--output",
-               str(out), "--overwrite", *(["--int8"] if int8 else []),
-               *[arg for k, v in sorted(options.items()) for arg in ("--encoder-option", f"{k}={v}")]]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else \
-            f"exit {done.returncode}"
-        raise UserError(f"ONNX export of {spec} failed: {last}")
-    return str(out)
-
-
-def _exported_from(export_dir: Path, spec: str, options: dict[str, Any]) -> bool:
-    """Whether ``export_dir`` was exported from ``spec``'s current weights."""
-    from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
-    from pyserini_moe.modeling.base import fingerprint  # noqa: PLC0415
-
-    recorded = json.loads((export_dir / ONNX_FILE).read_text()).get("source_fingerprint")
-    return recorded == fingerprint(load_encoder(spec, device="cpu", options=options))
-
-
 class OnnxModel:
     """An exported model run by onnxruntime, usable where the adapters take a RetrievalModel."""
 

@@ -1,115 +1,11 @@
-"""``python -m pyserini_moe.train``: fine-tune a retriever from a recipe.
+"""``python -m pyserini_moe.train``: the command lives in :mod:`pyserini_moe.cli.train`."""
 
-Examples::
-
-    python -m pyserini_moe.train --config encoders/siamese-minilm.yaml
-    python -m pyserini_moe.train --config encoders/splade-minilm.yaml --max-steps 3 \\
-        --output-dir work/smoke/splade
-    python -m pyserini_moe.train --config encoders/dpr-minilm.yaml --resume
-"""
-
-from __future__ import annotations
-
-import argparse
-import logging
 import sys
 
 from pyserini_moe.cli import run_main
-from pyserini_moe.errors import UserError
+from pyserini_moe.cli.train import main
 
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m pyserini_moe.train",
-        description="Fine-tune a retriever with a contrastive loss (in-batch + hard negatives)\n"
-                    "as an encoders/<name>.yaml recipe describes. Writes <output-dir>/best\n"
-                    "(lowest validation loss), last/, checkpoint/ (for --resume),\n"
-                    "train_log.jsonl and train_summary.json. Uses CUDA when present unless\n"
-                    "--device says otherwise.",
-        epilog="examples:\n"
-               "  python -m pyserini_moe.train --config encoders/siamese-minilm.yaml\n"
-               "  python -m pyserini_moe.train --config encoders/splade-minilm.yaml "
-               "--max-steps 3 --output-dir work/smoke/splade\n"
-               "  python -m pyserini_moe.train --config encoders/dpr-minilm.yaml --resume\n"
-               "  torchrun --nproc_per_node 2 -m pyserini_moe.train --config ...  # data-parallel:\n"
-               "      each rank encodes a slice of every batch, in-batch negatives gathered\n\n"
-               "The recipe schema is documented in pyserini_moe/train/config.py.\n"
-               "On a busy machine, OMP_NUM_THREADS=1 is often faster.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--config", required=True, metavar="YAML",
-                        help="training recipe, e.g. encoders/siamese-minilm.yaml")
-    parser.add_argument("--output-dir", metavar="DIR",
-                        help="where the model, checkpoints and logs go (default: the recipe's "
-                             "output_dir)")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue exactly from <output-dir>/checkpoint (written at every "
-                             "validation)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="start afresh even if <output-dir> holds an earlier run's checkpoint")
-    parser.add_argument("--max-steps", type=_positive_int, metavar="N",
-                        help="stop after N optimizer steps (overrides training.max_steps; the "
-                             "learning-rate schedule is sized for the shorter run)")
-    parser.add_argument("--epochs", type=_positive_int, metavar="N",
-                        help="overrides training.epochs")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"),
-                        help="overrides training.device (auto: CUDA when present)")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="override any recipe field (dotted path, YAML value; repeatable), "
-                             "e.g. --set data.negatives.source=run --set "
-                             "data.negatives.run=work/round1.train.trec")
-    parser.add_argument("--init-only", action="store_true",
-                        help="save the model as the recipe builds it, before any training, to "
-                             "<output-dir>/init (the zero-shot starting point) and stop")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.resume and args.overwrite:
-        raise UserError("--resume and --overwrite exclude each other")
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    logging.getLogger("pyserini_moe").setLevel(logging.INFO)  # ours; not faiss's loader chatter
-    from pyserini_moe.train.config import load_config  # noqa: PLC0415 - keeps --help fast
-    from pyserini_moe.train.distributed import init_from_env, local_device  # noqa: PLC0415
-    from pyserini_moe.train.trainer import (  # noqa: PLC0415
-        Trainer,
-        build_model,
-        resolve_device,
-        set_seed,
-    )
-
-    config = load_config(args.config).with_overrides(
-        output_dir=args.output_dir, max_steps=args.max_steps, epochs=args.epochs,
-        device=args.device).with_settings(args.set)
-    ranks = init_from_env()  # under torchrun: join the group, one device per rank
-    device = resolve_device(local_device() if ranks is not None and
-                            config.training.device == "auto" else config.training.device)
-    set_seed(config.training.seed)  # randomly initialised heads depend on it
-    model = build_model(config.model, device)
-    if args.init_only:
-        print(f"untrained model saved to {model.save(config.output_dir / 'init')}", file=sys.stderr)
-        return 0
-    summary = Trainer(model, config, progress=not args.quiet).train(resume=args.resume,
-                                                                    overwrite=args.overwrite)
-    if ranks is not None and not ranks.is_main:
-        return 0
-    metrics = summary["metrics"]
-    best = (f"best validation loss {metrics['best_val_loss']:.4f} at step {metrics['best_step']}"
-            if metrics["best_step"] is not None else "no validation queries")
-    print(f"trained {metrics['steps']} steps in {metrics['train_seconds']:.0f}s "
-          f"({metrics['seconds_per_step']:.2f} s/step); {best}; model in "
-          f"{config.output_dir / 'best'}", file=sys.stderr)
-    return 0
-
+__all__ = ["main"]
 
 if __name__ == "__main__":
     sys.exit(run_main(main))

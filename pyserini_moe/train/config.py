@@ -66,6 +66,7 @@ import yaml
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import read_yaml
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE
+from pyserini_moe.modeling.base import model_class
 from pyserini_moe.representation import INDEX_KINDS
 
 NEGATIVE_SOURCES = ("bm25", "run", "model")
@@ -382,11 +383,3 @@ def _check_model_args(model: ModelConfig, source: Path) -> None:
         if key not in accepted:
             _fail(source, f"model.args.{key}", f"not an argument of the {model.type} model "
                                                f"(accepted: {', '.join(accepted) or 'none'})")
-
-
-def model_class(model_type: str) -> type:
-    """The registered class of ``model_type`` (e.g. ``siamese`` -> SiameseBiEncoder)."""
-    import pyserini_moe.modeling  # noqa: F401,PLC0415 - registers every model type
-    from pyserini_moe.modeling.base import _REGISTRY  # noqa: PLC0415
-
-    return _REGISTRY[model_type]

@@ -41,10 +41,10 @@ from tqdm import tqdm
 from pyserini_moe.data.export import write_topics_tsv, write_trec_qrels
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path, read_json
-from pyserini_moe.modeling.base import RetrievalModel, Side, default_device
+from pyserini_moe.modeling.base import RetrievalModel, Side, default_device, model_class
 from pyserini_moe.modeling.losses import flops
 from pyserini_moe.train.collator import Batch, Collator
-from pyserini_moe.train.config import ModelConfig, TrainConfig, TrainingConfig, model_class
+from pyserini_moe.train.config import ModelConfig, TrainConfig, TrainingConfig
 from pyserini_moe.train.data import Example, TrainingData, load_training_data
 from pyserini_moe.train.distributed import (
     Ranks,

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from pyserini_moe.analyze import main as analyze_main
 from pyserini_moe.analyze.came import (
     Complement,
     complementarity,
@@ -21,6 +20,7 @@ from pyserini_moe.analyze.came import (
     rbo,
 )
 from pyserini_moe.cli import run_main
+from pyserini_moe.cli.analyze import main as analyze_main
 from pyserini_moe.runs import write_trec_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from pyserini_moe.analyze import main as analyze_main
 from pyserini_moe.analyze.cotmote import divergences, judged_pairs
 from pyserini_moe.cli import run_main
+from pyserini_moe.cli.analyze import main as analyze_main
 from pyserini_moe.modeling import CotMoteEncoder
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from pyserini_moe.cli import dpr as dpr_cli
 from pyserini_moe.data import dpr
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.data.errors import DataFormatError
 from pyserini_moe.data.topics import load_topics, read_qrels_file
+from pyserini_moe.eval.metrics import answer_accuracy
 from pyserini_moe.runs import ranked, read_trec_run
 
 # psgs_w100.tsv: header, CSV quoting of the text column (doubled quotes inside).
@@ -175,16 +177,16 @@ def test_answer_accuracy_reads_only_ranked_passages(tmp_path):
     (tmp_path / "psgs_w100.tsv").write_text(WIKI)
     run = {"0": {"3": 2.0, "2": 1.0}, "1": {"4": 5.0, "1": 1.0}}
     answers = {"0": ["Paris"], "1": ["prophet"], "2": ["nowhere"]}
-    assert dpr.answer_accuracy(run, answers, tmp_path / "psgs_w100.tsv", [1, 2]) == pytest.approx(
+    assert answer_accuracy(run, answers, tmp_path / "psgs_w100.tsv", [1, 2]) == pytest.approx(
         {"top1": 0.0, "top2": 2 / 3})
     with pytest.raises(ValueError, match="'9' that is not in it"):
-        dpr.answer_accuracy({"0": {"9": 1.0}}, answers, tmp_path / "psgs_w100.tsv", [1])
+        answer_accuracy({"0": {"9": 1.0}}, answers, tmp_path / "psgs_w100.tsv", [1])
 
 
 def test_merge_runs_takes_each_query_from_the_first_run(tmp_path):
     (tmp_path / "mined.trec").write_text("a Q0 d1 1 9.0 m\na Q0 d2 2 8.0 m\n")
     (tmp_path / "bm25.trec").write_text("a Q0 d9 1 1.0 b\nb Q0 d3 1 1.0 b\n")
-    dpr.main(["merge-runs", "--runs", str(tmp_path / "mined.trec"), str(tmp_path / "bm25.trec"),
+    dpr_cli.main(["merge-runs", "--runs", str(tmp_path / "mined.trec"), str(tmp_path / "bm25.trec"),
               "--output", str(tmp_path / "merged.trec")])
     assert read_trec_run(tmp_path / "merged.trec") == {"a": {"d1": 9.0, "d2": 8.0},
                                                        "b": {"d3": 1.0}}
@@ -192,9 +194,9 @@ def test_merge_runs_takes_each_query_from_the_first_run(tmp_path):
 
 def test_cli_rejects_bad_pairs(tmp_path, nq):
     with pytest.raises(ValueError, match="expected NAME=FILE"):
-        dpr.main(["train", "--train", str(nq), "--output", str(tmp_path / "o")])
+        dpr_cli.main(["train", "--train", str(nq), "--output", str(tmp_path / "o")])
     with pytest.raises(FileNotFoundError, match="'trivia'"):
-        dpr.main(["train", "--train", f"nq={nq}", f"trivia={tmp_path / 'no.json'}",
+        dpr_cli.main(["train", "--train", f"nq={nq}", f"trivia={tmp_path / 'no.json'}",
                   "--output", str(tmp_path / "o")])
 
 
@@ -204,9 +206,9 @@ def test_converted_collection_feeds_the_trainer(tmp_path, nq, trivia):
 
     (tmp_path / "psgs_w100.tsv").write_text(WIKI)
     out = tmp_path / "dpr"
-    dpr.main(["wiki", "--quiet", "--input", str(tmp_path / "psgs_w100.tsv"),
+    dpr_cli.main(["wiki", "--quiet", "--input", str(tmp_path / "psgs_w100.tsv"),
               "--output", str(out / "corpus.jsonl.gz")])
-    dpr.main(["train", "--train", f"nq={nq}", f"trivia={trivia}", "--output", str(out)])
+    dpr_cli.main(["train", "--train", f"nq={nq}", f"trivia={trivia}", "--output", str(out)])
     config = DataConfig(collection=str(out), validation_fraction=0.0, negatives=NegativesConfig(
         source="run", run=out / "bm25-negatives.train.trec"))
     data = load_training_data(config, tmp_path / "model", progress=False)

@@ -10,8 +10,8 @@ import pytest
 
 from pyserini_moe.data.beir import BeirCollection, Document
 from pyserini_moe.data.export import write_json_collection, write_topics_tsv, write_trec_qrels
-from pyserini_moe.data.paths import shared_data_root
 from pyserini_moe.data.topics import load_qrels, load_topics
+from pyserini_moe.paths import shared_data_root
 
 DOCS = [Document("a", "Title", "body text"), Document("b", "", "only text ünïcode")]
 

@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from pyserini_moe.eval.__main__ import main
+from pyserini_moe.cli import run_main
+from pyserini_moe.cli.eval import main as eval_main
+
+
+def main(argv: list[str]) -> int:
+    return run_main(eval_main, argv)
 
 QRELS = "q1 0 d1 2\nq1 0 d2 1\nq1 0 d3 0\nq2 0 d4 1\nq3 0 d5 1\n"
 # q1: d2 at rank 2, d1 at rank 3; q2: d4 at rank 1; q3 missing. MRR@10 = (1/2 + 1) / 3 = 0.5.

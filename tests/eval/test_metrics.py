@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from pyserini_moe.data.paths import shared_data_root
 from pyserini_moe.eval.metrics import (
     DEFAULT_METRICS,
     compare,
@@ -20,6 +19,7 @@ from pyserini_moe.eval.metrics import (
     topk_accuracy,
     trec_eval,
 )
+from pyserini_moe.paths import shared_data_root
 from pyserini_moe.runs import read_trec_run, write_trec_run
 
 # q1: graded, one judgment-0 row (d3, retrieved first) and a relevant doc never retrieved (d9).

@@ -8,14 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from pyserini_moe import fuse, pretrain, regress
-from pyserini_moe.cli import run_main
-from pyserini_moe.eval import __main__ as eval_cli
-from pyserini_moe.index import __main__ as index_cli
-from pyserini_moe.index import merge
+from pyserini_moe.cli import eval as eval_cli
+from pyserini_moe.cli import fuse, merge, pretrain, regress, run_main
+from pyserini_moe.cli import index as index_cli
+from pyserini_moe.cli import search as search_cli
+from pyserini_moe.cli import train as train_cli
 from pyserini_moe.modeling import SiameseBiEncoder
-from pyserini_moe.search import __main__ as search_cli
-from pyserini_moe.train import __main__ as train_cli
 
 MAINS = {"index": index_cli.main, "search": search_cli.main, "eval": eval_cli.main,
          "train": train_cli.main, "fuse": fuse.main, "regress": regress.main,

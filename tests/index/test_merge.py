@@ -12,9 +12,9 @@ import torch
 
 from pyserini_moe import _java
 from pyserini_moe.cli import run_main
+from pyserini_moe.cli.merge import main as merge_main
 from pyserini_moe.index import __main__ as index_cli
 from pyserini_moe.index.encoded import Shard
-from pyserini_moe.index.merge import main as merge_main
 from pyserini_moe.index.meta import read_meta
 from pyserini_moe.index.multivector import MultiVectorIndex
 from pyserini_moe.modeling import ColbertEncoder, SiameseBiEncoder, SpladeEncoder

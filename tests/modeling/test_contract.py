@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from pyserini_moe.modeling import Encoded, RetrievalModel, SiameseBiEncoder, model_types
-from pyserini_moe.modeling.base import _REGISTRY
+from pyserini_moe.modeling.base import model_class
 from pyserini_moe.modeling.losses import contrastive_loss
 
 
@@ -33,5 +33,5 @@ def test_default_hooks_give_plain_contrastive_training(tiny_bert) -> None:
 
 @pytest.mark.parametrize("name", model_types())
 def test_every_registered_model_is_a_complete_retrieval_model(name: str) -> None:
-    cls = _REGISTRY[name]
+    cls = model_class(name)
     assert issubclass(cls, RetrievalModel) and not cls.__abstractmethods__

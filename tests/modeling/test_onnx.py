@@ -120,7 +120,8 @@ def test_export_command_line(tiny_bert, tmp_path, capsys) -> None:
 
 
 def test_backend_exports_once_caches_and_renews_a_stale_export(tiny_bert, tmp_path) -> None:
-    from pyserini_moe.modeling.onnx import backend_encoder, is_onnx_export
+    from pyserini_moe.cli.args import backend_encoder
+    from pyserini_moe.modeling.onnx import is_onnx_export
 
     model = _trained_like(SbMoeEncoder.from_backbone(tiny_bert, n_experts=3, device="cpu"))
     spec = str(model.save(tmp_path / "sbmoe"))

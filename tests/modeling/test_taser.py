@@ -8,12 +8,12 @@ import pytest
 import torch
 from transformers import BertConfig
 
+from pyserini_moe.cli.sizes import main as sizes_main
 from pyserini_moe.modeling import SiameseBiEncoder, Side, TaserEncoder, load_model
 from pyserini_moe.modeling.base import MODEL_FILE, Encoded
 from pyserini_moe.modeling.experts import ExpertFeedForward, balance_loss, insert_experts
 from pyserini_moe.modeling.losses import contrastive_loss
 from pyserini_moe.modeling.taser import specialised_layers
-from pyserini_moe.sizes import main as sizes_main
 from pyserini_moe.sizes import parameter_counts
 
 pytestmark = pytest.mark.usefixtures("one_thread")

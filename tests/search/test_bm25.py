@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from pyserini_moe.cli import run_main
-from pyserini_moe.data.paths import shared_data_root
 from pyserini_moe.index import __main__ as index_cli
 from pyserini_moe.index.meta import IndexMismatchError, read_meta, write_meta
+from pyserini_moe.paths import shared_data_root
 from pyserini_moe.runs import read_trec_run
 from pyserini_moe.search import __main__ as search_cli
 

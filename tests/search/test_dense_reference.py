@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from pyserini_moe.data.paths import shared_data_root
+from pyserini_moe.paths import shared_data_root
 
 pytestmark = pytest.mark.skipif(shared_data_root() is None, reason="needs ../shared/data")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -7,18 +7,17 @@ import math
 import pytest
 import torch
 
-from pyserini_moe.analyze import (
+from pyserini_moe.analyze.sbmoe import (
     ExpertStats,
     activated_experts,
     activation_threshold,
     expert_stats,
     format_experts,
-    format_shares,
-    main,
     parse_runs,
-    routing_shares,
 )
+from pyserini_moe.analyze.taser import format_shares, routing_shares
 from pyserini_moe.cli import run_main
+from pyserini_moe.cli.analyze import main
 from pyserini_moe.modeling import SbMoeEncoder, SiameseBiEncoder, Side, TaserEncoder
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -1,0 +1,32 @@
+"""What every analysis shares: figures without pyplot, and reports printed and written atomically."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def figure(width: float = 6.4, height: float = 4.0, ncols: int = 1) -> tuple[Any, Any]:
+    """A figure without pyplot (no GUI backend, no global state): safe in tests and on servers."""
+    from matplotlib.figure import Figure  # noqa: PLC0415
+
+    fig = Figure(figsize=(width * ncols, height), layout="constrained")
+    return fig, fig.subplots(1, ncols, squeeze=False)[0]
+
+
+def emit(text: str, output: str | Path | None) -> None:
+    """Print a report, and write it to ``output`` (atomically) when one is given."""
+    from pyserini_moe.io import atomic_path  # noqa: PLC0415
+
+    print(text)
+    if output:
+        with atomic_path(output) as tmp:
+            tmp.write_text(text)
+
+
+def save_png(fig: Any, path: str | Path) -> None:
+    """Write ``fig`` as a PNG, atomically."""
+    from pyserini_moe.io import atomic_path  # noqa: PLC0415
+
+    with atomic_path(path) as tmp:  # the temporary name has no .png suffix: say the format
+        fig.savefig(tmp, format="png", dpi=150)

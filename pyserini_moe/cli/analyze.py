@@ -1,0 +1,155 @@
+"""``python -m pyserini_moe.analyze``: analyses of Mixture-of-Experts retrievers, one module per
+system in :mod:`pyserini_moe.analyze` (``taser``: routing; ``sbmoe``: experts, expert-count;
+``cotmote``: divergence; ``came``: came). Each system's subcommands are added by one function
+here, ``(subparsers, encoding_parent) -> {subcommand: runner}``; a fifth system adds one."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from pyserini_moe.analyze import came, cotmote, sbmoe, taser
+from pyserini_moe.cli import output_file
+
+
+def _taser_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, Callable[..., int]]:
+    routing = sub.add_parser("routing", help="expert shares per side and specialised block",
+                             parents=[encoding])
+    routing.add_argument("--model", required=True, help="a saved TASER model folder")
+    routing.add_argument("--corpus", required=True, help="collection whose passages to route")
+    routing.add_argument("--topics", required=True, help="queries to route (as in search)")
+    routing.add_argument("--sample", type=int, default=1000,
+                         help="passages sampled from the corpus (seeded); 0 = all")
+    routing.add_argument("--output", type=output_file, help="also write the Markdown table here")
+
+    return {"routing": taser.run_routing}
+
+
+def _sbmoe_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, Callable[..., int]]:
+    experts = sub.add_parser(
+        "experts", help="SB-MoE: documents / queries each expert wins, activated experts",
+        description="Route a corpus and/or topics through a saved SB-MoE model's gate (no noise) "
+                    "and count the texts each expert wins (the gate's argmax, the expert "
+                    "SB-MoE_TOP-1 uses). An expert is activated, as in the paper's table III, "
+                    "when it wins at least --min-docs documents of the corpus (100k in the "
+                    "paper: 1.14% of MS MARCO, 3.85% of NQ), i.e. that share of the routed "
+                    "texts; --threshold sets the share directly (needed for corpora smaller "
+                    "than --min-docs). The same share applies to queries (the paper counts "
+                    "documents only).", parents=[encoding])
+    experts.add_argument("--model", required=True, help="a saved SB-MoE model folder")
+    experts.add_argument("--corpus", help="collection whose documents to route (name or BEIR "
+                                          "folder)")
+    experts.add_argument("--topics", help="queries to route (as in search)")
+    experts.add_argument("--sample", type=int, default=0,
+                         help="documents sampled from the corpus (seeded); 0 = all, as the paper")
+    experts.add_argument("--seed", type=int, default=0, help="seed of --sample")
+    experts.add_argument("--min-docs", type=int, default=sbmoe.PAPER_MIN_DOCS,
+                         help="documents an expert must win to be activated (paper: 100000)")
+    experts.add_argument("--threshold", type=float, default=None, metavar="PCT",
+                         help="activation threshold as a percentage of the routed texts "
+                              "(overrides --min-docs)")
+    experts.add_argument("--batch-size", type=int, default=32, help="texts per batch")
+    experts.add_argument("--query-max-length", type=int, default=64, help="query tokens")
+    experts.add_argument("--output", type=output_file, help="also write the Markdown tables here")
+    experts.add_argument("--plot", help="write a PNG bar plot of the shares here")
+
+    count = sub.add_parser(
+        "expert-count", help="SB-MoE: effectiveness against the number of experts (figure 2)",
+        description="Evaluate one run per number of experts (the paper: 3, 6, 9, 12, SB-MoE_ALL "
+                    "on TinyBERT) and tabulate / plot the metrics against the expert count, with "
+                    "the fine-tuned backbone as a baseline line.")
+    count.add_argument("--runs", nargs="+", required=True, metavar="EXPERTS=RUN",
+                       help="TREC run per expert count, e.g. 3=runs/e3.trec 6=runs/e6.trec")
+    count.add_argument("--qrels", required=True, help="qrels (as in eval: scifact:test, a file, "
+                                                      "a Pyserini name)")
+    count.add_argument("--baseline", help="run of the fine-tuned backbone without MoE")
+    count.add_argument("--metrics", nargs="+", default=list(sbmoe.EXPERT_COUNT_METRICS),
+                       help="metrics (default: the paper's nDCG@10 and R@100)")
+    count.add_argument("--output", type=output_file, help="also write the Markdown table here")
+    count.add_argument("--plot", help="write a PNG line plot here")
+    count.add_argument("--quiet", action="store_true", help="no progress bars")
+    return {"experts": sbmoe.run_experts, "expert-count": sbmoe.run_expert_count}
+
+
+def _cotmote_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, Callable[..., int]]:
+    parser = sub.add_parser(
+        "divergence", parents=[encoding],
+        help="CoT-MoTE: KL / JS divergence of query vs passage embeddings, t-SNE plot",
+        description="Encode judged (query, relevant passage) pairs with each model's dense "
+                    "representation and report the KL and JS divergences between the query-to-"
+                    "passage and passage-to-query distance distributions (cot-mote.txt appendix "
+                    "A.1, eq. 14-19), with paired t-tests against the first model, and optionally "
+                    "a t-SNE plot of queries vs passages per model (figures 2 and 4).")
+    parser.add_argument("--model", nargs="+", required=True, metavar="NAME=MODEL",
+                        help="saved models (or backbones, zero-shot), e.g. siamese=... mote=...")
+    parser.add_argument("--corpus", required=True, help="collection holding the passages")
+    parser.add_argument("--topics", required=True, help="queries (as in search)")
+    parser.add_argument("--qrels", required=True, help="judgments pairing queries and passages")
+    parser.add_argument("--sample", type=int, default=0,
+                        help="pairs sampled (seeded); 0 = every judged query")
+    parser.add_argument("--seed", type=int, default=0, help="seed of --sample and t-SNE")
+    parser.add_argument("--query-max-length", type=int, default=64, help="query tokens")
+    parser.add_argument("--output", type=output_file, help="also write the Markdown table here")
+    parser.add_argument("--plot", help="write the t-SNE PNG here")
+    return {"divergence": cotmote.run_divergence}
+
+
+def _came_parsers(sub: Any, _encoding: argparse.ArgumentParser) -> dict[str, Callable[..., int]]:
+    """The ``came`` subcommand; it reads runs only, so it takes none of the model flags."""
+    parser = sub.add_parser(
+        "came", help="CAME: experts vs fusion (table 3), expert overlap (RBO), case study "
+                     "(figure 4)",
+        description="Compare CAME's experts and fused runs: metrics with paired tests against "
+                    "the best expert (table 3), rank-biased overlap and top-k overlap between "
+                    "the experts' lists and the relevant documents only one expert finds "
+                    "(section 5.3), and the queries where the experts disagree most "
+                    "(figure 4). Expert runs come from `python -m pyserini_moe.search "
+                    "--retriever fused --expert-runs PREFIX`: "
+                    + ", ".join(f"PREFIX.{kind}.trec ({name})" for name, kind in came.EXPERTS.items())
+                    + ".")
+    parser.add_argument("--expert-runs", nargs="+", required=True, metavar="EXPERT=RUN",
+                      help="two or three of lexical=RUN local=RUN global=RUN")
+    parser.add_argument("--fused", nargs="+", metavar="NAME=RUN",
+                      help="fused runs, e.g. sum=runs/came.trec norm_sum=runs/came-norm.trec")
+    parser.add_argument("--qrels", required=True,
+                      help="qrels (as in eval: scifact:test, a file, a Pyserini name)")
+    parser.add_argument("--topics", help="topics, for the query texts of the case study")
+    parser.add_argument("--corpus", help="collection (name or BEIR folder), for document titles "
+                                       "in the case study")
+    parser.add_argument("--metrics", nargs="+", default=list(came.DEFAULT_METRICS),
+                      help="metrics; the first picks the best expert (default: "
+                           f"{' '.join(came.DEFAULT_METRICS)})")
+    parser.add_argument("--depth", type=int, default=came.PAPER_DEPTH,
+                      help="ranks compared by RBO and searched for the first relevant document "
+                           f"(default: {came.PAPER_DEPTH}, the paper's top 1000)")
+    parser.add_argument("--rbo-p", type=float, default=came.DEFAULT_RBO_P,
+                      help="RBO persistence p (default: 0.9, which gives the top 10 ranks 86%% of "
+                           "the weight; the paper does not state its p)")
+    parser.add_argument("--cases", type=int, default=5, help="queries in the case study")
+    parser.add_argument("--output", type=output_file, help="also write the Markdown here")
+    parser.add_argument("--plot", help="write a PNG heat map of the RBO matrix here")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    return {"came": came.run_came}
+
+
+ANALYSES = (_taser_parsers, _sbmoe_parsers, _cotmote_parsers, _came_parsers)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pyserini_moe.analyze",
+        description="Analyses of Mixture-of-Experts retrievers: TASER's expert shares per "
+                    "block, SB-MoE's experts won and activated, SB-MoE against its number of "
+                    "experts, CoT-MoTE's query-passage divergences, CAME's experts compared.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    # Flags every model-routing subcommand takes.
+    encoding = argparse.ArgumentParser(add_help=False)
+    encoding.add_argument("--max-length", type=int, default=256, help="passage / document tokens")
+    encoding.add_argument("--device", default=None, help="cpu, cuda (default: CUDA when present)")
+    encoding.add_argument("--quiet", action="store_true", help="no progress bars")
+    commands = {}
+    for add_parsers in ANALYSES:
+        commands.update(add_parsers(sub, encoding))
+    args = parser.parse_args(argv)
+    return commands[args.command](args)

@@ -1,0 +1,89 @@
+"""Argument groups several commands share, defined once (Pyserini's ``define_*_args`` habit), and
+what they mean: ``--encoder-option`` parsing and the ``--backend`` export cache."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from pyserini_moe.errors import UserError
+
+
+def add_encoder_option_arg(group: Any, help_text: str) -> None:
+    """``--encoder-option NAME=VALUE`` (repeatable): an encode-time option of the model."""
+    group.add_argument("--encoder-option", action="append", default=[], metavar="NAME=VALUE",
+                       help=help_text)
+
+
+def add_backend_arg(group: Any, help_text: str) -> None:
+    """``--backend torch | onnx | onnx-int8``: see :func:`backend_encoder`."""
+    group.add_argument("--backend", choices=BACKENDS, default="torch", help=help_text)
+
+
+def parse_options(settings: list[str]) -> dict[str, str]:
+    """``NAME=VALUE`` strings -> options; the model checks names and values."""
+    options = {}
+    for setting in settings:
+        name, sep, value = setting.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise UserError(f"--encoder-option {setting!r}: expected NAME=VALUE, e.g. "
+                            "inference=all")
+        options[name.strip()] = value.strip()
+    return options
+
+
+BACKENDS = ("torch", "onnx", "onnx-int8")
+
+
+def backend_encoder(spec: str, backend: str, options: dict[str, Any] | None = None) -> str:
+    """The ``--encoder`` to use for ``--backend``: ``spec`` itself for torch (or when it already
+    is an ONNX export); otherwise its export, made by ``python -m pyserini_moe.export`` in its own
+    process (tracing is memory-hungry and leaves state behind) and cached: inside a saved model
+    folder (``<model>/onnx/<fp32|int8>[-option=value...]``), else under
+    ``~/.cache/pyserini_moe/onnx/``. A cached export made from other weights is replaced."""
+    from pyserini_moe.modeling.base import is_saved_model  # noqa: PLC0415 - torch: only when used
+    from pyserini_moe.modeling.onnx import ONNX_FILE, is_onnx_export  # noqa: PLC0415
+
+    if backend not in BACKENDS:
+        raise UserError(f"unknown backend {backend!r}; choose from {BACKENDS}")
+    if backend == "torch":
+        return spec
+    int8 = backend == "onnx-int8"
+    if is_onnx_export(spec):
+        exported_int8 = bool(json.loads((Path(spec) / ONNX_FILE).read_text()).get("int8"))
+        if exported_int8 != int8:
+            fitting = "onnx-int8" if exported_int8 else "onnx"
+            raise UserError(f"{spec} is an {'int8' if exported_int8 else 'fp32'} ONNX export, "
+                            f"not {backend}; pass --backend {fitting}")
+        return spec
+    options = options or {}
+    name = "-".join(["int8" if int8 else "fp32"] + [f"{k}={v}" for k, v in sorted(options.items())])
+    root = Path(spec) / "onnx" if is_saved_model(spec) else \
+        Path.home() / ".cache" / "pyserini_moe" / "onnx" / re.sub(r"[^\w.-]+", "_", spec)
+    out = root / name
+    if is_onnx_export(out) and _exported_from(out, spec, options):
+        return str(out)
+    command = [sys.executable, "-m", "pyserini_moe.export", "--encoder", spec, "--output",
+               str(out), "--overwrite", *(["--int8"] if int8 else []),
+               *[arg for k, v in sorted(options.items()) for arg in ("--encoder-option", f"{k}={v}")]]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else \
+            f"exit {done.returncode}"
+        raise UserError(f"ONNX export of {spec} failed: {last}")
+    return str(out)
+
+
+def _exported_from(export_dir: Path, spec: str, options: dict[str, Any]) -> bool:
+    """Whether ``export_dir`` was exported from ``spec``'s current weights."""
+    from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
+    from pyserini_moe.modeling.base import fingerprint  # noqa: PLC0415
+    from pyserini_moe.modeling.onnx import ONNX_FILE  # noqa: PLC0415
+
+
+    recorded = json.loads((export_dir / ONNX_FILE).read_text()).get("source_fingerprint")
+    return recorded == fingerprint(load_encoder(spec, device="cpu", options=options))

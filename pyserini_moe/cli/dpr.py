@@ -1,0 +1,73 @@
+"""``python -m pyserini_moe.data.dpr``: DPR's published data -> the layout pyserini_moe reads (see
+:mod:`pyserini_moe.data.dpr` for the formats)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pyserini_moe.cli import output_file
+from pyserini_moe.data.dpr import convert_qa, convert_training, convert_wikipedia, merge_runs
+from pyserini_moe.errors import UserError
+
+
+def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for value in values or []:
+        name, sep, file = value.partition("=")
+        if not sep or not name or not file:
+            raise UserError(f"{flag} {value!r}: expected NAME=FILE, e.g. nq=biencoder-nq-train.json")
+        if name in out:
+            raise UserError(f"{flag}: data set {name!r} given twice")
+        out[name] = file
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pyserini_moe.data.dpr",
+        description="Convert DPR's published data (psgs_w100.tsv, biencoder-*.json, *.qa.csv) "
+                    "into the BEIR layout, topics and answer files of pyserini_moe.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    wiki = sub.add_parser("wiki", help="psgs_w100.tsv -> corpus.jsonl.gz (streamed)")
+    wiki.add_argument("--input", required=True, help="psgs_w100.tsv (or .tsv.gz)")
+    wiki.add_argument("--output", required=True, type=output_file,
+                      help="e.g. data/dpr/corpus.jsonl.gz")
+    wiki.add_argument("--quiet", action="store_true", help="no progress bar")
+    train = sub.add_parser("train", help="biencoder-*.json -> queries, qrels, BM25-negatives run, "
+                                         "topics (one merged multi-set collection)")
+    train.add_argument("--train", nargs="+", required=True, metavar="SET=FILE",
+                       help="e.g. nq=biencoder-nq-train.json trivia=biencoder-trivia-train.json")
+    train.add_argument("--dev", nargs="+", metavar="SET=FILE",
+                       help="e.g. nq=biencoder-nq-dev.json trivia=biencoder-trivia-dev.json")
+    train.add_argument("--output", required=True, help="collection folder (the corpus goes there too)")
+    qa = sub.add_parser("qa", help="<set>-test.qa.csv -> topics JSONL with answers")
+    qa.add_argument("--input", required=True, help="e.g. nq-test.qa.csv")
+    qa.add_argument("--output", required=True, type=output_file, help="e.g. data/dpr/test/nq.jsonl")
+    qa.add_argument("--prefix", default="", help="prepended to the row numbers used as qids "
+                                                 "(default none: Pyserini's dpr-*-test qids)")
+    merge = sub.add_parser("merge-runs", help="per query, the hits of the first run that has it")
+    merge.add_argument("--runs", nargs="+", required=True, help="TREC runs, by priority")
+    merge.add_argument("--output", required=True, type=output_file, help="merged TREC run")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "wiki":
+        count = convert_wikipedia(args.input, args.output, progress=not args.quiet)
+        print(f"{count} passages written to {args.output}", file=sys.stderr)
+    elif args.command == "train":
+        stats = convert_training(_pairs(args.train, "--train"), args.output,
+                                 _pairs(args.dev, "--dev"))
+        for key, count in stats.questions.items():
+            print(f"{key}: {count} questions ({stats.skipped_without_positive[key]} without a "
+                  "positive passage skipped)", file=sys.stderr)
+    elif args.command == "qa":
+        count = convert_qa(args.input, args.output, args.prefix)
+        print(f"{count} questions written to {args.output}", file=sys.stderr)
+    else:
+        merged = merge_runs(args.runs, args.output)
+        print(f"{len(merged)} queries written to {args.output}", file=sys.stderr)
+    return 0
+

@@ -1,0 +1,173 @@
+"""``python -m pyserini_moe.eval``: score TREC runs against qrels, compare runs with significance.
+
+Examples::
+
+    python -m pyserini_moe.eval --run runs/bm25.scifact.test.trec --qrels scifact:test
+    python -m pyserini_moe.eval --run runs/bm25.trec runs/moe.trec --qrels scifact:test \\
+        --metrics ndcg@10 recall@100 --stat-test fisher --output results.json
+    python -m pyserini_moe.eval --run run.trec --qrels beir-v1.0.0-scifact-test --trec-eval
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pyserini_moe.cli import output_file, refuse_input_as_output
+from pyserini_moe.errors import UserError
+from pyserini_moe.eval.metrics import (
+    DEFAULT_METRICS,
+    STAT_TESTS,
+    VALID_METRICS,
+    compare,
+    evaluate,
+    evaluate_per_query,
+    format_comparison,
+    format_table,
+    parse_metrics,
+    trec_eval,
+)
+from pyserini_moe.io import atomic_path
+from pyserini_moe.runs import Run, read_nonempty_run
+
+# trec_eval prints 4 decimals: a larger gap than its rounding means the two disagree.
+TREC_EVAL_TOLERANCE = 1e-4
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pyserini_moe.eval",
+        description="Evaluate TREC run files (qid Q0 docid rank score tag) against qrels with "
+                    "`trec_eval -c` semantics: every query of the qrels counts, queries missing "
+                    "from a run score 0. With several runs, print a comparison table with paired "
+                    "significance tests against the baseline.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--run", nargs="+", required=True, metavar="RUN",
+                        help="TREC run file(s); a run is named by its file name (by its path "
+                             "when two file names clash)")
+    parser.add_argument("--qrels", required=True,
+                        help="`<collection>:<split>` (e.g. scifact:test), a qrels file (TREC "
+                             "`qid 0 docid rel` or BEIR TSV), or a Pyserini qrels name "
+                             "(e.g. beir-v1.0.0-scifact-test)")
+    parser.add_argument("--metrics", nargs="+", default=list(DEFAULT_METRICS), metavar="METRIC",
+                        help=f"metrics to compute; valid: {VALID_METRICS}")
+    parser.add_argument("--baseline", metavar="NAME",
+                        help="run the others are tested against, by name or path "
+                             "(default: the first --run)")
+    parser.add_argument("--stat-test", choices=list(STAT_TESTS), default="student",
+                        help="significance test: " + "; ".join(f"{k} = {v}"
+                                                              for k, v in STAT_TESTS.items()))
+    parser.add_argument("--max-p", type=float, default=0.05,
+                        help="p-value at or below which a difference is marked significant")
+    parser.add_argument("--trec-eval", action="store_true",
+                        help="also compute every metric with trec_eval (Java, via Pyserini) and "
+                             "print both values and their absolute difference")
+    parser.add_argument("--per-query", metavar="OUT.tsv", type=output_file,
+                        help="write per-query values (columns: run, qid, one per metric)")
+    parser.add_argument("--output", metavar="OUT.json", type=output_file,
+                        help="write all results (means, trec_eval values, p-values) as JSON")
+    parser.add_argument("--format", choices=["markdown", "plain"], default="markdown",
+                        help="table style printed on stdout")
+    parser.add_argument("--table", metavar="OUT.md", type=output_file,
+                        help="also write the printed tables to this Markdown file, headed by the "
+                             "command that made them (results pages generated, not typed)")
+    parser.add_argument("--title", default=None,
+                        help="heading of the --table file (default: the qrels)")
+    return parser
+
+
+def run_names(paths: list[str]) -> list[str]:
+    """File names, or the paths as given when two runs share a file name."""
+    names = [Path(p).name for p in paths]
+    return names if len(set(names)) == len(names) else list(paths)
+
+
+def _check_coverage(runs: dict[str, Run], qrels: dict[str, dict[str, int]]) -> None:
+    """Judged queries a run lacks are said, since they count as 0 in every mean (trec_eval -c)."""
+    for name, run in runs.items():
+        missing = [q for q in qrels if not run.get(q)]
+        if missing:
+            print(f"warning: {name}: {len(missing)} of {len(qrels)} judged queries have no results "
+                  f"(e.g. {missing[0]}); they count as 0", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command; user errors propagate (``run_main`` prints them as one line, exit 2)."""
+    args = build_parser().parse_args(argv)
+    metrics = [m.name for m in parse_metrics(args.metrics)]
+    for path in args.run:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"run file not found: {path}")
+    refuse_input_as_output([args.output, args.table, args.per_query], [*args.run, args.qrels])
+    names = run_names(args.run)
+    baseline = names[0]
+    if args.baseline is not None:
+        matches = [n for n, p in zip(names, args.run) if args.baseline in (n, p)]
+        if not matches:
+            raise UserError(f"--baseline {args.baseline!r} is none of the runs: "
+                            f"{', '.join(names)}")
+        baseline = matches[0]
+    if not 0 < args.max_p < 1:
+        raise UserError("--max-p must be between 0 and 1")
+    runs: dict[str, Run] = {name: read_nonempty_run(path, "evaluate")
+                            for name, path in zip(names, args.run)}
+    from pyserini_moe.data.topics import load_qrels, qrels_file  # noqa: PLC0415
+
+    qrels = load_qrels(args.qrels)
+    _check_coverage(runs, qrels)
+
+    means = {name: evaluate(run, qrels, metrics) for name, run in runs.items()}
+    result: dict[str, Any] = {"qrels": args.qrels, "queries": len(qrels), "metrics": metrics,
+                    "runs": {name: {"path": path, "metrics": means[name]}
+                             for name, path in zip(names, args.run)}}
+    tables = []
+    if len(runs) > 1:
+        comparison = compare(runs, qrels, metrics, baseline, args.stat_test, args.max_p)
+        result["comparison"] = comparison.to_dict()
+        tables.append(format_comparison(comparison, args.format))
+    if args.trec_eval:
+        rows = []
+        qrels_path = qrels_file(args.qrels)  # trec_eval reads TREC format only
+        for name, path in zip(names, args.run):
+            reference = trec_eval(path, qrels_path, metrics)
+            result["runs"][name]["trec_eval"] = reference
+            for m in metrics:
+                diff = abs(means[name][m] - reference[m])
+                rows.append([name, m, f"{means[name][m]:.4f}", f"{reference[m]:.4f}",
+                             f"{diff:.4f}"])
+                if diff > TREC_EVAL_TOLERANCE:
+                    print(f"warning: {name} {m}: ranx {means[name][m]:.6f} differs from trec_eval "
+                          f"{reference[m]:.4f}", file=sys.stderr)
+        if len(runs) == 1:
+            rows = [row[1:] for row in rows]
+        headers = ["run"] * (len(runs) > 1) + ["metric", "ranx", "trec_eval", "abs diff"]
+        tables.append(format_table(headers, rows, args.format))
+    elif len(runs) == 1:
+        rows = [[m, f"{means[names[0]][m]:.4f}"] for m in metrics]
+        tables.append(format_table(["metric", names[0]], rows, args.format))
+    print(f"{len(qrels)} queries in {args.qrels}\n")
+    print("\n\n".join(tables))
+
+    if args.per_query:
+        with atomic_path(args.per_query) as tmp, open(tmp, "w") as f:
+            f.write("\t".join(["run", "qid", *metrics]) + "\n")
+            for name in names:
+                scores = evaluate_per_query(runs[name], qrels, metrics)
+                for qid in scores[metrics[0]]:
+                    values = [f"{scores[m][qid]:.6f}" for m in metrics]
+                    f.write("\t".join([name, qid, *values]) + "\n")
+    if args.table:
+        command = " ".join(["python -m pyserini_moe.eval", *(argv if argv is not None
+                                                              else sys.argv[1:])])
+        with atomic_path(args.table) as tmp:
+            tmp.write_text(f"### {args.title or args.qrels}\n\n<!-- generated by: {command} -->\n\n"
+                           f"{len(qrels)} queries in {args.qrels}.\n\n" + "\n\n".join(tables)
+                           + "\n")
+    if args.output:
+        with atomic_path(args.output) as tmp:
+            tmp.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    return 0

@@ -1,0 +1,118 @@
+"""``python -m pyserini_moe.fuse``: fuse TREC runs (ranx fusions, CAME's fusions, Pyserini hybrid).
+
+Examples::
+
+    # reciprocal rank fusion of three runs
+    python -m pyserini_moe.fuse --runs a.trec b.trec c.trec --method rrf --output fused.trec
+    # CAME's sum of raw expert scores, K-th score for missing documents (eq. 12)
+    python -m pyserini_moe.fuse --runs lexical.trec local.trec global.trec --method came_sum \\
+        --output came.trec
+    # Pyserini-style dense + alpha * BM25 hybrid, alpha searched on dev runs (TASER appendix D)
+    python -m pyserini_moe.fuse --runs dense.trec bm25.trec --method hybrid --hybrid-normalize \\
+        --dev-runs dense.dev.trec bm25.dev.trec --dev-qrels scifact-dev-qrels.tsv --output hybrid.trec
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pyserini_moe.cli import output_file, refuse_input_as_output
+from pyserini_moe.errors import UserError
+from pyserini_moe.runs import read_nonempty_run, write_trec_run
+from pyserini_moe.search.fusion import CAME_METHODS, FUSIONS, RANX_METHODS
+
+METHODS = FUSIONS + ("hybrid",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pyserini_moe.fuse", description=__doc__.splitlines()[0].split(": ", 1)[1],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--runs", nargs="+", required=True, help="TREC run files to fuse")
+    parser.add_argument("--method", choices=METHODS, required=True,
+                        help=f"ranx: {', '.join(RANX_METHODS)}; CAME (table 4): "
+                             f"{', '.join(CAME_METHODS)}; hybrid: Pyserini's "
+                             "dense + alpha * sparse of exactly two runs (dense first)")
+    parser.add_argument("--output", required=True, type=output_file,
+                        help="fused TREC run (written atomically)")
+    parser.add_argument("--hits", type=int, default=1000, help="results kept per query")
+    parser.add_argument("--norm", default=None,
+                        help="ranx normalisation for rrf/combsum/combmnz/wsum (min-max, max, sum, "
+                             "zmuv, rank, borda); default raw scores")
+    parser.add_argument("--weights", type=float, nargs="+", default=None,
+                        help="wsum/linear weights, one per run (or tune them with --dev-runs)")
+    parser.add_argument("--rrf-k", type=int, default=60, help="rrf's k")
+    hyb = parser.add_argument_group("hybrid")
+    hyb.add_argument("--alpha", type=float, default=1.0, help="weight of the second (sparse) run")
+    hyb.add_argument("--hybrid-normalize", action="store_true",
+                     help="Pyserini's per-query normalisation (Ma et al. 2021)")
+    hyb.add_argument("--weight-on-dense", action="store_true",
+                     help="alpha weighs the first (dense) run instead")
+    hyb.add_argument("--candidates", type=int, default=1000,
+                     help="K': top results of each side that enter the hybrid (TASER uses 100)")
+    dev = parser.add_argument_group("tuning on a dev split")
+    dev.add_argument("--dev-runs", nargs="+", default=None,
+                     help="the same systems' runs on dev queries, in the order of --runs: tunes "
+                          "alpha (hybrid, grid 0.5..2.0 step 0.1), or weights (wsum, linear)")
+    dev.add_argument("--dev-qrels", default=None, help="qrels of the dev queries")
+    dev.add_argument("--metric", default="ndcg@10", help="metric maximised on dev")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.hits < 1:
+        raise UserError("--hits must be >= 1")
+    if args.alpha is not None and args.alpha < 0:
+        raise UserError(f"--alpha must be >= 0 (the weight of the second run), got {args.alpha}")
+    if len(args.runs) < 2:
+        raise UserError("--runs needs at least two runs")
+    if (args.dev_runs is None) != (args.dev_qrels is None):
+        raise UserError("--dev-runs and --dev-qrels go together")
+    if args.dev_runs is not None and len(args.dev_runs) != len(args.runs):
+        raise UserError("--dev-runs must list one run per --runs entry, in the same order")
+    if args.weights is not None and len(args.weights) != len(args.runs):
+        raise UserError(f"--weights needs {len(args.runs)} values, one per run")
+    refuse_input_as_output([args.output], [*args.runs, *(args.dev_runs or []), args.dev_qrels])
+    runs = [read_nonempty_run(p, "fuse") for p in args.runs]
+    dev = None
+    if args.dev_runs is not None:
+        from pyserini_moe.data.topics import load_qrels  # noqa: PLC0415
+
+        dev = ([read_nonempty_run(p, "fuse") for p in args.dev_runs], load_qrels(args.dev_qrels))
+    tuned: dict = {}
+    if args.method == "hybrid":
+        from pyserini_moe.search.fusion import top_k  # noqa: PLC0415
+        from pyserini_moe.search.hybrid import hybrid, search_alpha  # noqa: PLC0415
+
+        if len(runs) != 2:
+            raise UserError("hybrid fuses exactly two runs: dense (or any model) first, sparse second")
+        alpha = args.alpha
+        if dev is not None:
+            alpha, table = search_alpha(*dev[0], dev[1], metric=args.metric,
+                                        normalization=args.hybrid_normalize, k_prime=args.candidates)
+            tuned = {"alpha": alpha, "dev": {str(a): v for a, v in table.items()}}
+        fused = hybrid(top_k(runs[0], args.candidates), top_k(runs[1], args.candidates), alpha,
+                       args.hybrid_normalize, args.weight_on_dense, k=args.hits)
+    else:
+        from pyserini_moe.search.fusion import fuse, optimize_weights  # noqa: PLC0415
+
+        params: dict = {"k": args.rrf_k} if args.method == "rrf" else {}
+        if args.method in ("wsum", "linear"):
+            if dev is not None:
+                params = optimize_weights(dev[0], dev[1], args.method, args.metric, norm=args.norm)
+                tuned = params
+            elif args.weights is not None:
+                params = {"weights": args.weights}
+            else:
+                raise UserError(f"{args.method} needs --weights or --dev-runs/--dev-qrels")
+        fused = fuse(runs, args.method, norm=args.norm, params=params, k=args.hits)
+    write_trec_run(fused, args.output, tag=f"fuse-{args.method}", hits=args.hits)
+    if tuned:
+        print(f"tuned on dev: {json.dumps(tuned)}", file=sys.stderr)
+    print(f"{len(fused)} queries fused with {args.method}; run written to {args.output}",
+          file=sys.stderr)
+    return 0
+

@@ -1,0 +1,116 @@
+"""``python -m pyserini_moe.index``: build an index of a collection.
+
+Examples::
+
+    python -m pyserini_moe.index --retriever bm25 --corpus scifact --index indexes/scifact-bm25
+    python -m pyserini_moe.index --retriever dense --corpus scifact --index indexes/scifact-minilm \
+        --encoder all-minilm-l6-v2
+    python -m pyserini_moe.index --retriever impact --corpus scifact --index indexes/scifact-splade \
+        --encoder models/splade-minilm/best --quantization 100
+    # several indexes of one model from one encoding pass (CoT-MoTE: dense + sparse)
+    python -m pyserini_moe.index --retriever dense impact --corpus scifact \
+        --encoder models/cotmote/best --index indexes/mote-dense indexes/mote-sparse
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from pyserini_moe.cli.args import add_backend_arg, add_encoder_option_arg, backend_encoder, parse_options
+from pyserini_moe.errors import UserError
+from pyserini_moe.representation import INDEX_KINDS
+
+RETRIEVERS = ("bm25", *INDEX_KINDS)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pyserini_moe.index",
+        description="Build an index of a collection in the BEIR layout with Pyserini's indexer. "
+                    "The index is written to a temporary folder and renamed when complete.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--retriever", choices=RETRIEVERS, nargs="+", default=["bm25"],
+                        help="kind of index; several model-based kinds (e.g. dense impact) are "
+                             "built from ONE encoding pass, one --index folder each, in order")
+    parser.add_argument("--corpus", required=True,
+                        help="collection name (scifact, cranfield, ... or a public BEIR name), a "
+                             "folder with corpus.jsonl(.gz), Pyserini's JsonCollection (a "
+                             ".json/.jsonl file or a folder of them, {\"id\", \"contents\"}) or a "
+                             "TREC CAR paragraphs file (.cbor)")
+    parser.add_argument("--index", required=True, nargs="+",
+                        help="output index folder (one per --retriever kind)")
+    parser.add_argument("--threads", type=int, default=1, help="indexing threads (Lucene)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing index")
+    enc = parser.add_argument_group("model-based indexes (dense, impact, multivector)")
+    enc.add_argument("--encoder", default=None,
+                     help="a model folder saved by `python -m pyserini_moe.train`, or a Hugging Face "
+                          "backbone name/path used zero-shot (mean pooling, L2-normalised); "
+                          "'all-minilm-l6-v2' is the packaged MiniLM")
+    add_encoder_option_arg(enc, "an encode-time option of the model, recorded in the index and "
+                                "applied to queries when searching (e.g. SB-MoE: inference=all; "
+                                "repeatable)")
+    add_backend_arg(enc, "run the encoder with PyTorch or onnxruntime (CUDA when present); onnx "
+                         "exports the model once (python -m pyserini_moe.export) and caches the "
+                         "export; fp32 indexes are searchable with either backend, onnx-int8 is "
+                         "another encoder")
+    enc.add_argument("--batch-size", type=int, default=32, help="documents per encoding batch")
+    enc.add_argument("--max-length", type=int, default=256, help="document tokens kept")
+    enc.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: CUDA if present)")
+    enc.add_argument("--faiss", default="flat",
+                     help="dense: flat | hnsw[M]; multivector: flat | ivf{nlist},pq{m} | hnsw[M]")
+    enc.add_argument("--quantization", type=int, default=100,
+                     help="impact: weights are stored as round(w * factor); the factor is recorded "
+                          "in the index and applied to queries too")
+    enc.add_argument("--shard-id", type=int, default=None,
+                     help="encode only this shard (0-based) of --shard-num contiguous slices of "
+                          "the corpus; join the shards with `python -m pyserini_moe.index.merge`")
+    enc.add_argument("--shard-num", type=int, default=None, help="number of shards")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    for flag in ("threads", "batch_size", "max_length", "quantization"):
+        if getattr(args, flag) < 1:
+            raise UserError(f"--{flag.replace('_', '-')} must be >= 1")
+    if (args.shard_id is None) != (args.shard_num is None):
+        raise UserError("--shard-id and --shard-num go together")
+    kinds = args.retriever
+    if len(set(kinds)) < len(kinds):
+        raise UserError(f"--retriever lists a kind twice: {' '.join(kinds)}")
+    if len(args.index) != len(kinds):
+        raise UserError(f"{len(kinds)} --retriever kind(s) but {len(args.index)} --index "
+                        "folder(s): give one folder per kind, in the same order")
+    if "bm25" in kinds and len(kinds) > 1:
+        raise UserError("a BM25 index is built by Lucene from the text, not from an encoder: "
+                        "build it in its own command")
+    if args.shard_num is not None and "bm25" in kinds:
+        raise UserError("BM25 indexes are not sharded: Lucene indexes the whole corpus itself "
+                        "(use --threads)")
+    start = time.perf_counter()
+    if kinds == ["bm25"]:
+        from pyserini_moe.index.lucene import build_bm25_index  # noqa: PLC0415
+
+        build_bm25_index(args.corpus, args.index[0], threads=args.threads,
+                         overwrite=args.overwrite)
+    else:
+        if not args.encoder:
+            raise UserError(f"--encoder is required for a {' + '.join(kinds)} index")
+        from pyserini_moe.index.encoded import Shard, build_indexes  # noqa: PLC0415
+
+        options = parse_options(args.encoder_option)
+        encoder = backend_encoder(args.encoder, args.backend, options)
+        shard = Shard(args.shard_id, args.shard_num) if args.shard_num is not None else None
+        build_indexes(args.corpus, encoder, dict(zip(kinds, args.index)),
+                      batch_size=args.batch_size, max_length=args.max_length, faiss=args.faiss,
+                      quantization=args.quantization, threads=args.threads, device=args.device,
+                      overwrite=args.overwrite, progress=not args.quiet,
+                      options=options, shard=shard)
+    print(f"{' + '.join(kinds)} index written to {' '.join(args.index)} in "
+          f"{time.perf_counter() - start:.1f}s", file=sys.stderr)
+    return 0
+

@@ -1,0 +1,26 @@
+"""``python -m pyserini_moe.index.merge``: join the shards of a sharded index build."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pyserini_moe.index.merge import merge
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pyserini_moe.index.merge",
+        description="Merge the shards written by `python -m pyserini_moe.index --shard-id I "
+                    "--shard-num N` into the index one process would have built.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--shards", nargs="+", required=True, help="the shard folders, any order")
+    parser.add_argument("--index", required=True, help="output index folder")
+    parser.add_argument("--threads", type=int, default=1, help="Lucene indexing threads (impact)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing index")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    merged = merge(args.shards, args.index, args.threads, args.overwrite, not args.quiet)
+    print(f"{len(args.shards)} shards merged into {merged}", file=sys.stderr)
+    return 0
+

@@ -1,0 +1,157 @@
+"""``python -m pyserini_moe.search``: search an index with a set of topics, write a TREC run.
+
+Examples::
+
+    python -m pyserini_moe.search --retriever bm25 --index indexes/scifact-bm25 \\
+        --topics scifact:test --output runs/bm25.scifact.test.trec --hits 1000
+    python -m pyserini_moe.search --retriever bm25 --index indexes/scifact-bm25 \\
+        --topics beir-v1.0.0-scifact-test --output run.trec
+    python -m pyserini_moe.search --retriever dense --index indexes/scifact-minilm \\
+        --topics scifact:test --output runs/minilm.trec     # encoder read from the index
+    # one model, several indexes (CoT-MoTE dense + sparse; CAME's three experts), fused
+    python -m pyserini_moe.search --retriever fused --index idx/cotmote-dense idx/cotmote-sparse \\
+        --fusion exact --topics scifact:test --output runs/cotmote-hybrid.trec \\
+        --expert-runs runs/cotmote
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import fields
+
+from pyserini_moe.cli import output_file, refuse_input_as_output
+from pyserini_moe.cli.args import add_backend_arg, backend_encoder
+from pyserini_moe.errors import UserError
+from pyserini_moe.representation import INDEX_KINDS
+from pyserini_moe.runs import write_trec_run
+from pyserini_moe.search import fusion
+from pyserini_moe.search.dispatch import SearchSettings, search_topics
+
+RETRIEVERS = ("bm25", *INDEX_KINDS, "fused")
+# "exact": re-score every expert's candidates with the model's own combined score.
+FUSIONS = ("exact",) + fusion.FUSIONS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pyserini_moe.search",
+        description="Search an index with topics and write a TREC run file "
+                    "(qid Q0 docid rank score tag).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--retriever", choices=RETRIEVERS, default="bm25",
+                        help="kind of retrieval; must match the index kind")
+    parser.add_argument("--index", required=True, nargs="+",
+                        help="index folder built by `python -m pyserini_moe.index` (or any Lucene "
+                             "index / Pyserini prebuilt index name for bm25); fused: one index per "
+                             "expert")
+    parser.add_argument("--topics", required=True,
+                        help="`<collection>:<split>` (e.g. scifact:test), a TSV/JSONL topics file, "
+                             "or a Pyserini topics name (e.g. beir-v1.0.0-scifact-test)")
+    parser.add_argument("--output", required=True, type=output_file,
+                        help="TREC run file to write (atomically)")
+    parser.add_argument("--hits", type=int, default=1000, help="results per query")
+    parser.add_argument("--batch-size", type=int, default=64, help="queries per batch")
+    parser.add_argument("--threads", type=int, default=1, help="search threads per batch")
+    parser.add_argument("--run-tag", default=None, help="last column of the run (default: retriever)")
+    enc = parser.add_argument_group("dense, impact, multivector")
+    enc.add_argument("--encoder", default=None,
+                     help="query encoder (default: the encoder recorded in the index; another "
+                          "model than the one that built the index is refused)")
+    add_backend_arg(enc, "run the query encoder with PyTorch or onnxruntime (CUDA when present); "
+                         "onnx exports the model once (python -m pyserini_moe.export) and caches "
+                         "the export; an int8 encoder only searches indexes built with it")
+    enc.add_argument("--query-max-length", type=int, default=None,
+                     help="query tokens kept (default: every position the model has, 512 for "
+                          "BERT; a longer query is cut, with a warning)")
+    enc.add_argument("--query-max-terms", type=int, default=1024,
+                     help="impact: query terms kept (the heaviest); may not exceed Lucene's max "
+                          "clause count (1024), which refuses longer queries")
+    enc.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA if present)")
+    enc.add_argument("--faiss-params", default=None,
+                     help="multivector: Faiss search parameters of the token index, e.g. "
+                          "nprobe=32 (IVF) or efSearch=256 (HNSW)")
+    enc.add_argument("--exhaustive", action="store_true",
+                     help="multivector: exact MaxSim against every document instead of Faiss "
+                          "candidates (slow; the reference for candidate recall)")
+    fus = parser.add_argument_group(
+        "fused: each index (dense, impact, multivector) of one model retrieves its own "
+        "--candidates, scores are put in the model's units, then fused")
+    fus.add_argument("--fusion", choices=FUSIONS, default="came_sum",
+                     help="came_sum: sum, a missing document scored at the expert's K-th score "
+                          "(CAME eq. 12); exact: every expert re-scores the union of the "
+                          "candidates exactly and the scores are summed (CoT-MoTE's s_den + "
+                          "s_spr); norm_sum, norm_max, sum_rr, max_rr, linear: CAME table 4; rrf, "
+                          "combsum, combmnz, wsum: ranx")
+    fus.add_argument("--fusion-weights", type=float, nargs="+", default=None,
+                     help="linear / wsum: one weight per index")
+    fus.add_argument("--expert-runs", default=None, metavar="PREFIX",
+                     help="also write each expert's own run to PREFIX.<kind>.trec")
+    hyb = parser.add_argument_group(
+        "hybrid with BM25 (Pyserini's semantics: model + alpha * BM25, a missing score gets that "
+        "list's minimum); fuse saved runs with `python -m pyserini_moe.fuse`")
+    hyb.add_argument("--bm25-index", default=None,
+                     help="a BM25 index of the same corpus: fuse the model's run with BM25's")
+    hyb.add_argument("--alpha", type=float, default=1.0, help="weight of the BM25 scores")
+    hyb.add_argument("--hybrid-normalize", action="store_true",
+                     help="normalise each list per query first (Ma et al. 2021)")
+    hyb.add_argument("--candidates", type=int, default=1000,
+                     help="K': hits taken from each side before fusing")
+    bm25 = parser.add_argument_group("bm25")
+    bm25.add_argument("--k1", type=float, default=0.9, help="BM25 k1")
+    bm25.add_argument("--b", type=float, default=0.4, help="BM25 b")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def _backend_encoder(args: argparse.Namespace) -> str:
+    """``--encoder`` (default: the one recorded in the first index) for ``--backend``."""
+    from pyserini_moe.index.meta import read_meta  # noqa: PLC0415
+
+    first = args.index[0]
+    meta = read_meta(first) or {}
+    encoder = args.encoder or meta.get("encoder")
+    if not encoder:
+        raise UserError(f"{first} records no encoder: give --encoder with --backend")
+    return backend_encoder(encoder, args.backend, meta.get("encoder_options"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.exhaustive and (args.retriever != "multivector" or args.bm25_index):
+        raise UserError("--exhaustive applies to a plain multivector search")
+    if args.retriever != "fused" and len(args.index) != 1:
+        raise UserError(f"--retriever {args.retriever} searches one --index; several indexes "
+                        "of one model are searched with --retriever fused")
+    if args.expert_runs and args.retriever != "fused":
+        raise UserError("--expert-runs applies to --retriever fused")
+    if args.bm25_index and args.retriever == "bm25":
+        raise UserError("--bm25-index fuses a model's run with BM25; use a model --retriever")
+    if args.alpha < 0:
+        raise UserError(f"--alpha must be >= 0 (the weight of the BM25 scores), got {args.alpha}")
+    refuse_input_as_output([args.output], [args.topics, *args.index])
+    for flag in ("hits", "batch_size", "threads", "query_max_length", "query_max_terms",
+                 "candidates"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            raise UserError(f"--{flag.replace('_', '-')} must be >= 1")
+    from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
+
+    topics = load_topics(args.topics)
+    if args.backend != "torch" and args.retriever != "bm25":
+        args.encoder = _backend_encoder(args)
+    if args.retriever != "fused":
+        args.index = args.index[0]
+    settings = SearchSettings(**{f.name: getattr(args, f.name) for f in fields(SearchSettings)})
+    start = time.perf_counter()
+    run, expert_runs = search_topics(settings, topics)
+    elapsed = time.perf_counter() - start
+    for kind, expert_run in expert_runs.items() if args.expert_runs else ():
+        write_trec_run(expert_run, f"{args.expert_runs}.{kind}.trec", tag=kind,
+                       hits=args.candidates)
+    write_trec_run(run, args.output, tag=args.run_tag or args.retriever, hits=args.hits)
+    print(f"{len(run)} queries searched in {elapsed:.1f}s ({len(run) / max(elapsed, 1e-9):.1f} q/s); "
+          f"run written to {args.output}", file=sys.stderr)
+    return 0
+

@@ -1,0 +1,35 @@
+"""``python -m pyserini_moe.sizes``: parameter counts of every architecture on one backbone (see
+:mod:`pyserini_moe.sizes`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from pyserini_moe.sizes import parameter_counts
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pyserini_moe.sizes",
+        description="Print the parameter count of every architecture on a backbone (built from "
+                    "its config on the meta device: no weights are downloaded or allocated).")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--backbone", default="all-minilm-l6-v2",
+                        help="HF name or folder whose config to use (default: the packaged MiniLM)")
+    source.add_argument("--bert-base", action="store_true",
+                        help="bert-base-uncased's architecture (transformers' default BertConfig), "
+                             "offline; the size the TASER paper reports")
+    args = parser.parse_args(argv)
+    if args.bert_base:
+        from transformers import BertConfig  # noqa: PLC0415
+
+        config, name = BertConfig(), "bert-base-uncased (default BertConfig)"
+    else:
+        from pyserini_moe.modeling.backbone import load_config  # noqa: PLC0415
+
+        config, name = load_config(args.backbone), args.backbone
+    print(f"| model ({name}) | parameters |\n|---|---:|")
+    for model, count in parameter_counts(config).items():
+        print(f"| {model} | {count / 1e6:.1f}M |")
+    return 0
+
