@@ -144,6 +144,19 @@ class RetrievalModel(nn.Module, ABC):
                      **args: Any) -> RetrievalModel:
         """Build the architecture with random weights from saved configs (no download)."""
 
+    @classmethod
+    def argument_names(cls) -> list[str]:
+        """The model's own arguments, what a recipe's ``model.args`` may set: ``from_backbone``'s
+        keyword parameters, or, where it passes them through, the constructor's (every
+        parameter with a default: the modules and the tokenizer have none)."""
+        import inspect  # noqa: PLC0415
+
+        params = inspect.signature(cls.from_backbone).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            params = inspect.signature(cls.__init__).parameters
+        return [n for n, p in params.items() if p.default is not inspect.Parameter.empty
+                and n not in ("name", "device")]
+
     # -- training hooks: the trainer calls each one every step -----------------------------
     def on_train_step(self, step: int, total: int) -> None:
         """Called before optimizer step ``step`` of ``total`` (CAME switches its stage here)."""
@@ -241,7 +254,22 @@ def tokenize(tokenizer: Any, texts: list[str], side: Side, max_length: int,
 
 class SingleBackboneModel(RetrievalModel):
     """A model around one backbone, ``self.backbone``, built as ``cls(backbone, tokenizer,
-    **args)``: its config is all that rebuilding the architecture needs."""
+    **args)``: its config is all that rebuilding the architecture needs, and its arguments are
+    written once, in the constructor (``from_backbone`` passes them through)."""
+
+    @classmethod
+    def from_backbone(cls, name: str | os.PathLike | None = None,
+                      device: str | torch.device | None = None, **args: Any) -> RetrievalModel:
+        """The pretrained backbone ``name`` (default: the packaged MiniLM) and its tokenizer, with
+        the model's own ``args`` (new modules start as the model's constructor makes them: expert
+        FFNs as copies of the pretrained FFN, new heads at random); on ``device`` (default: CUDA
+        when present)."""
+        from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer  # noqa: PLC0415
+        from pyserini_moe.modeling.pooling import pretrained_encoder  # noqa: PLC0415
+
+        name = DEFAULT_BACKBONE if name is None else name
+        model = cls(pretrained_encoder(name), load_tokenizer(name), **args)
+        return model.to(device or default_device())
 
     @classmethod
     def from_configs(cls, configs: dict[str, Any], tokenizer: Any,

@@ -55,14 +55,6 @@ class SiameseBiEncoder(SingleBackboneModel):
         self.pooling = pooling
         self.normalize = normalize
 
-    @classmethod
-    def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE, pooling: str = "mean",
-                      normalize: bool = True,
-                      device: str | torch.device | None = None) -> SiameseBiEncoder:
-        """Pretrained backbone + its tokenizer, on ``device`` (default: CUDA when present)."""
-        model = cls(pretrained_encoder(name), load_tokenizer(name), pooling, normalize)
-        return model.to(device or default_device())
-
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 side: Side) -> Encoded:
         return Encoded(dense=_embed(self.backbone, input_ids, attention_mask, self.pooling,
@@ -91,14 +83,12 @@ class DprBiEncoder(RetrievalModel):
         self.normalize = normalize
 
     @classmethod
-    def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE, pooling: str = "cls",
-                      normalize: bool = False,
-                      device: str | torch.device | None = None) -> DprBiEncoder:
-        """Both encoders are copies of the pretrained backbone; on ``device`` (default: CUDA when
-        present)."""
+    def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE,
+                      device: str | torch.device | None = None, **args: Any) -> DprBiEncoder:
+        """Both encoders are copies of the pretrained backbone, with the constructor's ``args``;
+        on ``device`` (default: CUDA when present)."""
         query_encoder = pretrained_encoder(name)
-        model = cls(query_encoder, copy.deepcopy(query_encoder), load_tokenizer(name), pooling,
-                    normalize)
+        model = cls(query_encoder, copy.deepcopy(query_encoder), load_tokenizer(name), **args)
         return model.to(device or default_device())
 
     @classmethod

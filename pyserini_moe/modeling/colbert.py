@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
 from torch import nn
 
-from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
-from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, default_device, register
+from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, register
 from pyserini_moe.modeling.heads import ProjectionHead, maxsim
-from pyserini_moe.modeling.pooling import pretrained_encoder
 
 
 @register
@@ -28,14 +25,6 @@ class ColbertEncoder(SingleBackboneModel):
         super().__init__(tokenizer, {"dim": dim, "normalize": normalize})
         self.backbone = backbone
         self.head = ProjectionHead(backbone.config.hidden_size, dim, normalize)
-
-    @classmethod
-    def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE, dim: int = 128,
-                      normalize: bool = True,
-                      device: str | torch.device | None = None) -> ColbertEncoder:
-        """Pretrained backbone + random projection; on ``device`` (default: CUDA when present)."""
-        model = cls(pretrained_encoder(name), load_tokenizer(name), dim, normalize)
-        return model.to(device or default_device())
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 side: Side) -> Encoded:

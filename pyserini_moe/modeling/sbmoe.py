@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-import os
 from typing import Any
 
 import numpy as np
@@ -33,9 +32,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
-from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, default_device, register
-from pyserini_moe.modeling.pooling import POOLINGS, pool, pretrained_encoder
+from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, register
+from pyserini_moe.modeling.pooling import POOLINGS, pool
 
 INFERENCE_MODES = ("top1", "all")
 GATES = ("learned", "random", "none")
@@ -206,18 +204,6 @@ class SbMoeEncoder(SingleBackboneModel):
         self.normalize = normalize
         self.inference = inference
         self.balance_weight = balance_weight
-
-    @classmethod
-    def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE, n_experts: int = 6,
-                      pooling: str = "mean", normalize: bool = True, inference: str = "top1",
-                      gate: str = "learned", balance_weight: float = 0.01,
-                      mixture: str = "residual", expert_width: int | None = None,
-                      device: str | torch.device | None = None) -> SbMoeEncoder:
-        """Pretrained backbone + its tokenizer, new experts and gate; on ``device`` (default: CUDA
-        when present). Defaults (mean pooling, normalised) suit the packaged MiniLM."""
-        model = cls(pretrained_encoder(name), load_tokenizer(name), n_experts, pooling, normalize,
-                    inference, gate, balance_weight, mixture, expert_width)
-        return model.to(device or default_device())
 
     def set_option(self, name: str, value: Any) -> None:
         """``inference`` is the one encode-time option: TOP-1 or ALL over the trained experts."""

@@ -18,7 +18,6 @@ distribution, and ``per_input``, the form of the authors' released code (microso
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
@@ -26,8 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
-from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, default_device, register
+from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, register
 from pyserini_moe.modeling.experts import (
     ROUTERS,
     balance_loss,
@@ -36,7 +34,7 @@ from pyserini_moe.modeling.experts import (
     set_route,
     transformer_layers,
 )
-from pyserini_moe.modeling.pooling import POOLINGS, pool, pretrained_encoder
+from pyserini_moe.modeling.pooling import POOLINGS, pool
 
 ENTROPY_WEIGHT = 0.01  # beta of eq. 5, fixed in the paper
 ENTROPY_FORMS = ("batch", "per_input")  # where eq. 4's entropy is taken; see regularization()
@@ -92,18 +90,6 @@ class TaserEncoder(SingleBackboneModel):
         self.normalize = normalize
         self.entropy_weight = entropy_weight
         self.entropy = entropy
-
-    @classmethod
-    def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE, router: str = "det",
-                      num_experts: int | None = None, every: int = 2, pooling: str = "cls",
-                      normalize: bool = False, entropy_weight: float = ENTROPY_WEIGHT,
-                      gumbel_tau: float = 1.0, entropy: str = "batch",
-                      device: str | torch.device | None = None) -> TaserEncoder:
-        """Pretrained backbone whose specialised blocks get copies of their pretrained FFN; on
-        ``device`` (default: CUDA when present)."""
-        model = cls(pretrained_encoder(name), load_tokenizer(name), router, num_experts, every,
-                    pooling, normalize, entropy_weight, gumbel_tau, entropy)
-        return model.to(device or default_device())
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 side: Side) -> Encoded:

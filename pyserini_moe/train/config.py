@@ -51,7 +51,6 @@ Schema (defaults in brackets; see ``encoders/*.yaml`` for commented examples)::
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
 import os
 import re
@@ -373,12 +372,8 @@ def _check_across_fields(config: TrainConfig, source: Path) -> None:
 
 
 def _check_model_args(model: ModelConfig, source: Path) -> None:
-    """``model.args`` must be keyword arguments that ``from_backbone`` accepts."""
-    params = inspect.signature(model_class(model.type).from_backbone).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return
-    accepted = [n for n, p in list(params.items())[1:]  # the first one is the backbone name
-                if n != "device" and p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    """``model.args`` must be arguments of the model (its constructor's, written once there)."""
+    accepted = model_class(model.type).argument_names()
     for key in model.args:
         if key not in accepted:
             _fail(source, f"model.args.{key}", f"not an argument of the {model.type} model "

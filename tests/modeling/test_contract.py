@@ -35,3 +35,17 @@ def test_default_hooks_give_plain_contrastive_training(tiny_bert) -> None:
 def test_every_registered_model_is_a_complete_retrieval_model(name: str) -> None:
     cls = model_class(name)
     assert issubclass(cls, RetrievalModel) and not cls.__abstractmethods__
+
+
+def test_model_arguments_are_written_once_in_the_constructor(tiny_bert) -> None:
+    """``from_backbone`` passes the constructor's arguments through, and recipes are checked
+    against the same list: an argument added to ``__init__`` is a recipe field at once."""
+    from pyserini_moe.modeling import TaserEncoder
+
+    assert TaserEncoder.argument_names() == ["router", "num_experts", "every", "pooling",
+                                             "normalize", "entropy_weight", "gumbel_tau",
+                                             "entropy"]
+    model = TaserEncoder.from_backbone(tiny_bert, router="seq", every=0, device="cpu")
+    assert model.args["router"] == "seq" and model.args["every"] == 0
+    with pytest.raises(TypeError, match="unexpected keyword argument 'routr'"):
+        TaserEncoder.from_backbone(tiny_bert, routr="seq", device="cpu")
