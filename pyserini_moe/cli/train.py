@@ -79,12 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("pyserini_moe").setLevel(logging.INFO)  # ours; not faiss's loader chatter
     from pyserini_moe.train.config import load_config  # noqa: PLC0415 - keeps --help fast
     from pyserini_moe.train.distributed import init_from_env, local_device  # noqa: PLC0415
-    from pyserini_moe.train.trainer import (  # noqa: PLC0415
-        Trainer,
-        build_model,
-        resolve_device,
-        set_seed,
-    )
+    from pyserini_moe.train.loop import set_seed  # noqa: PLC0415
+    from pyserini_moe.train.trainer import Trainer, build_model, resolve_device  # noqa: PLC0415
 
     config = load_config(args.config).with_overrides(
         output_dir=args.output_dir, max_steps=args.max_steps, epochs=args.epochs,

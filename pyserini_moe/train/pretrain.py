@@ -23,7 +23,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import math
 import random
 import re
 import time
@@ -42,6 +41,7 @@ from pyserini_moe.modeling.base import Side
 from pyserini_moe.modeling.cotmote import CotMoteEncoder
 from pyserini_moe.modeling.heads import SpladeHead
 from pyserini_moe.modeling.pooling import pool
+from pyserini_moe.train.loop import OptimizerLoop, set_seed
 
 log = logging.getLogger(__name__)
 
@@ -292,8 +292,6 @@ def mask_tokens(input_ids: torch.Tensor, attention_mask: torch.Tensor, tokenizer
 def pretrain(args: PretrainArgs, output_dir: Path, device: torch.device,
              examples: list[ContextExample] | None = None, progress: bool = True) -> Path:
     """Pre-train, then save the encoder to ``output_dir/model``; returns that folder."""
-    from pyserini_moe.train.trainer import linear_schedule, set_seed  # noqa: PLC0415
-
     args.check()
     set_seed(args.seed)
     examples = examples if examples is not None else build_examples(args)
@@ -302,9 +300,8 @@ def pretrain(args: PretrainArgs, output_dir: Path, device: torch.device,
                                            device=device)
     model = ContextualMae(encoder, mlm_heads_for(encoder, args.backbone), args.switch_experts)
     model.to(device).train()
-    optimizer = torch.optim.AdamW(_parameter_groups(model, args), lr=args.learning_rate)
-    schedule = linear_schedule(args.max_steps, math.ceil(args.warmup_ratio * args.max_steps))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    loop = OptimizerLoop(model, _parameter_groups(model, args), args.learning_rate,
+                         args.max_steps, args.warmup_ratio, args.max_grad_norm)
     rng = random.Random(args.seed)
     generator = torch.Generator().manual_seed(args.seed)
     order: list[ContextExample] = []
@@ -316,25 +313,19 @@ def pretrain(args: PretrainArgs, output_dir: Path, device: torch.device,
     with open(output_dir / LOG_FILE, "w") as log_file:
         for step in tqdm(range(args.max_steps), desc="pretrain", unit="step",
                          disable=not progress):
-            optimizer.zero_grad(set_to_none=True)
-            sums = {"mlm_loss": 0.0, "decoder_loss": 0.0}
+            batches = []
             for _ in range(args.grad_accumulation):  # the mean loss of the accumulated passes
                 if len(order) < args.batch_size:
                     more = examples[:]
                     rng.shuffle(more)
                     order += more
                 batch, order = order[:args.batch_size], order[args.batch_size:]
-                parts = _step(model, batch, args, generator)
-                ((parts["mlm_loss"] + parts["decoder_loss"]) / args.grad_accumulation).backward()
-                sums = {k: sums[k] + parts[k].item() / args.grad_accumulation for k in sums}
-            loss = sums["mlm_loss"] + sums["decoder_loss"]
-            if args.max_grad_norm:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
+                batches.append(batch)
+            loss, parts = loop.step([lambda b=b: _pass(model, b, args, generator)
+                                     for b in batches])
             log_file.write(json.dumps({
-                "step": step + 1, "loss": loss, **sums,
-                "lr": args.learning_rate * schedule(step),
+                "step": step + 1, "loss": loss, **parts,
+                "lr": loop.lr(step),
                 "elapsed": round(time.perf_counter() - started, 3)}) + "\n")
             log_file.flush()
     encoder.eval()
@@ -358,7 +349,14 @@ def _parameter_groups(model: ContextualMae, args: PretrainArgs) -> list[dict[str
             for (in_body, decays), params in groups.items()]
 
 
-def _step(model: ContextualMae, batch: list[ContextExample], args: PretrainArgs,
+def _pass(model: ContextualMae, batch: list[ContextExample], args: PretrainArgs,
+          generator: torch.Generator) -> tuple[torch.Tensor, dict[str, float]]:
+    """One forward pass: the MLM + decoder loss of ``batch``, and each part for the log."""
+    parts = _losses(model, batch, args, generator)
+    return parts["mlm_loss"] + parts["decoder_loss"], {k: v.item() for k, v in parts.items()}
+
+
+def _losses(model: ContextualMae, batch: list[ContextExample], args: PretrainArgs,
           generator: torch.Generator) -> dict[str, torch.Tensor]:
     """Losses of one batch, averaged over its sides weighted by their number of examples."""
     tokenizer = model.encoder.tokenizer

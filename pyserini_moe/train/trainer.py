@@ -28,7 +28,6 @@ import random
 import shutil
 import time
 from collections import deque
-from collections.abc import Callable
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
@@ -54,6 +53,7 @@ from pyserini_moe.train.distributed import (
     init_from_env,
     sum_gradients,
 )
+from pyserini_moe.train.loop import OptimizerLoop, set_seed
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +67,6 @@ STATE_FILE = "state.pt"
 PROGRESS_FILE = "progress.json"
 # Recipe fields that may change when resuming: they extend or relocate the run, not redefine it.
 RESUMABLE_CHANGES = {"epochs", "max_steps", "device", "eval_every"}
-
-
-def set_seed(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)  # CUDA generators too
 
 
 def resolve_device(spec: str) -> torch.device:
@@ -116,16 +110,6 @@ def parameter_groups(model: RetrievalModel, config: TrainingConfig) -> list[dict
                         f"parameter of the {model.model_type} model (its parameter names start "
                         f"with {', '.join(tops)})")
     return [groups[key] for key in sorted(groups)]
-
-
-def linear_schedule(total_steps: int, warmup_steps: int) -> Callable[[int], float]:
-    """Learning-rate factor of (0-based) step: linear warmup, then linear decay towards 0 (BERT /
-    DPR), shifted by one so that neither the first nor the last step has a zero learning rate."""
-    def factor(step: int) -> float:
-        if step < warmup_steps:
-            return (step + 1) / warmup_steps
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
-    return factor
 
 
 class Trainer:
@@ -244,16 +228,15 @@ class Trainer:
         eval_every = self.cfg.eval_every or epoch_steps[0]
         flops_warmup = math.ceil(self.cfg.flops_warmup_ratio * total)
 
-        optimizer = torch.optim.AdamW(parameter_groups(self.model, self.cfg),
-                                      lr=self.cfg.learning_rate)
-        schedule = linear_schedule(total, math.ceil(self.cfg.warmup_ratio * total))
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+        loop = OptimizerLoop(self.model, parameter_groups(self.model, self.cfg),
+                             self.cfg.learning_rate, total, self.cfg.warmup_ratio,
+                             self.cfg.max_grad_norm)
         state = {"step": 0, "best_val_loss": None, "best_step": None, "val_loss": None,
                  "elapsed": 0.0}
         if self.is_main:
             self._write_recipe()
         if resume:
-            state = self._load_checkpoint(optimizer, scheduler)
+            state = self._load_checkpoint(loop.optimizer, loop.scheduler)
             log.info("resuming at step %d of %d", state["step"], total)
         else:
             if self.is_main:
@@ -279,12 +262,11 @@ class Trainer:
                 k = step - first
                 group = batches[k * accumulation:(k + 1) * accumulation]
                 scale = min(1.0, (step + 1) / flops_warmup) ** 2 if flops_warmup else 1.0
-                loss, parts = self._train_step(group, optimizer, step, total, scale)
-                scheduler.step()
+                loss, parts = self._train_step(group, loop, step, total, scale)
                 step += 1
                 recent.append(loss)
                 entry = {"step": step, "epoch": round(epoch + (k + 1) / steps_in_epoch, 4),
-                         "loss": loss, **parts, "lr": self.cfg.learning_rate * schedule(step - 1),
+                         "loss": loss, **parts, "lr": loop.lr(step - 1),
                          "elapsed": round(time.perf_counter() - started, 3)}
                 bar.update()
                 bar.set_postfix(loss=f"{sum(recent) / len(recent):.4f}")
@@ -294,7 +276,7 @@ class Trainer:
                 if step % eval_every == 0 or step == total:
                     entry["val_loss"] = self._validate(state)
                     self._append_log(entry)
-                    self._save_checkpoint(state, optimizer, scheduler)
+                    self._save_checkpoint(state, loop.optimizer, loop.scheduler)
                 else:
                     self._append_log(entry)
         bar.close()
@@ -312,29 +294,20 @@ class Trainer:
         return [math.ceil(self._data().num_batches(e, self.cfg.batch_size)
                           / self.cfg.grad_accumulation) for e in range(self.cfg.epochs)]
 
-    def _train_step(self, group: list[list[Example]], optimizer: torch.optim.Optimizer,
-                    step: int, total: int, flops_scale: float) -> tuple[float, dict[str, float]]:
+    def _train_step(self, group: list[list[Example]], loop: OptimizerLoop, step: int, total: int,
+                    flops_scale: float) -> tuple[float, dict[str, float]]:
         """One optimizer step over ``group`` (``grad_accumulation`` batches); mean loss + parts."""
         self.model.on_train_step(step, total)
-        losses: list[float] = []
-        parts: dict[str, float] = {}
-        for examples in group:
+
+        def one_pass(examples: list[Example]) -> tuple[torch.Tensor, dict[str, float]]:
             if self.ranks is None:
-                loss, batch_parts = self.loss(self.collator(examples), flops_scale)
-            else:
-                loss, batch_parts = self.loss(self.collator(self.ranks.local(examples)),
-                                              flops_scale, self.ranks.counts(len(examples)))
-            (loss / len(group)).backward()
-            losses.append(loss.item())
-            for name, value in batch_parts.items():
-                parts[name] = parts.get(name, 0.0) + value / len(group)
-        if self.ranks is not None:
-            sum_gradients(self.model)
-        if self.cfg.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return sum(losses) / len(losses), parts
+                return self.loss(self.collator(examples), flops_scale)
+            return self.loss(self.collator(self.ranks.local(examples)), flops_scale,
+                             self.ranks.counts(len(examples)))
+
+        return loop.step([lambda e=e: one_pass(e) for e in group],
+                         before_update=None if self.ranks is None
+                         else lambda: sum_gradients(self.model))
 
     def _validate(self, state: dict[str, Any]) -> float | None:
         """Validation loss now; saves ``best/`` when it is the lowest so far."""

@@ -219,14 +219,14 @@ def test_grad_accumulation_steps_once_per_accumulated_batch(tiny_bert, tmp_path,
     import pyserini_moe.train.pretrain as module
 
     passes: list[tuple[int, float]] = []
-    real_step = module._step
+    real_step = module._losses
 
     def counting_step(model, batch, args, generator):
         parts = real_step(model, batch, args, generator)
         passes.append((len(batch), (parts["mlm_loss"] + parts["decoder_loss"]).item()))
         return parts
 
-    monkeypatch.setattr(module, "_step", counting_step)
+    monkeypatch.setattr(module, "_losses", counting_step)
     args = PretrainArgs(backbone=str(tiny_bert), corpora=("toy",), max_steps=3, batch_size=4,
                         grad_accumulation=2, max_length=24, context_max_length=16,
                         learning_rate=3e-3, seed=3)

@@ -16,13 +16,8 @@ from pyserini_moe.modeling.biencoder import SiameseBiEncoder
 from pyserini_moe.train import __main__ as train_cli
 from pyserini_moe.train.collator import Collator
 from pyserini_moe.train.config import from_dict
-from pyserini_moe.train.trainer import (
-    Trainer,
-    build_model,
-    linear_schedule,
-    parameter_groups,
-    set_seed,
-)
+from pyserini_moe.train.loop import linear_schedule, set_seed
+from pyserini_moe.train.trainer import Trainer, build_model, parameter_groups
 
 WORDS = ["the", "a", "of", "what", "is", "retrieval", "query", "passage", "dense", "sparse",
          "expert", "mixture", "model", "cat", "dog", "sat", "on", "mat"]
