@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.cli import run_main
+from pyserini_moe.cli import HelpFormatter, run_main
 
 # The targets of the performance issue: (description, ratio or value, threshold, higher is better)
 MOE_SPEED = {"taser": 0.9, "cotmote": 0.9, "sbmoe": 0.9, "came": 0.55}
@@ -443,7 +443,7 @@ SECTIONS = ("encoding", "onnx", "latency", "scaling", "approximate")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m pyserini_moe.bench", description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     parser.add_argument("--backbone", default="all-minilm-l6-v2")
     parser.add_argument("--corpus", default="scifact")
     parser.add_argument("--topics", default="scifact:test", help="queries (and qrels) used")

@@ -21,6 +21,18 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` shows a default only where it tells something: not for required arguments,
+    switches, empty values, or a help text that already states its default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if ("default" in text or action.required or action.default in (None, False, [], ())
+                or action.default is argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 def output_file(value: str) -> str:
     """argparse type of a file output: a directory there is refused before any work is done."""
     if Path(value).is_dir():

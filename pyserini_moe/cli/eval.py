@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.cli import output_file, refuse_input_as_output
+from pyserini_moe.cli import HelpFormatter, output_file, refuse_input_as_output
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import (
     DEFAULT_METRICS,
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "`trec_eval -c` semantics: every query of the qrels counts, queries missing "
                     "from a run score 0. With several runs, print a comparison table with paired "
                     "significance tests against the baseline.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--run", nargs="+", required=True, metavar="RUN",
                         help="TREC run file(s); a run is named by its file name (by its path "

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from pyserini_moe.cli import HelpFormatter
 from pyserini_moe.cli.args import add_encoder_option_arg, parse_options
 from pyserini_moe.errors import UserError
 
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
                     "representation (dense, sparse, multi), routing and pooling inside, dynamic "
                     "batch and length. The folder is an encoder for index, search and analyze "
                     "(run by onnxruntime, CUDA when present).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     parser.add_argument("--encoder", required=True,
                         help="a saved model folder, or a backbone (zero-shot Siamese)")
     parser.add_argument("--output", required=True, type=Path, help="export folder to write")

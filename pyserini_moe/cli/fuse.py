@@ -18,7 +18,7 @@ import argparse
 import json
 import sys
 
-from pyserini_moe.cli import output_file, refuse_input_as_output
+from pyserini_moe.cli import HelpFormatter, output_file, refuse_input_as_output
 from pyserini_moe.errors import UserError
 from pyserini_moe.runs import read_nonempty_run, write_trec_run
 from pyserini_moe.search.fusion import CAME_METHODS, FUSIONS, RANX_METHODS
@@ -29,7 +29,7 @@ METHODS = FUSIONS + ("hybrid",)
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pyserini_moe.fuse", description=__doc__.splitlines()[0].split(": ", 1)[1],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     parser.add_argument("--runs", nargs="+", required=True, help="TREC run files to fuse")
     parser.add_argument("--method", choices=METHODS, required=True,
                         help=f"ranx: {', '.join(RANX_METHODS)}; CAME (table 4): "

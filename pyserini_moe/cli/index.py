@@ -18,6 +18,7 @@ import argparse
 import sys
 import time
 
+from pyserini_moe.cli import HelpFormatter
 from pyserini_moe.cli.args import add_backend_arg, add_encoder_option_arg, backend_encoder, parse_options
 from pyserini_moe.errors import UserError
 from pyserini_moe.representation import INDEX_KINDS
@@ -30,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m pyserini_moe.index",
         description="Build an index of a collection in the BEIR layout with Pyserini's indexer. "
                     "The index is written to a temporary folder and renamed when complete.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--retriever", choices=RETRIEVERS, nargs="+", default=["bm25"],
                         help="kind of index; several model-based kinds (e.g. dense impact) are "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pyserini_moe.cli import HelpFormatter
 from pyserini_moe.index.merge import merge
 
 
@@ -13,7 +14,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m pyserini_moe.index.merge",
         description="Merge the shards written by `python -m pyserini_moe.index --shard-id I "
                     "--shard-num N` into the index one process would have built.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     parser.add_argument("--shards", nargs="+", required=True, help="the shard folders, any order")
     parser.add_argument("--index", required=True, help="output index folder")
     parser.add_argument("--threads", type=int, default=1, help="Lucene indexing threads (impact)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pyserini_moe.cli import HelpFormatter
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.regress import REPO_ROOT, format_table, load_regression, run_regression, write_report
 
@@ -18,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m pyserini_moe.regress",
         description="Run regression YAMLs: execute each condition's steps, evaluate its run, and "
                     "compare with the expected metric values within their tolerance.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("files", nargs="+", help="regression YAML files")
     parser.add_argument("--work-dir", default=str(REPO_ROOT / "work" / "regressions"),

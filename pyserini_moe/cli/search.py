@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from dataclasses import fields
 
-from pyserini_moe.cli import output_file, refuse_input_as_output
+from pyserini_moe.cli import HelpFormatter, output_file, refuse_input_as_output
 from pyserini_moe.cli.args import add_backend_arg, backend_encoder
 from pyserini_moe.errors import UserError
 from pyserini_moe.representation import INDEX_KINDS
@@ -39,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m pyserini_moe.search",
         description="Search an index with topics and write a TREC run file "
                     "(qid Q0 docid rank score tag).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--retriever", choices=RETRIEVERS, default="bm25",
                         help="kind of retrieval; must match the index kind")
@@ -55,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hits", type=int, default=1000, help="results per query")
     parser.add_argument("--batch-size", type=int, default=64, help="queries per batch")
     parser.add_argument("--threads", type=int, default=1, help="search threads per batch")
-    parser.add_argument("--run-tag", default=None, help="last column of the run (default: retriever)")
+    parser.add_argument("--run-tag", default=None,
+                        help="last column of the run (default: what made it: the retriever, "
+                             "fused-FUSION, or RETRIEVER+bm25 for a BM25 hybrid)")
     enc = parser.add_argument_group("dense, impact, multivector")
     enc.add_argument("--encoder", default=None,
                      help="query encoder (default: the encoder recorded in the index; another "
@@ -106,6 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def run_tag(s: SearchSettings) -> str:
+    """The run's default tag: what produced it (``dense``, ``fused-came_sum``, ``dense+bm25``)."""
+    tag = f"fused-{s.fusion}" if s.retriever == "fused" else s.retriever
+    return f"{tag}+bm25" if s.bm25_index else tag
+
+
 def _backend_encoder(args: argparse.Namespace) -> str:
     """``--encoder`` (default: the one recorded in the first index) for ``--backend``."""
     from pyserini_moe.index.meta import read_meta  # noqa: PLC0415
@@ -144,14 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.retriever != "fused":
         args.index = args.index[0]
     settings = SearchSettings(**{f.name: getattr(args, f.name) for f in fields(SearchSettings)})
-    start = time.perf_counter()
-    run, expert_runs = search_topics(settings, topics)
-    elapsed = time.perf_counter() - start
-    for kind, expert_run in expert_runs.items() if args.expert_runs else ():
+    outcome = search_topics(settings, topics)
+    run, elapsed = outcome.run, outcome.search_seconds
+    for kind, expert_run in outcome.expert_runs.items() if args.expert_runs else ():
         write_trec_run(expert_run, f"{args.expert_runs}.{kind}.trec", tag=kind,
                        hits=args.candidates)
-    write_trec_run(run, args.output, tag=args.run_tag or args.retriever, hits=args.hits)
-    print(f"{len(run)} queries searched in {elapsed:.1f}s ({len(run) / max(elapsed, 1e-9):.1f} q/s); "
-          f"run written to {args.output}", file=sys.stderr)
+    write_trec_run(run, args.output, tag=args.run_tag or run_tag(settings), hits=args.hits)
+    print(f"{len(run)} queries searched in {elapsed:.1f}s ({len(run) / max(elapsed, 1e-9):.1f} q/s; "
+          f"{outcome.open_seconds:.1f}s more to load the model and index); run written to "
+          f"{args.output}", file=sys.stderr)
     return 0
 

@@ -9,6 +9,8 @@ call it.
 from __future__ import annotations
 
 import dataclasses
+import time
+from typing import Any
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.runs import Run
@@ -40,32 +42,60 @@ class SearchSettings:
     quiet: bool = False
 
 
-def search_topics(s: SearchSettings, topics: dict[str, str]) -> tuple[Run, dict[str, Run]]:
+@dataclasses.dataclass
+class SearchOutcome:
+    """A search's run, each index's own run (``fused`` only) and where the time went: opening
+    the searchers (loading the model, reading the index) vs searching."""
+
+    run: Run
+    expert_runs: dict[str, Run]
+    open_seconds: float
+    search_seconds: float
+
+
+def search_topics(s: SearchSettings, topics: dict[str, str]) -> SearchOutcome:
     """The run of ``topics`` (``hits`` per query), and for ``fused`` each index's own run
-    (``candidates`` deep; empty otherwise)."""
+    (``candidates`` deep)."""
+    clock = time.perf_counter()
+    searchers = _open(s)
+    opened = time.perf_counter()
     depth = s.candidates if s.bm25_index else s.hits
     expert_runs: dict[str, Run] = {}
+    main, bm25 = searchers
     if s.retriever == "fused":
-        model_run, expert_runs = _fused(s, topics, depth)
+        params = {"weights": s.fusion_weights} if s.fusion_weights else None
+        run, expert_runs = main.search(topics, hits=depth, candidates=s.candidates,
+                                       method=s.fusion, params=params, threads=s.threads,
+                                       batch_size=s.batch_size, progress=not s.quiet)
+    elif s.exhaustive:
+        run = main.search(topics, hits=s.hits, batch_size=s.batch_size, progress=not s.quiet,
+                          exhaustive=True)
     else:
-        searcher = open_any(s)
-        if s.exhaustive:
-            return searcher.search(topics, hits=s.hits, batch_size=s.batch_size,
-                                   progress=not s.quiet, exhaustive=True), {}
-        model_run = searcher.search(topics, hits=depth, threads=s.threads,
-                                    batch_size=s.batch_size, progress=not s.quiet)
+        run = main.search(topics, hits=depth, threads=s.threads, batch_size=s.batch_size,
+                          progress=not s.quiet)
+    if bm25 is not None:
+        from pyserini_moe.search.hybrid import hybrid  # noqa: PLC0415
+
+        bm25_run = bm25.search(topics, hits=s.candidates, threads=s.threads,
+                               batch_size=s.batch_size, progress=not s.quiet)
+        run = hybrid(run, bm25_run, s.alpha, s.hybrid_normalize, k=s.hits)
+    return SearchOutcome(run, expert_runs, opened - clock, time.perf_counter() - opened)
+
+
+def _open(s: SearchSettings) -> tuple[Any, Any]:
+    """The searcher the settings name, and BM25's for a hybrid (else None)."""
+    if s.retriever == "fused":
+        main = _fusion_searcher(s)
+    else:
+        main = open_any(s)
     if not s.bm25_index:
-        return model_run, expert_runs
+        return main, None
     from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
-    from pyserini_moe.search.hybrid import hybrid  # noqa: PLC0415
 
-    bm25_run = Bm25Searcher(s.bm25_index, k1=s.k1, b=s.b).search(
-        topics, hits=s.candidates, threads=s.threads, batch_size=s.batch_size,
-        progress=not s.quiet)
-    return hybrid(model_run, bm25_run, s.alpha, s.hybrid_normalize, k=s.hits), expert_runs
+    return main, Bm25Searcher(s.bm25_index, k1=s.k1, b=s.b)
 
 
-def open_any(s: SearchSettings):  # noqa: ANN201 - a Bm25Searcher or one of search.encoded's
+def open_any(s: SearchSettings) -> Any:  # a Bm25Searcher or one of search.encoded's
     """The searcher of one index (any retriever but ``fused``)."""
     if s.retriever == "bm25":
         from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
@@ -77,20 +107,15 @@ def open_any(s: SearchSettings):  # noqa: ANN201 - a Bm25Searcher or one of sear
                          s.query_max_terms, s.faiss_params)
 
 
-def _fused(s: SearchSettings, topics: dict[str, str], hits: int) -> tuple[Run, dict[str, Run]]:
-    """Each index's own run -> their fusion, ``hits`` per query."""
+def _fusion_searcher(s: SearchSettings) -> Any:
+    """One searcher per index of one model, fused (``--retriever fused``)."""
     from pyserini_moe.search.experts import ExpertFusionSearcher  # noqa: PLC0415
 
-    searcher = ExpertFusionSearcher(s.index, s.encoder, device=s.device,
-                                    query_max_length=s.query_max_length,
-                                    query_max_terms=s.query_max_terms,
-                                    faiss_params=s.faiss_params)
-    params = {"weights": s.fusion_weights} if s.fusion_weights else None
     if s.fusion in ("linear", "wsum") and (not s.fusion_weights
                                            or len(s.fusion_weights) != len(s.index)):
         raise UserError(f"--fusion {s.fusion} needs --fusion-weights, one per index "
                         f"({len(s.index)}); tune them on a dev split with "
                         "`python -m pyserini_moe.fuse --dev-runs ...`")
-    return searcher.search(topics, hits=hits, candidates=s.candidates, method=s.fusion,
-                           params=params, threads=s.threads, batch_size=s.batch_size,
-                           progress=not s.quiet)
+    return ExpertFusionSearcher(s.index, s.encoder, device=s.device,
+                                query_max_length=s.query_max_length,
+                                query_max_terms=s.query_max_terms, faiss_params=s.faiss_params)
