@@ -58,6 +58,7 @@ from typing import Any
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path, read_yaml
 from pyserini_moe.paths import shared_data_root
+from pyserini_moe.validate import ConfigError, convert
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCALES = ("local", "paper")
@@ -67,7 +68,7 @@ _TOPK = re.compile(r"top([1-9][0-9]*)")
 DEFAULT_TOLERANCE = 0.00005
 
 
-class RegressionSpecError(UserError):
+class RegressionSpecError(ConfigError):
     """A regression YAML that does not follow the schema; the message names file and field."""
 
 
@@ -153,9 +154,11 @@ def _steps(raw: Any, where: str) -> list[str]:
 
 
 def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise RegressionSpecError(f"{where}: expected a number, got {value!r}")
-    return float(value)
+    """A number as recipes read them (``2e-5`` too, which YAML 1.1 leaves a string)."""
+    try:
+        return convert(float, value, "", Path(where))
+    except ConfigError:
+        raise RegressionSpecError(f"{where}: expected a number, got {value!r}") from None
 
 
 def _expected(value: Any, where: str) -> float | None:

@@ -51,58 +51,32 @@ Schema (defaults in brackets; see ``encoders/*.yaml`` for commented examples)::
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import re
-import typing
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from pyserini_moe.errors import UserError
 from pyserini_moe.io import read_yaml
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE
 from pyserini_moe.modeling.base import model_class
 from pyserini_moe.representation import INDEX_KINDS
+from pyserini_moe.validate import (
+    ConfigError,
+    build_dataclass,
+    check,
+    fail,
+    fraction,
+    non_negative,
+    one_of,
+    positive,
+)
 
 NEGATIVE_SOURCES = ("bm25", "run", "model")
 POSITIVE_MODES = ("all", "first", "sample")
 MINING_KINDS = INDEX_KINDS
-
-
-class ConfigError(UserError):
-    """A recipe problem; the message names the file and the field (``field``: its dotted path)."""
-
-    def __init__(self, message: str, field: str = "") -> None:
-        super().__init__(message)
-        self.field = field
-
-
-# YAML 1.1 (PyYAML) reads 2e-5 and 1E4 as strings: a number needs a dot and a signed exponent
-# there. Recipes are written by people who expect YAML 1.2 / Python, so these are numbers too.
-_FLOAT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
-
-
-Check = Callable[[Any], str | None]  # returns a complaint, or None when the value is fine
-
-
-def _positive(value: Any) -> str | None:
-    return None if value is None or value > 0 else "must be > 0"
-
-
-def _non_negative(value: Any) -> str | None:
-    return None if value is None or value >= 0 else "must be >= 0"
-
-
-def _fraction(value: float) -> str | None:
-    return None if 0 <= value < 1 else "must be in [0, 1)"
-
-
-def _one_of(choices: tuple[str, ...]) -> Check:
-    return lambda value: None if value in choices else f"must be one of {', '.join(choices)}"
 
 
 def _device(value: str) -> str | None:
@@ -124,16 +98,14 @@ def _model_type(value: str) -> str | None:
     return None if value in known else f"unknown model type; known: {', '.join(known)}"
 
 
-def _check(check: Check) -> dict[str, Check]:
-    """Field metadata: the value check run after the type check."""
-    return {"check": check}
+
 
 
 @dataclass(frozen=True)
 class ModelConfig:
     """Which architecture, from which pretrained backbone."""
 
-    type: str = field(metadata=_check(_model_type))
+    type: str = field(metadata=check(_model_type))
     backbone: str = DEFAULT_BACKBONE
     args: dict[str, Any] = field(default_factory=dict)
 
@@ -142,13 +114,13 @@ class ModelConfig:
 class NegativesConfig:
     """Where hard negatives come from; a model-mined run can also be fed in as ``source: run``."""
 
-    source: str = field(default="bm25", metadata=_check(_one_of(NEGATIVE_SOURCES)))
+    source: str = field(default="bm25", metadata=check(one_of(NEGATIVE_SOURCES)))
     run: Path | None = None
     model: str | None = None
-    kind: str | None = field(default=None, metadata=_check(
-        lambda v: None if v is None else _one_of(MINING_KINDS)(v)))
-    depth: int = field(default=100, metadata=_check(_positive))
-    skip_top: int = field(default=0, metadata=_check(_non_negative))
+    kind: str | None = field(default=None, metadata=check(
+        lambda v: None if v is None else one_of(MINING_KINDS)(v)))
+    depth: int = field(default=100, metadata=check(positive))
+    skip_top: int = field(default=0, metadata=check(non_negative))
 
 
 @dataclass(frozen=True)
@@ -157,43 +129,48 @@ class DataConfig:
 
     collection: str
     split: str = "train"
-    validation_fraction: float = field(default=0.05, metadata=_check(_fraction))
+    validation_fraction: float = field(default=0.05, metadata=check(fraction))
     seed: int = 42
-    num_negatives: int = field(default=1, metadata=_check(_non_negative))
-    positives: str = field(default="all", metadata=_check(_one_of(POSITIVE_MODES)))
+    num_negatives: int = field(default=1, metadata=check(non_negative))
+    positives: str = field(default="all", metadata=check(one_of(POSITIVE_MODES)))
     negatives: NegativesConfig = field(default_factory=NegativesConfig)
-    query_max_length: int = field(default=32, metadata=_check(_positive))
-    passage_max_length: int = field(default=128, metadata=_check(_positive))
+    query_max_length: int = field(default=32, metadata=check(positive))
+    passage_max_length: int = field(default=128, metadata=check(positive))
 
 
 @dataclass(frozen=True)
 class FlopsWeight:
     """FLOPS regulariser weights; SPLADE regularises queries harder than documents."""
 
-    query: float = field(default=0.0, metadata=_check(_non_negative))
-    passage: float = field(default=0.0, metadata=_check(_non_negative))
+    query: float = field(default=0.0, metadata=check(non_negative))
+    passage: float = field(default=0.0, metadata=check(non_negative))
+
+    @staticmethod
+    def expand_number(value: float) -> dict[str, float]:
+        """A recipe may give one number: the same weight for both sides."""
+        return {"query": value, "passage": value}
 
 
 @dataclass(frozen=True)
 class TrainingConfig:
     """The optimisation loop."""
 
-    learning_rate: float = field(metadata=_check(_positive))
+    learning_rate: float = field(metadata=check(positive))
     group_learning_rates: dict[str, float] = field(default_factory=dict,
-                                                   metadata=_check(_learning_rates))
-    epochs: int = field(default=1, metadata=_check(_positive))
-    max_steps: int | None = field(default=None, metadata=_check(_positive))
-    batch_size: int = field(default=16, metadata=_check(_positive))
-    grad_accumulation: int = field(default=1, metadata=_check(_positive))
-    weight_decay: float = field(default=0.01, metadata=_check(_non_negative))
-    warmup_ratio: float = field(default=0.1, metadata=_check(_fraction))
-    temperature: float = field(default=1.0, metadata=_check(_positive))
+                                                   metadata=check(_learning_rates))
+    epochs: int = field(default=1, metadata=check(positive))
+    max_steps: int | None = field(default=None, metadata=check(positive))
+    batch_size: int = field(default=16, metadata=check(positive))
+    grad_accumulation: int = field(default=1, metadata=check(positive))
+    weight_decay: float = field(default=0.01, metadata=check(non_negative))
+    warmup_ratio: float = field(default=0.1, metadata=check(fraction))
+    temperature: float = field(default=1.0, metadata=check(positive))
     flops_weight: FlopsWeight = field(default_factory=FlopsWeight)
-    flops_warmup_ratio: float = field(default=0.0, metadata=_check(_fraction))
-    max_grad_norm: float | None = field(default=1.0, metadata=_check(_positive))
+    flops_warmup_ratio: float = field(default=0.0, metadata=check(fraction))
+    max_grad_norm: float | None = field(default=1.0, metadata=check(positive))
     seed: int = 42
-    eval_every: int | None = field(default=None, metadata=_check(_positive))
-    device: str = field(default="auto", metadata=_check(_device))
+    eval_every: int | None = field(default=None, metadata=check(positive))
+    device: str = field(default="auto", metadata=check(_device))
 
 
 @dataclass(frozen=True)
@@ -271,86 +248,10 @@ def load_config(path: str | os.PathLike) -> TrainConfig:
 def from_dict(raw: Any, source: str | os.PathLike = "<dict>") -> TrainConfig:
     """Validate parsed YAML; every complaint names ``source`` and the dotted field."""
     source = Path(source)
-    config = _build(TrainConfig, raw, "", source)
+    config = build_dataclass(TrainConfig, raw, "", source)
     config = dataclasses.replace(config, source=source)
     _check_across_fields(config, source)
     return config
-
-
-def _fail(source: Path, where: str, problem: str) -> typing.NoReturn:
-    raise ConfigError(f"{source}: {where}: {problem}" if where else f"{source}: {problem}", where)
-
-
-def _build(cls: type, raw: Any, where: str, source: Path) -> Any:
-    if not isinstance(raw, dict):
-        _fail(source, where, f"expected a mapping, found {type(raw).__name__}")
-    hints = typing.get_type_hints(cls)
-    fields = [f for f in dataclasses.fields(cls) if not f.metadata.get("internal")]
-    known = {f.name for f in fields}
-    for key in raw:
-        if key not in known:
-            _fail(source, _join(where, str(key)),
-                  f"unknown field (known: {', '.join(sorted(known))})")
-    kwargs = {}
-    for f in fields:
-        name = _join(where, f.name)
-        if f.name not in raw:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                _fail(source, name, "missing required field")
-            continue
-        value = _convert(hints[f.name], raw[f.name], name, source)
-        problem = f.metadata.get("check", lambda _: None)(value)
-        if problem:
-            _fail(source, name, f"{problem}, got {value!r}")
-        kwargs[f.name] = value
-    return cls(**kwargs)
-
-
-def _join(where: str, name: str) -> str:
-    return f"{where}.{name}" if where else name
-
-
-def _convert(hint: Any, value: Any, where: str, source: Path) -> Any:
-    """Check ``value`` against the field's type hint (ints are not bools; ints are floats)."""
-    args = typing.get_args(hint)
-    if type(None) in args:  # Optional[X]
-        if value is None:
-            return None
-        hint = next(a for a in args if a is not type(None))
-    if dataclasses.is_dataclass(hint):
-        if hint is FlopsWeight and _is_number(value):  # one number: the same for both sides
-            value = {"query": value, "passage": value}
-        return _build(hint, value, where, source)
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-    elif hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif hint is float:
-        if isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip()):
-            value = float(value)
-        if _is_number(value) and math.isfinite(value):
-            return float(value)
-    elif hint is str or hint is Path:
-        if isinstance(value, str) and value.strip():
-            return hint(value)
-    elif typing.get_origin(hint) is dict:
-        if isinstance(value, dict):
-            _, value_hint = typing.get_args(hint)
-            return {str(k): v if value_hint is Any
-                    else _convert(value_hint, v, f"{where}.{k}", source)
-                    for k, v in value.items()}
-        if value is None:
-            return {}
-    names = {int: "an integer", float: "a number", str: "a non-empty string",
-             Path: "a non-empty path", bool: "true or false"}
-    expected = names.get(hint, "a mapping")
-    _fail(source, where, f"expected {expected}, found {value!r}")
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _check_across_fields(config: TrainConfig, source: Path) -> None:
@@ -358,15 +259,15 @@ def _check_across_fields(config: TrainConfig, source: Path) -> None:
     where = "data.negatives"
     if negatives.source == "run":
         if negatives.run is None:
-            _fail(source, f"{where}.run", "required when source is 'run'")
+            fail(source, f"{where}.run", "required when source is 'run'")
         if not negatives.run.is_file():
-            _fail(source, f"{where}.run", f"run file not found: {negatives.run}")
+            fail(source, f"{where}.run", f"run file not found: {negatives.run}")
     if negatives.source == "model":
         for name in ("model", "kind"):
             if getattr(negatives, name) is None:
-                _fail(source, f"{where}.{name}", "required when source is 'model'")
+                fail(source, f"{where}.{name}", "required when source is 'model'")
     if negatives.skip_top >= negatives.depth:
-        _fail(source, f"{where}.skip_top", f"must be smaller than depth ({negatives.depth}), "
+        fail(source, f"{where}.skip_top", f"must be smaller than depth ({negatives.depth}), "
                                            f"got {negatives.skip_top}")
     _check_model_args(config.model, source)
 
@@ -376,5 +277,5 @@ def _check_model_args(model: ModelConfig, source: Path) -> None:
     accepted = model_class(model.type).argument_names()
     for key in model.args:
         if key not in accepted:
-            _fail(source, f"model.args.{key}", f"not an argument of the {model.type} model "
+            fail(source, f"model.args.{key}", f"not an argument of the {model.type} model "
                                                f"(accepted: {', '.join(accepted) or 'none'})")

@@ -27,7 +27,7 @@ import random
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +38,19 @@ from tqdm import tqdm
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.base import Side
-from pyserini_moe.modeling.cotmote import CotMoteEncoder
+from pyserini_moe.modeling.cotmote import SPARSE_HEADS, VARIANTS, CotMoteEncoder
 from pyserini_moe.modeling.heads import SpladeHead
 from pyserini_moe.modeling.pooling import pool
 from pyserini_moe.train.loop import OptimizerLoop, set_seed
+from pyserini_moe.validate import (
+    check,
+    check_fields,
+    fraction,
+    non_negative,
+    one_of,
+    open_fraction,
+    positive,
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,47 +74,38 @@ class PretrainArgs:
     """Everything that defines a pre-training run (saved with its output)."""
 
     backbone: str
-    variant: str = "mote"
-    sparse_head: str = "plain"             # the encoder's sparse head; "mlm" is pre-trained here
-    pooling: str = "cls"                   # the dense vector, which is the decoder's bottleneck
+    variant: str = field(default="mote", metadata=check(one_of(VARIANTS)))
+    sparse_head: str = field(default="plain",  # the encoder's sparse head; "mlm" is trained here
+                             metadata=check(one_of(SPARSE_HEADS)))
+    pooling: str = field(default="cls",  # the dense vector, which is the decoder's bottleneck
+                         metadata=check(one_of(("cls", "mean"))))
     corpora: tuple[str, ...] = ()
     queries: tuple[str, ...] = ()          # collection:split whose judged pairs are used
     pseudo_queries: tuple[str, ...] = ()   # corpus=path.tsv
-    max_steps: int = 300                   # optimizer steps
-    batch_size: int = 16                   # examples per forward pass
-    grad_accumulation: int = 1             # forward passes per optimizer step (paper batch 2048
-                                           #   = 256 x 8 on one GPU, at the paper's rate)
-    max_length: int = 128                  # anchor tokens (the paper cuts its corpus at 144)
-    context_max_length: int = 64           # decoder tokens
-    mask_ratio: float = 0.3                # CoT-MAE's encoder mask rate
-    learning_rate: float = 1e-4
+    max_steps: int = field(default=300, metadata=check(positive))  # optimizer steps
+    batch_size: int = field(default=16, metadata=check(positive))  # examples per forward pass
+    # Forward passes per optimizer step (the paper's batch 2048 = 256 x 8 on one GPU).
+    grad_accumulation: int = field(default=1, metadata=check(positive))
+    max_length: int = field(default=128, metadata=check(positive))  # anchor tokens (paper: 144)
+    context_max_length: int = field(default=64, metadata=check(positive))  # decoder tokens
+    mask_ratio: float = field(default=0.3, metadata=check(open_fraction))  # CoT-MAE's rate
+    learning_rate: float = field(default=1e-4, metadata=check(positive))
     # The encoder's own layers (embeddings, Transformer, experts); None = learning_rate. Lower it
     # (or 0: frozen) to warm the random MLM head and decoder up without wrecking a backbone that
     # is already a good retriever (the packaged MiniLM, docs/cotmote.md).
-    encoder_learning_rate: float | None = None
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0
+    encoder_learning_rate: float | None = field(default=None, metadata=check(non_negative))
+    warmup_ratio: float = field(default=0.1, metadata=check(fraction))
+    weight_decay: float = field(default=0.01, metadata=check(non_negative))
+    max_grad_norm: float = field(default=1.0, metadata=check(non_negative))  # 0: no clipping
     switch_experts: bool = False           # table 4's ablation: queries -> P-FFN, passages -> Q-FFN
     seed: int = 42
 
     def check(self) -> None:
+        """The validator recipes use (:mod:`pyserini_moe.validate`), and what spans from."""
+        check_fields(self, "pre-training arguments")
         if not self.corpora and not self.queries and not self.pseudo_queries:
             raise UserError("nothing to pre-train on: give --corpus, --queries or "
                             "--pseudo-queries")
-        for name, value in (("max_steps", self.max_steps), ("batch_size", self.batch_size),
-                            ("grad_accumulation", self.grad_accumulation),
-                            ("max_length", self.max_length),
-                            ("context_max_length", self.context_max_length)):
-            if value < 1:
-                raise UserError(f"{name} must be >= 1, got {value}")
-        if not 0 < self.mask_ratio < 1:
-            raise UserError(f"mask_ratio must be in (0, 1), got {self.mask_ratio}")
-        if self.learning_rate <= 0:
-            raise UserError(f"learning_rate must be > 0, got {self.learning_rate}")
-        if self.encoder_learning_rate is not None and self.encoder_learning_rate < 0:
-            raise UserError(f"encoder_learning_rate must be >= 0, got "
-                            f"{self.encoder_learning_rate}")
 
 
 # ------------------------------------------------------------------------------------- data

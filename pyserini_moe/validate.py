@@ -1,0 +1,148 @@
+"""One validator for everything a user configures: training recipes, pre-training arguments and
+the regression files' numbers. A configuration is a (nested) dataclass; :func:`build_dataclass`
+checks a parsed mapping against its type hints and each field's ``check`` metadata, and every
+complaint is a :class:`ConfigError` naming the source and the dotted field path
+(``encoders/x.yaml: training.learning_rate: must be > 0, got -1.0``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pyserini_moe.errors import UserError
+
+
+class ConfigError(UserError):
+    """A recipe problem; the message names the file and the field (``field``: its dotted path)."""
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+# YAML 1.1 (PyYAML) reads 2e-5 and 1E4 as strings: a number needs a dot and a signed exponent
+# there. Recipes are written by people who expect YAML 1.2 / Python, so these are numbers too.
+FLOAT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+Check = Callable[[Any], str | None]  # returns a complaint, or None when the value is fine
+
+
+def positive(value: Any) -> str | None:
+    return None if value is None or value > 0 else "must be > 0"
+
+
+def non_negative(value: Any) -> str | None:
+    return None if value is None or value >= 0 else "must be >= 0"
+
+
+def fraction(value: float) -> str | None:
+    return None if 0 <= value < 1 else "must be in [0, 1)"
+
+
+def one_of(choices: tuple[str, ...]) -> Check:
+    return lambda value: None if value in choices else f"must be one of {', '.join(choices)}"
+
+
+def check(test: Check) -> dict[str, Check]:
+    """Field metadata: the value check run after the type check."""
+    return {"check": test}
+
+
+def check_fields(obj: Any, source: str | Path) -> None:
+    """Run every field's ``check`` on a dataclass built in code (not parsed), e.g. from command
+    line flags: the same complaints, with ``source`` naming where the values came from."""
+    for f in dataclasses.fields(obj):
+        problem = f.metadata.get("check", lambda _: None)(getattr(obj, f.name))
+        if problem:
+            fail(Path(source), f.name, f"{problem}, got {getattr(obj, f.name)!r}")
+
+
+def open_fraction(value: float) -> str | None:
+    return None if 0 < value < 1 else "must be in (0, 1)"
+
+
+def fail(source: Path, where: str, problem: str) -> typing.NoReturn:
+    raise ConfigError(f"{source}: {where}: {problem}" if where else f"{source}: {problem}", where)
+
+
+def build_dataclass(cls: type, raw: Any, where: str, source: Path) -> Any:
+    if not isinstance(raw, dict):
+        fail(source, where, f"expected a mapping, found {type(raw).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = [f for f in dataclasses.fields(cls) if not f.metadata.get("internal")]
+    known = {f.name for f in fields}
+    for key in raw:
+        if key not in known:
+            fail(source, join(where, str(key)),
+                  f"unknown field (known: {', '.join(sorted(known))})")
+    kwargs = {}
+    for f in fields:
+        name = join(where, f.name)
+        if f.name not in raw:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                fail(source, name, "missing required field")
+            continue
+        value = convert(hints[f.name], raw[f.name], name, source)
+        problem = f.metadata.get("check", lambda _: None)(value)
+        if problem:
+            fail(source, name, f"{problem}, got {value!r}")
+        kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+def join(where: str, name: str) -> str:
+    return f"{where}.{name}" if where else name
+
+
+def convert(hint: Any, value: Any, where: str, source: Path) -> Any:
+    """Check ``value`` against the field's type hint (ints are not bools; ints are floats)."""
+    args = typing.get_args(hint)
+    if type(None) in args:  # Optional[X]
+        if value is None:
+            return None
+        hint = next(a for a in args if a is not type(None))
+    if dataclasses.is_dataclass(hint):
+        if is_number(value) and hasattr(hint, "expand_number"):  # e.g. one weight, both sides
+            value = hint.expand_number(value)
+        return build_dataclass(hint, value, where, source)
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif hint is float:
+        if isinstance(value, str) and FLOAT_TEXT.fullmatch(value.strip()):
+            value = float(value)
+        if is_number(value) and math.isfinite(value):
+            return float(value)
+    elif hint is str or hint is Path:
+        if isinstance(value, str) and value.strip():
+            return hint(value)
+    elif typing.get_origin(hint) is tuple:  # tuple[X, ...] from a list
+        if isinstance(value, (list, tuple)):
+            (item_hint, _) = typing.get_args(hint)
+            return tuple(convert(item_hint, v, f"{where}[{i}]", source) for i, v in enumerate(value))
+    elif typing.get_origin(hint) is dict:
+        if isinstance(value, dict):
+            _, value_hint = typing.get_args(hint)
+            return {str(k): v if value_hint is Any
+                    else convert(value_hint, v, f"{where}.{k}", source)
+                    for k, v in value.items()}
+        if value is None:
+            return {}
+    names = {int: "an integer", float: "a number", str: "a non-empty string",
+             Path: "a non-empty path", bool: "true or false"}
+    expected = names.get(hint, "a mapping")
+    fail(source, where, f"expected {expected}, found {value!r}")
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
