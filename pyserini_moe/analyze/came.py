@@ -291,13 +291,24 @@ def _read_titles(corpus: str, docids: set[str]) -> dict[str, str]:
 
 
 def run_came(args: argparse.Namespace) -> int:
+    """``analyze came``: read and check the runs, compare and overlap the experts, write the
+    report (and the RBO plot)."""
+    experts, fused, runs, qrels, topics, metrics = _read_came_inputs(args)
+    names = list(experts)
+    rbos, text = _came_report(args, experts, fused, runs, qrels, topics, metrics)
+    emit(text, args.output)
+    if args.plot:
+        plot_rbo(names, rbos, args.plot, f"RBO of CAME's experts (top {args.depth}, "
+                                         f"p = {args.rbo_p:g})")
+    return 0
+
+
+def _read_came_inputs(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str],
+                                                          dict[str, Run], Qrels,
+                                                          dict[str, str], list[str]]:
+    """The named expert and fused runs (each checked against the qrels), qrels, topics, metrics."""
     from pyserini_moe.data.topics import load_qrels, load_topics  # noqa: PLC0415
-    from pyserini_moe.eval.metrics import (  # noqa: PLC0415
-        compare,
-        evaluate,
-        format_comparison,
-        parse_metrics,
-    )
+    from pyserini_moe.eval.metrics import parse_metrics  # noqa: PLC0415
     from pyserini_moe.runs import read_trec_run  # noqa: PLC0415
 
     experts = parse_named_runs(args.expert_runs, "--expert-runs", list(EXPERTS))
@@ -327,6 +338,15 @@ def run_came(args: argparse.Namespace) -> int:
             raise UserError(f"{name} run {path}: none of its {len(runs[name])} queries is in "
                             f"the qrels {args.qrels} (wrong --qrels?)")
     topics = load_topics(args.topics) if args.topics else {}
+
+    return experts, fused, runs, qrels, topics, metrics
+
+
+def _came_report(args: argparse.Namespace, experts: dict[str, str], fused: dict[str, str],
+                 runs: dict[str, Run], qrels: Qrels, topics: dict[str, str],
+                 metrics: list[str]) -> tuple[dict[tuple[str, str], float], str]:
+    """The experts' pairwise RBO, and the Markdown report: table 3, overlap, case study."""
+    from pyserini_moe.eval.metrics import compare, evaluate, format_comparison  # noqa: PLC0415
 
     key = metrics[0]
     scores = {name: evaluate(runs[name], qrels, [key])[key] for name in experts}
@@ -384,9 +404,4 @@ def run_came(args: argparse.Namespace) -> int:
     else:
         sections.append("No query on which the experts disagree." if args.cases
                         else "Left out (--cases 0).")
-    text = "\n\n".join(sections) + "\n"
-    emit(text, args.output)
-    if args.plot:
-        plot_rbo(names, rbos, args.plot, f"RBO of CAME's experts (top {args.depth}, "
-                                         f"p = {args.rbo_p:g})")
-    return 0
+    return rbos, "\n\n".join(sections) + "\n"

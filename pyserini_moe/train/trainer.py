@@ -199,6 +199,37 @@ class Trainer:
         ``resume`` continues from ``output_dir/checkpoint``; without it, an output folder that
         already holds a checkpoint is refused unless ``overwrite`` (then training starts afresh).
         """
+        data = self._prepare(resume, overwrite)
+        epoch_steps = self._epoch_steps()
+        total = min(sum(epoch_steps), self.cfg.max_steps or sum(epoch_steps))
+        loop = OptimizerLoop(self.model, parameter_groups(self.model, self.cfg),
+                             self.cfg.learning_rate, total, self.cfg.warmup_ratio,
+                             self.cfg.max_grad_norm)
+        state = {"step": 0, "best_val_loss": None, "best_step": None, "val_loss": None,
+                 "elapsed": 0.0}
+        if self.is_main:
+            self._write_recipe()
+        if resume:
+            state = self._load_checkpoint(loop.optimizer, loop.scheduler)
+            log.info("resuming at step %d of %d", state["step"], total)
+        else:
+            if self.is_main:
+                (self.out / LOG_FILE).unlink(missing_ok=True)
+            set_seed(self.cfg.seed)
+        log.info("%d training pairs (%d queries held out), %d steps on %s", len(data.train_pairs),
+                 len({q for q, _ in data.validation_pairs}), total, self.model.device)
+        recent = self._run(data, loop, state, epoch_steps, total, resume)
+        self.model.eval()
+        if self.is_main:
+            self.model.save(self.out / "last")
+            if state["best_step"] is None:  # nothing held out: the final model is the one to use
+                self.model.save(self.out / "best")
+        summary = self._write_summary(state, total, recent)
+        barrier(self.ranks)  # every rank returns once the main rank's files exist
+        return summary
+
+    def _prepare(self, resume: bool, overwrite: bool) -> TrainingData:
+        """Check the output folder against ``resume`` / ``overwrite``; load (mine) the data."""
         checkpoint = self.out / CHECKPOINT_DIR
         if resume and not (checkpoint / STATE_FILE).is_file():
             raise FileNotFoundError(f"nothing to resume: {checkpoint} holds no checkpoint")
@@ -216,35 +247,19 @@ class Trainer:
                                            progress=self.progress and self.is_main)
             if self.is_main:
                 barrier(self.ranks)
-        data = self.data
-        if not data.train_pairs:
+        if not self.data.train_pairs:
             raise UserError("no training examples: every judged query was held out")
         if self.is_main:
-            self._write_dev_split(data)
+            self._write_dev_split(self.data)
+        return self.data
 
+    def _run(self, data: TrainingData, loop: OptimizerLoop, state: dict[str, Any],
+             epoch_steps: list[int], total: int, resume: bool) -> deque[float]:
+        """The steps from ``state["step"]`` to ``total``: log, validate, checkpoint; returns the
+        recent losses (the summary's running mean)."""
         accumulation = self.cfg.grad_accumulation
-        epoch_steps = self._epoch_steps()
-        total = min(sum(epoch_steps), self.cfg.max_steps or sum(epoch_steps))
         eval_every = self.cfg.eval_every or epoch_steps[0]
         flops_warmup = math.ceil(self.cfg.flops_warmup_ratio * total)
-
-        loop = OptimizerLoop(self.model, parameter_groups(self.model, self.cfg),
-                             self.cfg.learning_rate, total, self.cfg.warmup_ratio,
-                             self.cfg.max_grad_norm)
-        state = {"step": 0, "best_val_loss": None, "best_step": None, "val_loss": None,
-                 "elapsed": 0.0}
-        if self.is_main:
-            self._write_recipe()
-        if resume:
-            state = self._load_checkpoint(loop.optimizer, loop.scheduler)
-            log.info("resuming at step %d of %d", state["step"], total)
-        else:
-            if self.is_main:
-                (self.out / LOG_FILE).unlink(missing_ok=True)
-            set_seed(self.cfg.seed)
-        log.info("%d training pairs (%d queries held out), %d steps on %s", len(data.train_pairs),
-                 len({q for q, _ in data.validation_pairs}), total, self.model.device)
-
         self.model.train()
         recent: deque[float] = deque(self._logged_losses() if resume else (), maxlen=20)
         started = time.perf_counter() - state["elapsed"]
@@ -280,14 +295,7 @@ class Trainer:
                 else:
                     self._append_log(entry)
         bar.close()
-        self.model.eval()
-        if self.is_main:
-            self.model.save(self.out / "last")
-            if state["best_step"] is None:  # nothing held out: the final model is the one to use
-                self.model.save(self.out / "best")
-        summary = self._write_summary(state, total, recent)
-        barrier(self.ranks)  # every rank returns once the main rank's files exist
-        return summary
+        return recent
 
     def _epoch_steps(self) -> list[int]:
         """Optimizer steps of every epoch (batch packing can add a batch, so count them)."""
