@@ -38,7 +38,9 @@ __all__ = ["INDEX_KINDS", "REPRESENTATIONS", "Representation"]  # re-exported: t
 
 MODEL_FILE = "pyserini_moe.json"
 WEIGHTS_FILE = "pyserini_moe.safetensors"
-LEGACY_WEIGHTS_FILE = "model.safetensors"  # folders saved before 2026-11-24
+# transformers' own file name: sentence-transformers-layout models (Siamese) store their weights
+# under it; folders of other models saved before 2026-11-24 used it for the prefixed weights.
+TRANSFORMERS_WEIGHTS_FILE = "model.safetensors"
 
 
 class Side(str, Enum):
@@ -122,6 +124,11 @@ class RetrievalModel(nn.Module, ABC):
     # Arguments that say how to encode, not what was learned (SB-MoE's TOP-1 / ALL): they may be
     # changed on a trained model with ``configure`` and are recorded with every index.
     encode_options: ClassVar[tuple[str, ...]] = ()
+    # Where the weights go. By default the whole prefixed state dict under WEIGHTS_FILE, a name
+    # foreign loaders refuse. A model they can read correctly (a plain backbone + pooling) names
+    # transformers' file and the prefix its keys drop there, and writes its own extra files.
+    weights_file: ClassVar[str] = WEIGHTS_FILE
+    hf_prefix: ClassVar[str] = ""
 
     def __init__(self, tokenizer: Any, args: dict[str, Any]) -> None:
         super().__init__()
@@ -236,9 +243,14 @@ class RetrievalModel(nn.Module, ABC):
                 target.mkdir(exist_ok=True)
                 config.save_pretrained(target)
             self.tokenizer.save_pretrained(tmp)
-            state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
-            save_file(_untie(state), str(tmp / WEIGHTS_FILE))
+            state = {k.removeprefix(self.hf_prefix): v.detach().contiguous().cpu()
+                     for k, v in self.state_dict().items()}
+            save_file(_untie(state), str(tmp / self.weights_file))
+            self.write_foreign_files(tmp)
         return directory
+
+    def write_foreign_files(self, folder: Path) -> None:
+        """Files other libraries read (sentence-transformers' modules); none by default."""
 
 
 def tokenize(tokenizer: Any, texts: list[str], side: Side, max_length: int,
@@ -318,17 +330,22 @@ def load_model(path: str | os.PathLike, device: str | torch.device | None = None
         raise UserError(f"{path}: unknown model type {model_type!r}; known: {model_types()}")
     cls = _REGISTRY[model_type]
     configs = {}
-    for sub in [""] + [p.name for p in path.iterdir() if (p / "config.json").is_file()]:
+    # The backbone configs (DPR's passage encoder in passage/); sentence-transformers' module
+    # folders (1_Pooling/config.json) hold configs of their own, which are no backbone's.
+    subs = [p.name for p in path.iterdir() if (p / "config.json").is_file()
+            and "model_type" in read_json(p / "config.json", "backbone config")]
+    for sub in [""] + subs:
         configs[sub] = AutoConfig.from_pretrained(path / sub if sub else path)
     model = cls.from_configs(configs, AutoTokenizer.from_pretrained(path), **meta.get("args", {}))
-    weights_file = path / WEIGHTS_FILE
-    if not weights_file.is_file() and (path / LEGACY_WEIGHTS_FILE).is_file():
-        weights_file = path / LEGACY_WEIGHTS_FILE
+    weights_file = next((path / name for name in (WEIGHTS_FILE, TRANSFORMERS_WEIGHTS_FILE)
+                         if (path / name).is_file()), path / cls.weights_file)
     try:
         weights = load_file(str(weights_file))
     except Exception as e:  # noqa: BLE001 - safetensors' own error type: a damaged or missing file
         raise UserError(f"{weights_file}: cannot read the weights ({e}); the file is "
                         "damaged or incomplete: save or copy the model again") from None
+    if cls.hf_prefix and not any(k.startswith(cls.hf_prefix) for k in weights):
+        weights = {cls.hf_prefix + k: v for k, v in weights.items()}  # transformers' layout
     missing, unexpected = model.load_state_dict(weights, strict=False)
     if missing or unexpected:
         raise UserError(f"{path}: weights do not match the {model_type} architecture "

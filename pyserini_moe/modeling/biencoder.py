@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -13,6 +15,7 @@ from torch import nn
 from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
 from pyserini_moe.modeling.base import (
+    TRANSFORMERS_WEIGHTS_FILE,
     Encoded,
     RetrievalModel,
     Side,
@@ -45,6 +48,11 @@ class SiameseBiEncoder(SingleBackboneModel):
 
     model_type = "siamese"
     representations = ("dense",)
+    # Saved as sentence-transformers saves a model: transformers' model.safetensors (the backbone's
+    # own keys), modules.json, the pooling config; SentenceTransformer(folder), AutoModel and
+    # Pyserini's auto encoder class then give this model's vectors.
+    weights_file = TRANSFORMERS_WEIGHTS_FILE
+    hf_prefix = "backbone."
 
     def __init__(self, backbone: nn.Module, tokenizer: Any, pooling: str = "mean",
                  normalize: bool = True) -> None:
@@ -59,6 +67,28 @@ class SiameseBiEncoder(SingleBackboneModel):
                 side: Side) -> Encoded:
         return Encoded(dense=_embed(self.backbone, input_ids, attention_mask, self.pooling,
                                     self.normalize))
+
+    def write_foreign_files(self, folder: Path) -> None:
+        """sentence-transformers' module list: Transformer (this folder), Pooling, Normalize."""
+        modules = [{"idx": 0, "name": "0", "path": "",
+                    "type": "sentence_transformers.models.Transformer"},
+                   {"idx": 1, "name": "1", "path": "1_Pooling",
+                    "type": "sentence_transformers.models.Pooling"}]
+        if self.normalize:
+            modules.append({"idx": 2, "name": "2", "path": "2_Normalize",
+                            "type": "sentence_transformers.models.Normalize"})
+            (folder / "2_Normalize").mkdir()
+        (folder / "modules.json").write_text(json.dumps(modules, indent=2))
+        limit = getattr(self.backbone.config, "max_position_embeddings", 512)
+        (folder / "sentence_bert_config.json").write_text(json.dumps(
+            {"max_seq_length": min(limit, 512), "do_lower_case": False}, indent=2))
+        (folder / "1_Pooling").mkdir()
+        (folder / "1_Pooling" / "config.json").write_text(json.dumps({
+            "word_embedding_dimension": self.backbone.config.hidden_size,
+            "pooling_mode_cls_token": self.pooling == "cls",
+            "pooling_mode_mean_tokens": self.pooling == "mean",
+            "pooling_mode_max_tokens": self.pooling == "max",
+            "pooling_mode_mean_sqrt_len_tokens": False}, indent=2))
 
 
 @register

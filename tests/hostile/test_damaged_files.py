@@ -41,7 +41,7 @@ def _search(index: Path, corpus: Path, out: Path, capsys) -> tuple[int, str]:
 def test_a_truncated_weights_file_is_one_error_line(model, tiny_corpus, tmp_path, capsys) -> None:
     broken = tmp_path / "broken"
     shutil.copytree(model, broken)
-    weights = broken / "pyserini_moe.safetensors"
+    weights = broken / "model.safetensors"  # a Siamese model: the sentence-transformers layout
     weights.write_bytes(weights.read_bytes()[:1000])
     code = run_main(index_cli.main, ["--retriever", "dense", "--corpus", str(tiny_corpus),
                                      "--index", str(tmp_path / "i"), "--encoder", str(broken),

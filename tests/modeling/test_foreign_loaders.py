@@ -1,7 +1,8 @@
-"""A saved model folder never loads silently wrong elsewhere: transformers' AutoModel and
-sentence-transformers stop with an error instead of initialising every weight at random (they
-found a BERT config and a model.safetensors whose prefixed keys matched nothing). Our loader reads
-the folder, and folders saved under the old weights name."""
+"""A saved model folder never loads silently wrong elsewhere. A Siamese model is saved in the
+sentence-transformers layout, so SentenceTransformer and AutoModel give its own vectors; every
+other model's weights carry our prefixes under a name transformers' AutoModel and
+sentence-transformers refuse (instead of initialising every weight at random). Our loader reads
+both, and folders saved under the old weights name."""
 
 from __future__ import annotations
 
@@ -9,19 +10,41 @@ import pytest
 import torch
 
 from pyserini_moe.modeling import SiameseBiEncoder, Side, TaserEncoder, load_model
-from pyserini_moe.modeling.base import LEGACY_WEIGHTS_FILE, WEIGHTS_FILE
+from pyserini_moe.modeling.base import TRANSFORMERS_WEIGHTS_FILE, WEIGHTS_FILE
 
 
-@pytest.mark.parametrize("cls", [SiameseBiEncoder, TaserEncoder])
-def test_foreign_loaders_refuse_and_ours_loads(cls, tiny_bert, tmp_path) -> None:
+@pytest.mark.parametrize("pooling,normalize", [("mean", True), ("cls", False), ("max", True)])
+def test_a_siamese_model_loads_the_same_in_sentence_transformers_and_transformers(
+        tiny_bert, tmp_path, pooling, normalize) -> None:
     from sentence_transformers import SentenceTransformer
     from transformers import AutoModel
 
     torch.manual_seed(0)
-    args = {"every": 1} if cls is TaserEncoder else {}  # the tiny BERT has 2 layers
-    model = cls.from_backbone(tiny_bert, device="cpu", **args).eval()
+    model = SiameseBiEncoder.from_backbone(tiny_bert, pooling=pooling, normalize=normalize,
+                                           device="cpu").eval()
+    with torch.no_grad():  # trained-like: away from the backbone it started from
+        for param in model.parameters():
+            param.add_(0.01 * torch.randn_like(param))
     folder = model.save(tmp_path / "model")
-    assert (folder / WEIGHTS_FILE).is_file() and not (folder / LEGACY_WEIGHTS_FILE).exists()
+    texts = ["a cat sat on the mat", "dense retrieval"]
+    ours = model.encode(texts, Side.QUERY).dense
+    st = SentenceTransformer(str(folder), device="cpu")
+    torch.testing.assert_close(torch.as_tensor(st.encode(texts)), ours, atol=1e-5, rtol=1e-5)
+    backbone = AutoModel.from_pretrained(folder).eval()
+    torch.testing.assert_close(backbone.embeddings.word_embeddings.weight,
+                               model.backbone.embeddings.word_embeddings.weight)
+    torch.testing.assert_close(load_model(folder, device="cpu").encode(texts, Side.QUERY).dense,
+                               ours)
+
+
+def test_moe_folders_are_refused_by_foreign_loaders_and_ours_loads(tiny_bert, tmp_path) -> None:
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoModel
+
+    torch.manual_seed(0)
+    model = TaserEncoder.from_backbone(tiny_bert, every=1, device="cpu").eval()
+    folder = model.save(tmp_path / "model")
+    assert (folder / WEIGHTS_FILE).is_file() and not (folder / TRANSFORMERS_WEIGHTS_FILE).exists()
     with pytest.raises(OSError):
         AutoModel.from_pretrained(folder)
     with pytest.raises(OSError):
@@ -33,8 +56,8 @@ def test_foreign_loaders_refuse_and_ours_loads(cls, tiny_bert, tmp_path) -> None
 
 def test_a_folder_saved_under_the_old_weights_name_still_loads(tiny_bert, tmp_path) -> None:
     torch.manual_seed(0)
-    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").eval()
+    model = TaserEncoder.from_backbone(tiny_bert, every=1, device="cpu").eval()
     folder = model.save(tmp_path / "old")
-    (folder / WEIGHTS_FILE).rename(folder / LEGACY_WEIGHTS_FILE)
+    (folder / WEIGHTS_FILE).rename(folder / TRANSFORMERS_WEIGHTS_FILE)
     torch.testing.assert_close(load_model(folder, device="cpu").encode(["a cat"], Side.QUERY).dense,
                                model.encode(["a cat"], Side.QUERY).dense)
