@@ -15,6 +15,7 @@ from pyserini_moe.cli import run_main
 COMMANDS = {
     "index": ("index", "build BM25, dense, impact or multi-vector indexes"),
     "search": ("search", "search an index with topics, write a TREC run"),
+    "encode-queries": ("encode_queries", "encode topics for Pyserini's own search commands"),
     "fuse": ("fuse", "fuse TREC runs (ranx, CAME's fusions, Pyserini hybrid)"),
     "eval": ("eval", "evaluate runs (ranx, checked against trec_eval), paired t-tests"),
     "train": ("train", "fine-tune a retriever from a recipe"),

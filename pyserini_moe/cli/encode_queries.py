@@ -1,0 +1,63 @@
+"""``python -m pyserini_moe.encode_queries``: encode topics ahead of time for Pyserini's own
+search command lines (see :mod:`pyserini_moe.search.encoded_queries`).
+
+Examples::
+
+    python -m pyserini_moe.encode_queries --index indexes/scifact-taser --topics scifact:test \\
+        --output encoded/scifact-taser
+    python -m pyserini.search.faiss --index indexes/scifact-taser --topics topics.tsv \\
+        --encoded-queries encoded/scifact-taser --output run.trec --hits 1000
+    python -m pyserini_moe.encode_queries --index indexes/scifact-cotmote-impact \\
+        --topics scifact:test --output encoded/cotmote.jsonl
+    python -m pyserini.search.lucene --impact --index indexes/scifact-cotmote-impact \\
+        --topics topics.tsv --encoder encoded/cotmote.jsonl --output run.trec --hits 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pyserini_moe.cli import HelpFormatter, output_file, refuse_input_as_output
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pyserini_moe.encode_queries",
+        description="Encode topics with the query encoder an index records, in the form "
+                    "Pyserini's command lines read: a folder with embedding.pkl for "
+                    "pyserini.search.faiss --encoded-queries (dense), a JSON-lines file for "
+                    "pyserini.search.lucene --impact --encoder (impact).",
+        formatter_class=HelpFormatter)
+    parser.add_argument("--index", required=True, help="a dense or impact index built by "
+                                                       "python -m pyserini_moe.index")
+    parser.add_argument("--topics", required=True, help="topics, as search takes them")
+    parser.add_argument("--output", required=True, type=output_file,
+                        help="dense: a folder (embedding.pkl inside); impact: a .jsonl file")
+    parser.add_argument("--encoder", default=None,
+                        help="query encoder (default: the one recorded in the index)")
+    parser.add_argument("--query-max-length", type=int, default=None,
+                        help="query tokens kept (default: every position the model has)")
+    parser.add_argument("--batch-size", type=int, default=64, help="queries per batch")
+    parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA if present)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    refuse_input_as_output([args.output], [args.index, args.topics])
+    from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
+    from pyserini_moe.errors import UserError  # noqa: PLC0415
+    from pyserini_moe.index.meta import read_meta  # noqa: PLC0415
+    from pyserini_moe.search.encoded_queries import encode_queries  # noqa: PLC0415
+
+    meta = read_meta(args.index)
+    if meta is None:
+        raise UserError(f"{args.index} has no pyserini_moe_index.json: encode queries for an "
+                        "index built by python -m pyserini_moe.index")
+    topics = load_topics(args.topics)
+    out = encode_queries(args.index, meta["kind"], topics, args.output, args.encoder,
+                         args.device, args.query_max_length, args.batch_size, args.overwrite)
+    print(f"{len(topics)} queries encoded for a {meta['kind']} index into {out}", file=sys.stderr)
+    return 0

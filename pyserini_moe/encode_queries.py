@@ -1,0 +1,12 @@
+"""``python -m pyserini_moe.encode_queries``: the command lives in
+:mod:`pyserini_moe.cli.encode_queries`."""
+
+import sys
+
+from pyserini_moe.cli import run_main
+from pyserini_moe.cli.encode_queries import main
+
+__all__ = ["main"]
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))
