@@ -76,7 +76,7 @@ def _package_graph() -> dict[str, set[str]]:
 
 
 # Thin ``python -m`` names kept at the package top (fuse, export, ...): each only calls cli.
-SHIMS = {"fuse", "export", "pretrain", "regress", "encode_queries"}
+SHIMS = {"fuse", "export", "pretrain", "regress", "encode_queries", "convert"}
 
 
 def test_no_import_circle_between_packages() -> None:

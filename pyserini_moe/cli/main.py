@@ -18,6 +18,7 @@ COMMANDS = {
     "encode-queries": ("encode_queries", "encode topics for Pyserini's own search commands"),
     "fuse": ("fuse", "fuse TREC runs (ranx, CAME's fusions, Pyserini hybrid)"),
     "eval": ("eval", "evaluate runs (ranx, checked against trec_eval), paired t-tests"),
+    "convert": ("convert", "topics and qrels in the forms Pyserini and trec_eval read"),
     "train": ("train", "fine-tune a retriever from a recipe"),
     "pretrain": ("pretrain", "CoT-MAE / MLM pre-training"),
     "export": ("export", "export a model to ONNX"),
