@@ -184,7 +184,27 @@ def configure_env() -> Path:
     os.environ.setdefault("OPENAI_API_KEY", "not-needed-offline")
     _patch_jnius_options(drop_vector=not has_module(home, VECTOR_MODULE))
     _leave_signals_to_python()
+    _quiet_jvm(java_version(home) or 0)
     return home
+
+
+JUL_CONFIG = Path(__file__).with_name("jul.properties")
+
+
+def _quiet_jvm(version: int) -> None:
+    """No JVM warnings on every command that say nothing to a user: Lucene's use of
+    ``sun.misc.Unsafe`` (Java 23+ warns unless told it is allowed) and Lucene's notice that it
+    predates Java 22's memory API (java.util.logging, lowered by ``jul.properties`` for that one
+    logger only)."""
+    import jnius_config  # noqa: PLC0415
+
+    if jnius_config.vm_running:
+        return
+    options = jnius_config.get_options()
+    wanted = [f"-Djava.util.logging.config.file={JUL_CONFIG}"]
+    if version >= 23:
+        wanted.append("--sun-misc-unsafe-memory-access=allow")
+    jnius_config.add_options(*[o for o in wanted if o not in options])
 
 
 def _leave_signals_to_python() -> None:

@@ -4,6 +4,7 @@ model outputs, and the identity of an encoder."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -118,7 +119,10 @@ def join_titles(texts: list[str], titles: list[str] | None) -> list[str]:
 
 
 def describe(model: RetrievalModel, name: str) -> dict[str, Any]:
-    """The encoder fields every index records (see :mod:`pyserini_moe.index.meta`)."""
+    """The encoder fields every index records (see :mod:`pyserini_moe.index.meta`); a local model
+    folder by its absolute path, so the index finds it from any working directory."""
+    if Path(name).exists():
+        name = str(Path(name).resolve())
     return {"encoder": name, "encoder_fingerprint": fingerprint(model),
             "model_type": model.model_type,
             "encoder_options": {k: model.args[k] for k in model.encode_options}}

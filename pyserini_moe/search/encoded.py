@@ -64,6 +64,11 @@ class _EncodedSearcher:
         self.index = str(index)
         self.meta = open_index(index, self.kind)
         self.encoder_name = encoder or self.meta["encoder"]
+        if encoder is None and os.sep in self.encoder_name and not Path(self.encoder_name).exists():
+            raise IndexMismatchError(
+                f"{index} records its encoder as {self.encoder_name!r}, a path relative to where "
+                "the index was built (indexes built before 2026-11-25): run from there, or pass "
+                "--encoder with the model folder")
         from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
 
         # The encode-time options the documents were encoded with (SB-MoE's TOP-1 / ALL) hold
