@@ -5,6 +5,7 @@ A run is ``{qid: {docid: score}}`` with string ids, the shape ranx and Pyserini'
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -54,7 +55,13 @@ def read_trec_run(path: str | os.PathLike) -> Run:
                 value = float(score)
             except ValueError:
                 raise RunFormatError(f"{path}:{lineno}: score {score!r} is not a number") from None
-            run.setdefault(qid, {})[docid] = value
+            if not math.isfinite(value):
+                raise RunFormatError(f"{path}:{lineno}: score {score!r} is not a finite number")
+            hits = run.setdefault(qid, {})
+            if docid in hits:  # which line wins differs between tools: refuse the ambiguity
+                raise RunFormatError(f"{path}:{lineno}: document {docid!r} is listed twice for "
+                                     f"query {qid!r}")
+            hits[docid] = value
     return run
 
 

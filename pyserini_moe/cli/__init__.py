@@ -41,12 +41,19 @@ def output_file(value: str) -> str:
 
 
 def refuse_input_as_output(outputs: list[str | None], inputs: list[str | None]) -> None:
-    """An output that names one of the command's inputs would replace what it reads."""
-    given = {Path(p).resolve(): p for p in inputs if p}
+    """An output that is one of the command's inputs, or a folder holding one, would replace
+    (with ``--overwrite``: delete) what the command reads: refused before any work. Inputs that
+    are names rather than local paths (``scifact``, a hub model) cannot be hit."""
+    given = [(Path(p).resolve(), str(p)) for p in inputs if p and Path(p).exists()]
     for out in outputs:
-        if out and Path(out).resolve() in given:
-            raise UserError(f"{out} is also an input of this command: writing it would replace "
-                            "what is being read; name another output")
+        if not out:
+            continue
+        target = Path(out).resolve()
+        for path, name in given:
+            if path == target or target in path.parents:
+                what = "is also an input" if path == target else f"holds the input {name}"
+                raise UserError(f"{out} {what} of this command: writing it would replace what "
+                                "is being read; name another output")
 
 
 def run_main(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> int:
@@ -59,6 +66,8 @@ def run_main(main: Callable[[list[str] | None], int], argv: list[str] | None = N
     garbage collector, a ``hs_err_pid*.log`` left in the working directory), and there is nothing
     left to finalise."""
     command_line = argv is None
+    if "--quiet" in (sys.argv[1:] if argv is None else argv):
+        quiet_libraries()
     if command_line and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -74,6 +83,16 @@ def run_main(main: Callable[[list[str] | None], int], argv: list[str] | None = N
             sys.stderr.flush()
             os._exit(code)
         return code
+
+
+def quiet_libraries() -> None:
+    """``--quiet``: no progress bars from the libraries either (transformers' "Loading weights",
+    the hub's downloads), not only ours."""
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging  # noqa: PLC0415
+
+        hf_logging.disable_progress_bar()
 
 
 class Terminated(KeyboardInterrupt):

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pyserini_moe.analyze import came, cotmote, sbmoe, taser
-from pyserini_moe.cli import output_file
+from pyserini_moe.cli import output_file, refuse_input_as_output
 
 
 def _taser_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, Callable[..., int]]:
@@ -152,4 +152,17 @@ def main(argv: list[str] | None = None) -> int:
     for add_parsers in ANALYSES:
         commands.update(add_parsers(sub, encoding))
     args = parser.parse_args(argv)
+    refuse_input_as_output([args.output, getattr(args, "plot", None)], _inputs(args))
     return commands[args.command](args)
+
+
+def _inputs(args: argparse.Namespace) -> list[str]:
+    """Every path-like value the subcommand reads (``NAME=PATH`` values by their path)."""
+    found: list[str] = []
+    for name, value in vars(args).items():
+        if name in ("output", "plot", "command"):
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                found.append(item.split("=", 1)[-1])
+    return found

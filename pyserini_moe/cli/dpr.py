@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pyserini_moe.cli import output_file
+from pyserini_moe.cli import output_file, refuse_input_as_output
 from pyserini_moe.data.dpr import convert_qa, convert_training, convert_wikipedia, merge_runs
 from pyserini_moe.errors import UserError
 
@@ -54,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    inputs = {"wiki": lambda: [args.input], "qa": lambda: [args.input],
+              "merge-runs": lambda: args.runs,
+              "train": lambda: [*_pairs(args.train, "--train").values(),
+                                *_pairs(args.dev, "--dev").values()]}[args.command]()
+    refuse_input_as_output([args.output], inputs)
     if args.command == "wiki":
         count = convert_wikipedia(args.input, args.output, progress=not args.quiet)
         print(f"{count} passages written to {args.output}", file=sys.stderr)

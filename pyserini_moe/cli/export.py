@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from pyserini_moe.cli import HelpFormatter
+from pyserini_moe.cli import HelpFormatter, refuse_input_as_output
 from pyserini_moe.cli.args import add_encoder_option_arg, parse_options
 from pyserini_moe.errors import UserError
 
@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
     from pyserini_moe.modeling.onnx import export, is_onnx_export  # noqa: PLC0415
 
+    refuse_input_as_output([str(args.output)], [args.encoder])
     if args.output.exists():
         if not args.overwrite:
             raise FileExistsError(f"{args.output} already exists; pass --overwrite to replace it")

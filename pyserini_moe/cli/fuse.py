@@ -21,7 +21,7 @@ import sys
 from pyserini_moe.cli import HelpFormatter, output_file, refuse_input_as_output
 from pyserini_moe.errors import UserError
 from pyserini_moe.runs import read_nonempty_run, write_trec_run
-from pyserini_moe.search.fusion import CAME_METHODS, FUSIONS, RANX_METHODS
+from pyserini_moe.search.fusion import CAME_METHODS, FUSIONS, RANX_METHODS, RANX_NORMS
 
 METHODS = FUSIONS + ("hybrid",)
 
@@ -38,12 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", required=True, type=output_file,
                         help="fused TREC run (written atomically)")
     parser.add_argument("--hits", type=int, default=1000, help="results kept per query")
-    parser.add_argument("--norm", default=None,
-                        help="ranx normalisation for rrf/combsum/combmnz/wsum (min-max, max, sum, "
-                             "zmuv, rank, borda); default raw scores")
+    parser.add_argument("--norm", default=None, choices=RANX_NORMS,
+                        help="ranx normalisation for rrf/combsum/combmnz/wsum; default raw scores")
     parser.add_argument("--weights", type=float, nargs="+", default=None,
                         help="wsum/linear weights, one per run (or tune them with --dev-runs)")
-    parser.add_argument("--rrf-k", type=int, default=60, help="rrf's k")
+    parser.add_argument("--rrf-k", type=int, default=60,
+                        help="rrf's k: 1 / (k + rank), k >= 1")
     hyb = parser.add_argument_group("hybrid")
     hyb.add_argument("--alpha", type=float, default=1.0, help="weight of the second (sparse) run")
     hyb.add_argument("--hybrid-normalize", action="store_true",
@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.hits < 1:
         raise UserError("--hits must be >= 1")
+    if args.rrf_k < 1:  # k <= 0 divides by zero at rank -k or inverts the fusion
+        raise UserError(f"--rrf-k must be >= 1, got {args.rrf_k}")
     if args.alpha is not None and args.alpha < 0:
         raise UserError(f"--alpha must be >= 0 (the weight of the second run), got {args.alpha}")
     if len(args.runs) < 2:

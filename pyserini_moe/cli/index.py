@@ -18,7 +18,7 @@ import argparse
 import sys
 import time
 
-from pyserini_moe.cli import HelpFormatter
+from pyserini_moe.cli import HelpFormatter, refuse_input_as_output
 from pyserini_moe.cli.args import add_backend_arg, add_encoder_option_arg, backend_encoder, parse_options
 from pyserini_moe.errors import UserError
 from pyserini_moe.representation import INDEX_KINDS
@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.shard_num is not None and "bm25" in kinds:
         raise UserError("BM25 indexes are not sharded: Lucene indexes the whole corpus itself "
                         "(use --threads)")
+    refuse_input_as_output(args.index, [args.corpus, args.encoder])
     start = time.perf_counter()
     if kinds == ["bm25"]:
         from pyserini_moe.index.lucene import build_bm25_index  # noqa: PLC0415

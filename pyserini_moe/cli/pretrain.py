@@ -16,6 +16,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from pyserini_moe.cli import refuse_input_as_output
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -91,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         warmup_ratio=args.warmup_ratio,
         switch_experts=args.switch_experts, seed=args.seed)
     settings.check()
+    refuse_input_as_output([str(args.output_dir)],
+                           [args.backbone, *args.corpus, *[q.split("=", 1)[-1]
+                                                           for q in args.pseudo_queries]])
     if args.output_dir.exists():
         if not args.overwrite:
             raise FileExistsError(f"{args.output_dir} already exists; pass --overwrite to "

@@ -51,6 +51,12 @@ def main(argv: list[str] | None = None) -> int:
         if not paper:
             raise UserError("--smoke runs paper-scale files; none given")
         return smoke(paper, Path(args.work_dir) / "smoke")
+    if args.condition:
+        known = {c.name for reg in regressions for c in reg.conditions}
+        unknown = [c for c in args.condition if c not in known]
+        if unknown:
+            raise UserError(f"--condition {', '.join(unknown)}: no such condition in "
+                            f"{', '.join(args.files)} (known: {', '.join(sorted(known))})")
     failed = False
     for reg in regressions:
         if args.scale != "all" and reg.scale != args.scale:

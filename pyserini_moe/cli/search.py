@@ -28,6 +28,7 @@ from pyserini_moe.runs import write_trec_run
 from pyserini_moe.search import fusion
 from pyserini_moe.search.dispatch import SearchSettings, search_topics
 
+JAVA_INT_MAX = 2**31 - 1  # Lucene's hit counts and limits are Java ints
 RETRIEVERS = ("bm25", *INDEX_KINDS, "fused")
 # "exact": re-score every expert's candidates with the model's own combined score.
 FUSIONS = ("exact",) + fusion.FUSIONS
@@ -143,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
                  "candidates"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise UserError(f"--{flag.replace('_', '-')} must be >= 1")
+        if getattr(args, flag) is not None and getattr(args, flag) > JAVA_INT_MAX:
+            raise UserError(f"--{flag.replace('_', '-')} must be <= {JAVA_INT_MAX} (a Java int)")
+    if args.k1 < 0 or not 0 <= args.b <= 1:
+        raise UserError(f"BM25 needs --k1 >= 0 and --b in [0, 1], got k1 {args.k1}, b {args.b}")
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
 
     topics = load_topics(args.topics)

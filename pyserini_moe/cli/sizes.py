@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.sizes import parameter_counts
 
 
@@ -28,8 +29,13 @@ def main(argv: list[str] | None = None) -> int:
         from pyserini_moe.modeling.backbone import load_config  # noqa: PLC0415
 
         config, name = load_config(args.backbone), args.backbone
+    try:
+        counts = parameter_counts(config)
+    except (RuntimeError, ValueError) as e:  # a config no architecture can be built from
+        raise UserError(f"{name}: its config.json describes no buildable model "
+                        f"({str(e).splitlines()[0]})") from None
     print(f"| model ({name}) | parameters |\n|---|---:|")
-    for model, count in parameter_counts(config).items():
+    for model, count in counts.items():
         print(f"| {model} | {count / 1e6:.1f}M |")
     return 0
 

@@ -14,6 +14,7 @@ import argparse
 import logging
 import sys
 
+from pyserini_moe.cli import refuse_input_as_output
 from pyserini_moe.errors import UserError
 
 
@@ -85,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     config = load_config(args.config).with_overrides(
         output_dir=args.output_dir, max_steps=args.max_steps, epochs=args.epochs,
         device=args.device).with_settings(args.set)
+    refuse_input_as_output([str(config.output_dir)],
+                           [config.model.backbone, config.data.collection,
+                            str(config.data.negatives.run or ""),
+                            str(config.data.negatives.model or "")])
     ranks = init_from_env()  # under torchrun: join the group, one device per rank
     device = resolve_device(local_device() if ranks is not None and
                             config.training.device == "auto" else config.training.device)

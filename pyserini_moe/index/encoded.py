@@ -15,6 +15,7 @@ import itertools
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,11 +76,19 @@ def faiss_index(dim: int, spec: str):
     """``flat`` (exact inner product, Pyserini's default) or ``hnsw[M]`` (approximate)."""
     import faiss  # noqa: PLC0415
 
-    if spec == "flat":
+    m = check_dense_faiss(spec)
+    if m is None:
         return faiss.IndexFlatIP(dim)
-    if spec.startswith("hnsw"):
-        m = int(spec[4:] or 32)
-        return faiss.IndexHNSWFlat(dim, m, faiss.METRIC_INNER_PRODUCT)
+    return faiss.IndexHNSWFlat(dim, m, faiss.METRIC_INNER_PRODUCT)
+
+
+def check_dense_faiss(spec: str) -> int | None:
+    """None for ``flat``, M for ``hnsw[M]`` (32 when left out); anything else is refused, before
+    any document is encoded."""
+    if spec == "flat":
+        return None
+    if re.fullmatch(r"hnsw\d*", spec) and int(spec[4:] or 32) >= 2:
+        return int(spec[4:] or 32)
     raise UserError(f"unknown faiss index {spec!r}: use 'flat' or 'hnsw[M]' (e.g. hnsw32)")
 
 
@@ -200,6 +209,12 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
     from pyserini_moe.encode.impact import ImpactDocumentEncoder  # noqa: PLC0415
     from pyserini_moe.encode.multivector import MultiVectorDocumentEncoder  # noqa: PLC0415
 
+    if "dense" in outputs:
+        check_dense_faiss(faiss)
+    if "multivector" in outputs:
+        from pyserini_moe.index.multivector import faiss_factory_string  # noqa: PLC0415
+
+        faiss_factory_string(faiss)
     unknown = sorted(set(outputs) - set(KINDS))
     if unknown or not outputs:
         raise UserError(f"index kinds {unknown or '(none)'}: choose from {KINDS}")

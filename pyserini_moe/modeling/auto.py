@@ -9,7 +9,7 @@ import torch
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import read_json
-from pyserini_moe.modeling.base import TextEncoder, default_device, is_saved_model, load_model
+from pyserini_moe.modeling.base import TextEncoder, check_device, is_saved_model, load_model
 
 # What an index folder holds (pyserini_moe.index.meta.META_FILE; this layer cannot import it, a
 # test keeps the two equal): an index passed where a model belongs is named as such.
@@ -39,4 +39,4 @@ def load_encoder(spec: str, device: str | torch.device | None = None, pooling: s
     from pyserini_moe.modeling.biencoder import SiameseBiEncoder  # noqa: PLC0415
 
     model = SiameseBiEncoder.from_backbone(spec, pooling=pooling, normalize=normalize)
-    return model.to(device or default_device()).eval().configure(**(options or {}))
+    return model.to(check_device(device)).eval().configure(**(options or {}))

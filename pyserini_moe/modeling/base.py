@@ -281,7 +281,7 @@ class SingleBackboneModel(RetrievalModel):
 
         name = DEFAULT_BACKBONE if name is None else name
         model = cls(pretrained_encoder(name), load_tokenizer(name), **args)
-        return model.to(device or default_device())
+        return model.to(check_device(device))
 
     @classmethod
     def from_configs(cls, configs: dict[str, Any], tokenizer: Any,
@@ -322,6 +322,7 @@ def load_model(path: str | os.PathLike, device: str | torch.device | None = None
     from pyserini_moe.io import read_json  # noqa: PLC0415
 
     meta = read_json(path / MODEL_FILE, "model metadata")
+    check_model_files(path)
     if "kind" in meta:  # index folders share the metadata file name
         raise UserError(f"{path} is a {meta['kind']!r} index, not a model: pass the model that "
                         f"built it ({meta.get('encoder', 'see its ' + MODEL_FILE)})")
@@ -350,12 +351,44 @@ def load_model(path: str | os.PathLike, device: str | torch.device | None = None
     if missing or unexpected:
         raise UserError(f"{path}: weights do not match the {model_type} architecture "
                         f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
-    return model.to(device or default_device()).eval()
+    return model.to(check_device(device)).eval()
 
 
 def default_device() -> torch.device:
     """CUDA when present, else CPU."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def check_device(spec: str | torch.device | None) -> torch.device:
+    """``spec`` as a device this machine has (None: :func:`default_device`); one error line
+    for a name torch does not know or CUDA that is not there."""
+    if spec is None or spec == "auto":
+        return default_device()
+    try:
+        device = torch.device(spec)
+    except RuntimeError:
+        raise UserError(f"--device {spec!r}: not a device name (cpu, cuda, cuda:N)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"device {str(spec)!r} requested but CUDA is not available")
+    if device.type not in ("cpu", "cuda"):
+        raise UserError(f"--device {spec!r}: only cpu and cuda are supported")
+    return device
+
+
+# A saved folder needs its backbone config and its tokenizer: without the tokenizer files
+# transformers falls back to a default tokenizer without a word, and every text is [UNK].
+TOKENIZER_VOCABULARIES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model",
+                          "sentencepiece.bpe.model")
+
+
+def check_model_files(path: Path) -> None:
+    if not (path / "config.json").is_file():
+        raise UserError(f"{path}: no config.json: the model folder is incomplete; save or copy "
+                        "it again")
+    if not (path / "tokenizer_config.json").is_file() or not any(
+            (path / name).is_file() for name in TOKENIZER_VOCABULARIES):
+        raise UserError(f"{path}: the tokenizer files (tokenizer_config.json and a vocabulary) "
+                        "are missing: the model folder is incomplete; save or copy it again")
 
 
 def fingerprint(model: TextEncoder) -> str:

@@ -20,7 +20,7 @@ from pyserini_moe.modeling.base import (
     RetrievalModel,
     Side,
     SingleBackboneModel,
-    default_device,
+    check_device,
     register,
 )
 from pyserini_moe.modeling.pooling import (
@@ -119,7 +119,7 @@ class DprBiEncoder(RetrievalModel):
         on ``device`` (default: CUDA when present)."""
         query_encoder = pretrained_encoder(name)
         model = cls(query_encoder, copy.deepcopy(query_encoder), load_tokenizer(name), **args)
-        return model.to(device or default_device())
+        return model.to(check_device(device))
 
     @classmethod
     def from_configs(cls, configs: dict[str, Any], tokenizer: Any, **args: Any) -> DprBiEncoder:

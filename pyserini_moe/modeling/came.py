@@ -33,7 +33,7 @@ from pyserini_moe.modeling.base import (
     Encoded,
     Side,
     SingleBackboneModel,
-    default_device,
+    check_device,
     is_saved_model,
     load_model,
     register,
@@ -148,7 +148,7 @@ class CameEncoder(SingleBackboneModel):
         with ``stages="specialized"``.
         """
         if is_saved_model(name):
-            model = load_model(name, device or default_device())
+            model = load_model(name, check_device(device))
             if not isinstance(model, cls):
                 raise UserError(f"{name} holds a {model.model_type} model, not a came one")
             wanted = {"shared_layers": shared_layers if shared_layers is not None
@@ -166,7 +166,7 @@ class CameEncoder(SingleBackboneModel):
         model = cls(backbone, load_tokenizer(name), shared_layers, experts, dim, tau,
                     standardized_ratio, stages, normalize_local, lexical_head=head, pooling=pooling)
         model.pretrained_head = found
-        return model.to(device or default_device())
+        return model.to(check_device(device))
 
     # -- encoding --------------------------------------------------------------------------
     def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,

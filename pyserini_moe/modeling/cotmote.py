@@ -37,7 +37,7 @@ from pyserini_moe.modeling.base import (
     Encoded,
     RetrievalModel,
     Side,
-    default_device,
+    check_device,
     is_saved_model,
     load_model,
     register,
@@ -109,7 +109,7 @@ class CotMoteEncoder(RetrievalModel):
         from its MLM head, or SPLADE's random start without one), or a saved CoT-MoTE model of the
         same variant and sparse head, e.g. the output of ``python -m pyserini_moe.pretrain``."""
         if is_saved_model(name):
-            model = load_model(name, device or default_device())
+            model = load_model(name, check_device(device))
             if not isinstance(model, cls) or model.variant != variant:
                 found = getattr(model, "variant", model.model_type)
                 raise UserError(f"{name} holds a {model.model_type} model ({found}), not a "
@@ -135,7 +135,7 @@ class CotMoteEncoder(RetrievalModel):
                 twin = copy.deepcopy(head)
                 twin.embedding_weight = passage.get_input_embeddings().weight
                 model.sparse_heads[1] = twin
-        return model.to(device or default_device())
+        return model.to(check_device(device))
 
     @classmethod
     def from_configs(cls, configs: dict[str, Any], tokenizer: Any, **args: Any) -> CotMoteEncoder:

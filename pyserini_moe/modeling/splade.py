@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
-from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, default_device, register
+from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, check_device, register
 from pyserini_moe.modeling.heads import SpladeHead, splade_head
 from pyserini_moe.modeling.pooling import encoder_from_config, pretrained_encoder
 
@@ -38,7 +38,7 @@ class SpladeEncoder(RetrievalModel):
         head, found = splade_head(backbone, name)
         model = cls(backbone, head, load_tokenizer(name))
         model.pretrained_head = found
-        return model.to(device or default_device())
+        return model.to(check_device(device))
 
     @classmethod
     def from_configs(cls, configs: dict[str, Any], tokenizer: Any, **args: Any) -> SpladeEncoder:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TypeVar
 
 from tqdm import tqdm
 
+from pyserini_moe.index.meta import IndexMismatchError
 from pyserini_moe.runs import Run
+
+T = TypeVar("T")
 
 # (texts, qids) -> {qid: hits}, each hit having .docid and .score (Pyserini's result objects)
 BatchFn = Callable[[list[str], list[str]], dict[str, Iterable]]
@@ -25,3 +30,21 @@ def batched_search(topics: dict[str, str], batch_fn: BatchFn, batch_size: int, d
                 run[qid] = {str(h.docid): float(h.score) for h in results.get(qid, [])}
             bar.update(len(batch))
     return run
+
+
+def open_lucene(make: Callable[[], T], index: Path) -> T:
+    """``make()``: a Pyserini searcher over the Lucene index folder ``index``, or one error
+    line: not an index at all (a collection folder, an empty folder) or a damaged one (segments
+    missing or truncated)."""
+    from jnius import JavaException  # noqa: PLC0415 - after pyserini: the JVM is running
+
+    if not any(p.name.startswith("segments") for p in index.iterdir()):
+        looks = " (it looks like a collection)" if (index / "corpus.jsonl").is_file() or \
+            (index / "corpus.jsonl.gz").is_file() else ""
+        raise IndexMismatchError(f"{index} is not a Lucene index{looks}: no segments file")
+    try:
+        return make()
+    except JavaException as e:
+        reason = (e.classname or "Java error").rsplit(".", 1)[-1]
+        raise IndexMismatchError(f"{index}: Lucene cannot open the index ({reason}); it is "
+                                 "damaged: build it again") from None

@@ -8,7 +8,7 @@ from pathlib import Path
 from pyserini_moe import _java
 from pyserini_moe.index.meta import check_kind
 from pyserini_moe.runs import Run
-from pyserini_moe.search.base import batched_search
+from pyserini_moe.search.base import batched_search, open_lucene
 
 
 class Bm25Searcher:
@@ -20,7 +20,7 @@ class Bm25Searcher:
 
         if Path(index).is_dir():
             check_kind(index, "bm25")
-            self.searcher = LuceneSearcher(str(index))
+            self.searcher = open_lucene(lambda: LuceneSearcher(str(index)), Path(index))
         else:
             try:
                 self.searcher = LuceneSearcher.from_prebuilt_index(str(index))
@@ -38,3 +38,4 @@ class Bm25Searcher:
         return batched_search(
             topics, lambda texts, qids: self.searcher.batch_search(texts, qids, k=hits, threads=threads),
             batch_size, "bm25", progress)
+

@@ -20,7 +20,7 @@ from pyserini_moe import _java
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import IndexMismatchError, check_kind
 from pyserini_moe.runs import Run
-from pyserini_moe.search.base import batched_search
+from pyserini_moe.search.base import batched_search, open_lucene
 
 if TYPE_CHECKING:
     from pyserini_moe.modeling.base import TextEncoder
@@ -153,7 +153,8 @@ class ImpactSearcher(_EncodedSearcher):
         super().__init__(*args, **kwargs)
         from pyserini.search.lucene import LuceneImpactSearcher  # noqa: PLC0415
 
-        self.searcher = LuceneImpactSearcher(self.index, self.query_encoder)
+        self.searcher = open_lucene(lambda: LuceneImpactSearcher(self.index, self.query_encoder),
+                                    Path(self.index))
 
     def _query_encoder(self, model: TextEncoder, max_length: int | None) -> Any:
         from pyserini_moe.encode.impact import ImpactQueryEncoder  # noqa: PLC0415

@@ -25,6 +25,7 @@ Qrels = dict[str, dict[str, int]]
 # Friendly names for ranx's methods; any other ranx method name ("max", "isr", ...) passes through.
 RANX_ALIASES = {"combsum": "sum", "combmnz": "mnz"}
 RANX_METHODS = ("rrf", "combsum", "combmnz", "wsum")
+RANX_NORMS = ("min-max", "max", "sum", "zmuv", "rank", "borda")
 
 # Per query and expert: its hits -> (transformed scores, the value of a doc it did not return).
 ListTransform = Callable[[dict[str, float]], tuple[dict[str, float], float]]

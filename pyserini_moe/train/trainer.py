@@ -40,7 +40,7 @@ from tqdm import tqdm
 from pyserini_moe.data.export import write_topics_tsv, write_trec_qrels
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path, read_json
-from pyserini_moe.modeling.base import RetrievalModel, Side, default_device, model_class
+from pyserini_moe.modeling.base import RetrievalModel, Side, check_device, model_class
 from pyserini_moe.modeling.losses import flops
 from pyserini_moe.train.collator import Batch, Collator
 from pyserini_moe.train.config import ModelConfig, TrainConfig, TrainingConfig
@@ -71,12 +71,7 @@ RESUMABLE_CHANGES = {"epochs", "max_steps", "device", "eval_every"}
 
 def resolve_device(spec: str) -> torch.device:
     """``auto`` is CUDA when present, else CPU; asking for CUDA without it is an error."""
-    if spec == "auto":
-        return default_device()
-    device = torch.device(spec)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UserError(f"device {spec!r} requested but CUDA is not available")
-    return device
+    return check_device(spec)
 
 
 def build_model(config: ModelConfig, device: str | torch.device) -> RetrievalModel:
