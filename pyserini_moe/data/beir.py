@@ -247,7 +247,10 @@ def resolve_collection(spec: str | os.PathLike) -> Path:
 
 
 def _env_hint() -> str:
-    return "; set PYSERINI_MOE_DATA" if not os.environ.get("PYSERINI_MOE_DATA") else ""
+    env = os.environ.get("PYSERINI_MOE_DATA")
+    if not env:
+        return "; set PYSERINI_MOE_DATA"
+    return f"; PYSERINI_MOE_DATA={env} is not a directory" if not Path(env).is_dir() else ""
 
 
 def download_beir(name: str) -> Path:

@@ -48,7 +48,7 @@ from pyserini_moe.data.errors import DataFormatError
 from pyserini_moe.data.export import write_topics_tsv
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path
-from pyserini_moe.runs import Run, read_trec_run, write_trec_run
+from pyserini_moe.runs import Run, read_nonempty_run, write_trec_run
 
 WIKIPEDIA_PASSAGES = 21_015_324  # rows of psgs_w100.tsv: only sizes the progress bar
 _NON_SPACE = re.compile(r"\S")
@@ -476,7 +476,7 @@ def merge_runs(paths: Iterable[str | os.PathLike], target: str | os.PathLike) ->
     DPR's BM25 negatives for the rest (TASER appendix D mines only NQ, TriviaQA and WebQ)."""
     merged: Run = {}
     for path in paths:
-        for qid, hits in read_trec_run(path).items():
+        for qid, hits in read_nonempty_run(path, "merge").items():
             merged.setdefault(qid, hits)
     if not merged:
         raise UserError("the runs to merge are empty")

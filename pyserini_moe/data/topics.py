@@ -119,6 +119,9 @@ def load_topics(spec: str | os.PathLike) -> dict[str, str]:
     pair = _collection_split(text)
     if pair is not None:
         return BeirCollection.load(pair[0]).topics(pair[1])
+    if path.is_dir():
+        raise UserError(f"{text} is a folder, not a topics file: for a collection's queries "
+                        f"give COLLECTION:SPLIT, e.g. {text.rstrip('/')}:test")
     if _looks_like_path(text):
         raise FileNotFoundError(f"topics file not found: {text}")
     return _pyserini_topics(text)

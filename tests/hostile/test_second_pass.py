@@ -177,3 +177,22 @@ def test_a_config_no_model_can_be_built_from(tmp_path, tiny_bert, capsys) -> Non
     (bad / "config.json").write_text(json.dumps(config))
     refused(sizes.main, ["--backbone", str(bad)], "describes no buildable model", capsys)
     assert "| model" not in capsys.readouterr().out
+
+
+def test_misplaced_folders_say_what_they_are(ws, tmp_path, capsys, monkeypatch) -> None:
+    refused(index_cli.main, ["--retriever", "bm25", "--corpus", str(ws["bm25"]), "--index",
+                             str(tmp_path / "i")], "an index, not a collection", capsys)
+    refused(search_cli.main, ["--index", str(ws["bm25"]), "--topics", str(ws["corpus"]),
+                              "--output", str(tmp_path / "o.trec")],
+            "is a folder, not a topics file", capsys)
+    monkeypatch.setenv("PYSERINI_MOE_DATA", str(tmp_path / "missing"))
+    refused(search_cli.main, ["--index", str(ws["bm25"]), "--topics", "cranfield:test",
+                              "--output", str(tmp_path / "o.trec")],
+            "PYSERINI_MOE_DATA=", capsys)
+
+
+def test_merging_an_empty_run_is_refused(ws, tmp_path, capsys) -> None:
+    empty = tmp_path / "empty.trec"
+    empty.write_text("")
+    refused(dpr.main, ["merge-runs", "--runs", str(empty), str(ws["run"]), "--output",
+                       str(tmp_path / "m.trec")], "the run is empty", capsys)
