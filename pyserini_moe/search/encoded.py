@@ -30,21 +30,34 @@ log = logging.getLogger(__name__)
 MAX_HITS_IN_FLIGHT = 16_000
 
 
-def open_index(index: str | os.PathLike, kind: str) -> dict[str, Any]:
-    """Metadata of a pyserini-moe index of ``kind``; a clear error for anything else."""
+def open_index(index: str | os.PathLike, kind: str, encoder: str | None = None) -> dict[str, Any]:
+    """Metadata of a pyserini-moe index of ``kind``; a clear error for anything else. A dense
+    index built elsewhere (``python -m pyserini.encode`` writes a Faiss ``index`` and a ``docid``
+    file, no metadata) is searched with the ``encoder`` given, with a warning that nothing can
+    check the pairing."""
     if not Path(index).is_dir():
         raise FileNotFoundError(f"index folder not found: {index}")
     meta = check_kind(index, kind)
-    if meta is None:
-        raise IndexMismatchError(f"{index} has no pyserini_moe_index.json: build it with "
-                                 f"`python -m pyserini_moe.index --retriever {kind}`")
-    return meta
+    if meta is not None:
+        return meta
+    foreign_dense = kind == "dense" and (Path(index) / "index").is_file() \
+        and (Path(index) / "docid").is_file()
+    if foreign_dense and encoder:
+        log.warning("%s was not built by pyserini-moe (no pyserini_moe_index.json): searching it "
+                    "with %s, but nothing can check that this encoder built it", index, encoder)
+        return {"kind": kind, "encoder": encoder, "encoder_fingerprint": None, "foreign": True}
+    hint = " (a Faiss index built elsewhere: give --encoder, the model that encoded it)" \
+        if foreign_dense else ""
+    raise IndexMismatchError(f"{index} has no pyserini_moe_index.json{hint}: build it with "
+                             f"`python -m pyserini_moe.index --retriever {kind}`")
 
 
 def check_encoder(meta: dict[str, Any], model: TextEncoder, index: str | os.PathLike, name: str) -> None:
     """Refuse a query encoder whose weights differ from the encoder that built the index."""
     from pyserini_moe.modeling.base import fingerprint  # noqa: PLC0415
 
+    if meta.get("foreign"):
+        return  # built elsewhere: nothing recorded to check against (open_index warned)
     if fingerprint(model) != meta.get("encoder_fingerprint"):
         raise IndexMismatchError(
             f"{index} was built by encoder {meta.get('encoder')!r} "
@@ -62,7 +75,7 @@ class _EncodedSearcher:
                  device: str | None = None, query_max_length: int | None = None) -> None:
         _java.bootstrap()
         self.index = str(index)
-        self.meta = open_index(index, self.kind)
+        self.meta = open_index(index, self.kind, encoder)
         self.encoder_name = encoder or self.meta["encoder"]
         if encoder is None and os.sep in self.encoder_name and not Path(self.encoder_name).exists():
             raise IndexMismatchError(
