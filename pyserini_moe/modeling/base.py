@@ -37,6 +37,7 @@ from pyserini_moe.representation import INDEX_KINDS, REPRESENTATIONS, Representa
 __all__ = ["INDEX_KINDS", "REPRESENTATIONS", "Representation"]  # re-exported: the model's vocabulary
 
 MODEL_FILE = "pyserini_moe.json"
+CARD_FILE = "README.md"
 WEIGHTS_FILE = "pyserini_moe.safetensors"
 # transformers' own file name: sentence-transformers-layout models (Siamese) store their weights
 # under it; folders of other models saved before 2026-11-24 used it for the prefixed weights.
@@ -247,7 +248,35 @@ class RetrievalModel(nn.Module, ABC):
                      for k, v in self.state_dict().items()}
             save_file(_untie(state), str(tmp / self.weights_file))
             self.write_foreign_files(tmp)
+            (tmp / CARD_FILE).write_text(self.model_card(directory))
         return directory
+
+    def model_card(self, directory: Path) -> str:
+        """The folder's ``README.md``: what the model is and how to load it (the trainer adds
+        how it was trained)."""
+        args = ", ".join(f"{k}={v}" for k, v in sorted(self.args.items())) or "none"
+        backbone = getattr(next(iter(self.backbone_configs().values())), "_name_or_path", "")
+        lines = [f"# {self.model_type} retriever (pyserini-moe)", "",
+                 "| field | value |", "|---|---|",
+                 f"| model type | `{self.model_type}` |",
+                 f"| representations | {', '.join(self.representations)} |",
+                 f"| arguments | {args} |",
+                 f"| backbone | {backbone or 'see config.json'} |",
+                 f"| parameters | {sum(p.numel() for p in self.parameters()):,} |", "",
+                 "## How to load", "",
+                 "```python", "from pyserini_moe.modeling import load_model",
+                 f'model = load_model("{directory}")', "```", "",
+                 "Index and search with it: `python -m pyserini_moe.index --retriever "
+                 f"{'|'.join(r.index_kind for r in map(Representation, self.representations))} "
+                 f"--encoder {directory} ...`, then `python -m pyserini_moe.search`."]
+        if self.weights_file == WEIGHTS_FILE:
+            lines += ["", "transformers' `AutoModel`, sentence-transformers and Pyserini's `auto` "
+                      "encoder refuse this folder (its weights are not a plain backbone's): "
+                      "load it as above."]
+        else:
+            lines += ["", "It is also a sentence-transformers model: "
+                      f'`SentenceTransformer("{directory}")` gives the same vectors.']
+        return "\n".join(lines) + "\n"
 
     def write_foreign_files(self, folder: Path) -> None:
         """Files other libraries read (sentence-transformers' modules); none by default."""

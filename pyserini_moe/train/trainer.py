@@ -40,7 +40,7 @@ from tqdm import tqdm
 from pyserini_moe.data.export import write_topics_tsv, write_trec_qrels
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path, read_json
-from pyserini_moe.modeling.base import RetrievalModel, Side, check_device, model_class
+from pyserini_moe.modeling.base import CARD_FILE, RetrievalModel, Side, check_device, model_class
 from pyserini_moe.modeling.losses import flops
 from pyserini_moe.train.collator import Batch, Collator
 from pyserini_moe.train.config import ModelConfig, TrainConfig, TrainingConfig
@@ -430,7 +430,32 @@ class Trainer:
         if self.is_main:
             with atomic_path(self.out / SUMMARY_FILE) as tmp:
                 tmp.write_text(json.dumps(summary, indent=2) + "\n")
+            for kept in ("best", "last"):
+                self._add_training_to_card(self.out / kept, kept, metrics)
         return summary
+
+    def _add_training_to_card(self, folder: Path, which: str, metrics: dict[str, Any]) -> None:
+        """The model card's training section: recipe, data, steps, validation loss."""
+        card = folder / CARD_FILE
+        if not card.is_file():
+            return
+        data = self.config.data
+        chosen = (f"the lowest validation loss ({metrics['best_val_loss']:.4f}, step "
+                  f"{metrics['best_step']})" if which == "best" and metrics["best_step"]
+                  else f"the last step ({metrics['steps']})")
+        section = ["", "## Training", "",
+                   f"- recipe: `{self.config.source or 'in code'}` (all of it in "
+                   f"`{self.out / RECIPE_FILE}`)",
+                   f"- data: {data.collection}:{data.split}, {metrics['train_queries']} queries "
+                   f"({metrics['train_pairs']} pairs), {data.num_negatives} "
+                   f"{data.negatives.source} negative(s) per query, "
+                   f"{metrics['validation_queries']} queries held out",
+                   f"- {metrics['steps']} steps of {self.cfg.batch_size} queries "
+                   f"x {self.cfg.grad_accumulation}, learning rate {self.cfg.learning_rate:g}, "
+                   f"{metrics['train_seconds']:.0f} s on {metrics['device']}",
+                   f"- this folder ({which}) holds {chosen}"]
+        with atomic_path(card) as tmp:
+            tmp.write_text(card.read_text() + "\n".join(section) + "\n")
 
 
 def _numpy_state_to_tensors(state: tuple) -> dict[str, Any]:
