@@ -36,6 +36,17 @@ def write_trec_run(run: Run, path: str | os.PathLike, tag: str = "pyserini-moe",
     return path
 
 
+def write_msmarco_run(run: Run, path: str | os.PathLike, hits: int | None = None) -> Path:
+    """Write ``qid<TAB>docid<TAB>rank`` lines, best first (MS MARCO's run format, Pyserini's
+    ``--output-format msmarco``), atomically."""
+    path = Path(path)
+    with atomic_path(path) as tmp, open(tmp, "w") as f:
+        for qid in run:
+            for rank, (docid, _) in enumerate(ranked(run[qid])[:hits], start=1):
+                f.write(f"{qid}\t{docid}\t{rank}\n")
+    return path
+
+
 def read_trec_run(path: str | os.PathLike) -> Run:
     """Read a six-column TREC run; a bad line raises :class:`RunFormatError` naming file and line."""
     path = Path(path)

@@ -24,7 +24,7 @@ from pyserini_moe.cli import HelpFormatter, output_file, refuse_input_as_output
 from pyserini_moe.cli.args import add_backend_arg, backend_encoder
 from pyserini_moe.errors import UserError
 from pyserini_moe.representation import INDEX_KINDS
-from pyserini_moe.runs import write_trec_run
+from pyserini_moe.runs import write_msmarco_run, write_trec_run
 from pyserini_moe.search import fusion
 from pyserini_moe.search.dispatch import SearchSettings, search_topics
 
@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="impact: query terms kept (the heaviest); may not exceed Lucene's max "
                           "clause count (1024), which refuses longer queries")
     enc.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA if present)")
+    enc.add_argument("--ef-search", type=int, default=None,
+                     help="dense HNSW index: Faiss efSearch, the search breadth (Pyserini's flag)")
     enc.add_argument("--faiss-params", default=None,
                      help="multivector: Faiss search parameters of the token index, e.g. "
                           "nprobe=32 (IVF) or efSearch=256 (HNSW)")
@@ -96,14 +98,24 @@ def build_parser() -> argparse.ArgumentParser:
         "list's minimum); fuse saved runs with `python -m pyserini_moe.fuse`")
     hyb.add_argument("--bm25-index", default=None,
                      help="a BM25 index of the same corpus: fuse the model's run with BM25's")
-    hyb.add_argument("--alpha", type=float, default=1.0, help="weight of the BM25 scores")
-    hyb.add_argument("--hybrid-normalize", action="store_true",
-                     help="normalise each list per query first (Ma et al. 2021)")
+    hyb.add_argument("--alpha", type=float, default=1.0,
+                     help="weight of the BM25 scores (of the model's with --weight-on-dense)")
+    hyb.add_argument("--weight-on-dense", action="store_true",
+                     help="Pyserini's flag: alpha weighs the model's side, BM25 + alpha * model")
+    hyb.add_argument("--hybrid-normalize", "--normalization", dest="hybrid_normalize",
+                     action="store_true",
+                     help="normalise each list per query first (Ma et al. 2021; Pyserini's "
+                          "--normalization)")
     hyb.add_argument("--candidates", type=int, default=1000,
                      help="K': hits taken from each side before fusing")
     bm25 = parser.add_argument_group("bm25")
     bm25.add_argument("--k1", type=float, default=0.9, help="BM25 k1")
     bm25.add_argument("--b", type=float, default=0.4, help="BM25 b")
+    out = parser.add_argument_group("output, as Pyserini's search commands")
+    out.add_argument("--output-format", choices=("trec", "msmarco"), default="trec",
+                     help="trec: qid Q0 docid rank score tag; msmarco: qid<TAB>docid<TAB>rank")
+    out.add_argument("--remove-query", action="store_true",
+                     help="drop a hit whose docid is the query's id (BEIR ArguAna, Quora)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -141,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(f"--alpha must be >= 0 (the weight of the BM25 scores), got {args.alpha}")
     refuse_input_as_output([args.output], [args.topics, *args.index])
     for flag in ("hits", "batch_size", "threads", "query_max_length", "query_max_terms",
-                 "candidates"):
+                 "candidates", "ef_search"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise UserError(f"--{flag.replace('_', '-')} must be >= 1")
         if getattr(args, flag) is not None and getattr(args, flag) > JAVA_INT_MAX:
@@ -156,12 +168,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.retriever != "fused":
         args.index = args.index[0]
     settings = SearchSettings(**{f.name: getattr(args, f.name) for f in fields(SearchSettings)})
+    if args.remove_query:  # one more, so that dropping the query itself still leaves --hits
+        settings.hits += 1
     outcome = search_topics(settings, topics)
     run, elapsed = outcome.run, outcome.search_seconds
     for kind, expert_run in outcome.expert_runs.items() if args.expert_runs else ():
         write_trec_run(expert_run, f"{args.expert_runs}.{kind}.trec", tag=kind,
                        hits=args.candidates)
-    write_trec_run(run, args.output, tag=args.run_tag or run_tag(settings), hits=args.hits)
+    if args.remove_query:
+        run = {qid: {d: v for d, v in hits.items() if d != qid} for qid, hits in run.items()}
+    if args.output_format == "msmarco":
+        write_msmarco_run(run, args.output, hits=args.hits)
+    else:
+        write_trec_run(run, args.output, tag=args.run_tag or run_tag(settings), hits=args.hits)
     print(f"{len(run)} queries searched in {elapsed:.1f}s ({len(run) / max(elapsed, 1e-9):.1f} q/s; "
           f"{outcome.open_seconds:.1f}s more to load the model and index); run written to "
           f"{args.output}", file=sys.stderr)

@@ -27,6 +27,7 @@ class SearchSettings:
     query_max_length: int | None = None
     query_max_terms: int | None = 1024
     faiss_params: str | None = None
+    ef_search: int | None = None
     hits: int = 1000
     candidates: int = 1000
     threads: int = 1
@@ -37,6 +38,7 @@ class SearchSettings:
     bm25_index: str | None = None
     alpha: float = 1.0
     hybrid_normalize: bool = False
+    weight_on_dense: bool = False
     k1: float = 0.9
     b: float = 0.4
     quiet: bool = False
@@ -78,7 +80,7 @@ def search_topics(s: SearchSettings, topics: dict[str, str]) -> SearchOutcome:
 
         bm25_run = bm25.search(topics, hits=s.candidates, threads=s.threads,
                                batch_size=s.batch_size, progress=not s.quiet)
-        run = hybrid(run, bm25_run, s.alpha, s.hybrid_normalize, k=s.hits)
+        run = hybrid(run, bm25_run, s.alpha, s.hybrid_normalize, s.weight_on_dense, k=s.hits)
     return SearchOutcome(run, expert_runs, opened - clock, time.perf_counter() - opened)
 
 
@@ -104,7 +106,7 @@ def open_any(s: SearchSettings) -> Any:  # a Bm25Searcher or one of search.encod
     from pyserini_moe.search.encoded import open_searcher  # noqa: PLC0415
 
     return open_searcher(s.retriever, s.index, s.encoder, s.device, s.query_max_length,
-                         s.query_max_terms, s.faiss_params)
+                         s.query_max_terms, s.faiss_params, s.ef_search)
 
 
 def _fusion_searcher(s: SearchSettings) -> Any:

@@ -107,7 +107,7 @@ class DenseSearcher(_EncodedSearcher):
 
     kind = "dense"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, ef_search: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         from pyserini.search.faiss import FaissSearcher  # noqa: PLC0415
 
@@ -120,6 +120,11 @@ class DenseSearcher(_EncodedSearcher):
         except RuntimeError as e:  # Faiss could not read its file
             raise IndexMismatchError(f"{self.index}/index: Faiss cannot read it ({_first_line(e)})"
                                      "; the index is damaged: build it again") from None
+        if ef_search is not None:  # Pyserini's --ef-search: HNSW's search breadth
+            hnsw = getattr(self.searcher.index, "hnsw", None)
+            if hnsw is None:
+                raise UserError(f"--ef-search applies to an HNSW index; {self.index} is flat")
+            hnsw.efSearch = ef_search
 
     def _query_encoder(self, model: TextEncoder, max_length: int | None) -> Any:
         from pyserini_moe.encode.dense import DenseQueryEncoder  # noqa: PLC0415
@@ -322,9 +327,10 @@ SEARCHERS = {"dense": DenseSearcher, "impact": ImpactSearcher, "multivector": Mu
 def open_searcher(kind: str, index: str | os.PathLike, encoder: str | None = None,
                   device: str | None = None, query_max_length: int | None = None,
                   query_max_terms: int | None = None,
-                  faiss_params: str | None = None) -> _EncodedSearcher:
+                  faiss_params: str | None = None,
+                  ef_search: int | None = None) -> _EncodedSearcher:
     """The searcher of ``kind`` with the options that kind takes (the others are ignored)."""
-    extra = {"impact": {"query_max_terms": query_max_terms},
+    extra = {"dense": {"ef_search": ef_search}, "impact": {"query_max_terms": query_max_terms},
              "multivector": {"faiss_params": faiss_params}}.get(kind, {})
     return SEARCHERS[kind](index, encoder, device=device, query_max_length=query_max_length,
                            **extra)
