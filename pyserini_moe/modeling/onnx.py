@@ -22,8 +22,11 @@ and leaves state behind in the exporting process.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +70,24 @@ class _AnseriniSparseGraph(nn.Module):
         return idx, weights[idx]
 
 
+@contextlib.contextmanager
+def _quiet_export() -> Iterator[None]:
+    """The exporter's progress lines and tracer warnings (about shapes it handles) say nothing to
+    a user who asked for an export; errors still raise."""
+    import logging  # noqa: PLC0415
+    import warnings  # noqa: PLC0415
+
+    onnx_log = logging.getLogger("torch.onnx")
+    level = onnx_log.level
+    onnx_log.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        onnx_log.setLevel(level)
+
+
 ANSERINI_SPARSE = "query/sparse-anserini"
 ANSERINI_SPARSE_FILE = "query-sparse-anserini.onnx"
 
@@ -91,12 +112,12 @@ def export(model: RetrievalModel, output_dir: str | os.PathLike, source: str,
     batch, length = torch.export.Dim("batch"), torch.export.Dim("length")
     dynamic = {"input_ids": {0: batch, 1: length}, "attention_mask": {0: batch, 1: length}}
     output_dir = Path(output_dir)
-    with atomic_path(output_dir, directory=True) as tmp:
+    with atomic_path(output_dir, directory=True) as tmp, _quiet_export():
         files = {}
         for side in (Side.QUERY, Side.PASSAGE):
             for representation in model.representations:
                 name = graph_file(side, representation)
-                torch.onnx.export(_SideGraph(model, side, representation),
+                torch.onnx.export(_SideGraph(model, side, representation).eval(),
                                   (example["input_ids"], example["attention_mask"]),
                                   str(tmp / name), dynamo=True, verbose=False,
                                   input_names=["input_ids", "attention_mask"],
@@ -108,7 +129,7 @@ def export(model: RetrievalModel, output_dir: str | os.PathLike, source: str,
         if "sparse" in model.representations:
             length = torch.export.Dim("length")
             ids = example["input_ids"][:1]
-            torch.onnx.export(_AnseriniSparseGraph(model),
+            torch.onnx.export(_AnseriniSparseGraph(model).eval(),
                               (ids, torch.zeros_like(ids), example["attention_mask"][:1]),
                               str(tmp / ANSERINI_SPARSE_FILE), dynamo=True,
                               verbose=False,

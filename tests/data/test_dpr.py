@@ -121,7 +121,7 @@ def test_malformed_training_file_names_file_and_line(tmp_path, data, line, messa
     with pytest.raises(DataFormatError, match=message) as err:
         dpr.convert_training({"nq": path}, tmp_path / "out")
     assert err.value.path == path and err.value.line == line
-    assert not (tmp_path / "out" / "queries.jsonl").exists()
+    assert not (tmp_path / "out").exists()  # nothing left, not even empty folders
 
 
 def test_json_examples_are_streamed_across_buffer_boundaries(tmp_path):
