@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     from pyserini_moe.modeling.onnx import export, is_onnx_export  # noqa: PLC0415
 
     refuse_input_as_output([str(args.output)], [args.encoder])
+    if args.output.is_file():
+        raise UserError(f"{args.output} is a file: name a folder for the export")
     if args.output.exists():
         if not args.overwrite:
             raise FileExistsError(f"{args.output} already exists; pass --overwrite to replace it")

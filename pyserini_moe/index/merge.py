@@ -57,8 +57,14 @@ def check_shards(shards: list[str | os.PathLike]) -> list[tuple[Path, dict[str, 
                                          f"({meta.get(field)!r} vs {first.get(field)!r}): they are "
                                          "not shards of one encoding")
     num = first["shard"]["num"]
+    for folder, meta in found[1:]:
+        if meta["shard"]["num"] != num:
+            raise IndexMismatchError(f"{folder} is shard {meta['shard']['id']} of "
+                                     f"{meta['shard']['num']}, {found[0][0]} shard "
+                                     f"{first['shard']['id']} of {num}: shards of different "
+                                     "splits")
     ids = sorted(meta["shard"]["id"] for _, meta in found)
-    if any(meta["shard"]["num"] != num for _, meta in found) or ids != list(range(num)):
+    if ids != list(range(num)):
         raise IndexMismatchError(f"the shards must be ids 0..{num - 1} of {num}, each once; got "
                                  f"ids {ids}")
     return sorted(found, key=lambda item: item[1]["shard"]["id"])

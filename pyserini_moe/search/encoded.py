@@ -120,6 +120,11 @@ class DenseSearcher(_EncodedSearcher):
         except RuntimeError as e:  # Faiss could not read its file
             raise IndexMismatchError(f"{self.index}/index: Faiss cannot read it ({_first_line(e)})"
                                      "; the index is damaged: build it again") from None
+        recorded = self.meta.get("dim")
+        if recorded is not None and int(recorded) != self.searcher.index.d:
+            raise IndexMismatchError(f"{self.index}: the metadata says {recorded} dimensions, the "
+                                     f"Faiss index holds {self.searcher.index.d}: the index is "
+                                     "damaged: build it again")
         if ef_search is not None:  # Pyserini's --ef-search: HNSW's search breadth
             hnsw = getattr(self.searcher.index, "hnsw", None)
             if hnsw is None:

@@ -196,3 +196,21 @@ def test_merging_an_empty_run_is_refused(ws, tmp_path, capsys) -> None:
     empty.write_text("")
     refused(dpr.main, ["merge-runs", "--runs", str(empty), str(ws["run"]), "--output",
                        str(tmp_path / "m.trec")], "the run is empty", capsys)
+
+
+def test_export_over_a_file_and_metadata_that_disagrees_with_faiss(ws, tmp_path,
+                                                                   capsys) -> None:
+    target = tmp_path / "victim.trec"
+    target.write_text("keep")
+    refused(export.main, ["--encoder", str(ws["model"]), "--output", str(target),
+                          "--overwrite"], "is a file: name a folder", capsys, target)
+    dense = tmp_path / "dense"
+    assert index_cli.main(["--retriever", "dense", "--corpus", str(ws["corpus"]), "--encoder",
+                           str(ws["model"]), "--index", str(dense), "--device", "cpu",
+                           "--quiet"]) == 0
+    meta = json.loads((dense / "pyserini_moe_index.json").read_text())
+    meta["dim"] = meta["dim"] * 2
+    (dense / "pyserini_moe_index.json").write_text(json.dumps(meta))
+    refused(search_cli.main, ["--retriever", "dense", "--index", str(dense), "--topics",
+                              f"{ws['corpus']}:test", "--output", str(tmp_path / "o.trec"),
+                              "--device", "cpu"], "the metadata says", capsys)
