@@ -270,16 +270,26 @@ class RetrievalModel(nn.Module, ABC):
                  f"{'|'.join(r.index_kind for r in map(Representation, self.representations))} "
                  f"--encoder {directory} ...`, then `python -m pyserini_moe.search`."]
         if self.weights_file == WEIGHTS_FILE:
-            lines += ["", "transformers' `AutoModel`, sentence-transformers and Pyserini's `auto` "
-                      "encoder refuse this folder (its weights are not a plain backbone's): "
-                      "load it as above."]
+            lines += ["", "transformers' `AutoModel` and Pyserini's `auto` encoder refuse this "
+                      "folder (its weights are not a plain backbone's): load it as above."]
+            if "dense" in self.representations:
+                lines += ["", "sentence-transformers loads it through pyserini-moe's own module: "
+                          f'`SentenceTransformer("{directory}", trust_remote_code=True)`, then '
+                          "`encode_query` and `encode_document` (the model's two sides)."]
         else:
             lines += ["", "It is also a sentence-transformers model: "
                       f'`SentenceTransformer("{directory}")` gives the same vectors.']
         return "\n".join(lines) + "\n"
 
     def write_foreign_files(self, folder: Path) -> None:
-        """Files other libraries read (sentence-transformers' modules); none by default."""
+        """Files other libraries read: a model with a dense vector lists pyserini-moe's own
+        sentence-transformers module (:mod:`pyserini_moe.sentence_transformers`), so
+        ``SentenceTransformer(folder)`` loads it through this package and ``encode_query`` /
+        ``encode_document`` route to its query / passage side."""
+        if "dense" in self.representations:
+            (folder / "modules.json").write_text(json.dumps(
+                [{"idx": 0, "name": "0", "path": "",
+                  "type": "pyserini_moe.sentence_transformers.MoeRetriever"}], indent=2))
 
 
 def tokenize(tokenizer: Any, texts: list[str], side: Side, max_length: int,

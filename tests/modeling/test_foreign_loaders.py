@@ -37,21 +37,45 @@ def test_a_siamese_model_loads_the_same_in_sentence_transformers_and_transformer
                                ours)
 
 
-def test_moe_folders_are_refused_by_foreign_loaders_and_ours_loads(tiny_bert, tmp_path) -> None:
+@pytest.mark.parametrize("name", ["taser", "sbmoe", "came"])
+def test_moe_folders_load_in_sentence_transformers_through_our_module(name, tiny_bert, tiny_mlm,
+                                                                      tmp_path) -> None:
+    """transformers' AutoModel refuses the folder; sentence-transformers asks for
+    trust_remote_code, then loads it through pyserini_moe's module, and encode_query /
+    encode_document are the model's two sides."""
     from sentence_transformers import SentenceTransformer
     from transformers import AutoModel
 
+    from pyserini_moe.modeling import CameEncoder, SbMoeEncoder
+
     torch.manual_seed(0)
-    model = TaserEncoder.from_backbone(tiny_bert, every=1, device="cpu").eval()
+    build = {"taser": lambda: TaserEncoder.from_backbone(tiny_bert, every=1, device="cpu"),
+             "sbmoe": lambda: SbMoeEncoder.from_backbone(tiny_bert, n_experts=3, device="cpu"),
+             "came": lambda: CameEncoder.from_backbone(tiny_mlm, shared_layers=1, dim=8,
+                                                       device="cpu")}
+    model = build[name]().eval()
+    with torch.no_grad():  # query and passage sides apart, as after training
+        for pname, param in model.named_parameters():
+            if "experts" in pname or "gate" in pname or "stacks" in pname:
+                param.add_(0.05 * torch.randn_like(param))
     folder = model.save(tmp_path / "model")
     assert (folder / WEIGHTS_FILE).is_file() and not (folder / TRANSFORMERS_WEIGHTS_FILE).exists()
     with pytest.raises(OSError):
         AutoModel.from_pretrained(folder)
-    with pytest.raises(OSError):
+    with pytest.raises(ValueError, match="trust_remote_code"):  # loud: our code, not theirs
         SentenceTransformer(str(folder), device="cpu")
+    st = SentenceTransformer(str(folder), device="cpu", trust_remote_code=True)
+    texts = ["a cat sat on the mat", "dense retrieval"]
+    only = "dense" if len(model.representations) > 1 else None
+    for side, encode in ((Side.QUERY, st.encode_query), (Side.PASSAGE, st.encode_document)):
+        expected = model.encode(texts, side, only=only).dense
+        torch.testing.assert_close(torch.as_tensor(encode(texts)), expected, atol=1e-5,
+                                   rtol=1e-5)
+    with pytest.raises(ValueError, match="encode_query / encode_document"):
+        st.encode(texts)
     again = load_model(folder, device="cpu")
-    torch.testing.assert_close(again.encode(["a cat"], Side.QUERY).dense,
-                               model.encode(["a cat"], Side.QUERY).dense)
+    torch.testing.assert_close(again.encode(["a cat"], Side.QUERY, only=only).dense,
+                               model.encode(["a cat"], Side.QUERY, only=only).dense)
 
 
 def test_a_folder_saved_under_the_old_weights_name_still_loads(tiny_bert, tmp_path) -> None:

@@ -1,0 +1,67 @@
+"""A sentence-transformers module around a pyserini-moe model, so
+``SentenceTransformer(folder, trust_remote_code=True)`` (sentence-transformers asks for it for any
+module class not its own) loads a saved MoE retriever with its own weights and routes as the
+model does:
+``encode_query`` encodes on the query side (TASER's query experts, CoT-MoTE's Q-FFN, SB-MoE's
+gate on queries), ``encode_document`` on the passage side. A plain ``encode`` is refused: such a
+model has no side-free encoding. Saved model folders of dense MoE models list this module in
+their ``modules.json`` (see :meth:`~pyserini_moe.modeling.base.RetrievalModel.save`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from sentence_transformers.base.modules.module import Module
+
+from pyserini_moe.modeling.base import Side, load_model
+
+MODULE_TYPE = "pyserini_moe.sentence_transformers.MoeRetriever"
+SIDES = {"query": Side.QUERY, "document": Side.PASSAGE, "passage": Side.PASSAGE,
+         "corpus": Side.PASSAGE}
+
+
+class MoeRetriever(Module):
+    """Tokenizes like the model and returns its dense vector as ``sentence_embedding``."""
+
+    forward_kwargs = {"task"}
+    save_in_root = True
+
+    def __init__(self, model: Any, max_seq_length: int = 256) -> None:
+        super().__init__()
+        self.model = model
+        self.max_seq_length = max_seq_length
+
+    def tokenize(self, texts: list[str], **kwargs: Any) -> dict[str, torch.Tensor]:
+        batch = self.model.tokenizer(list(texts), padding=True, truncation=True,
+                                     max_length=self.max_seq_length, return_tensors="pt")
+        return {k: batch[k] for k in ("input_ids", "attention_mask")}
+
+    def forward(self, features: dict[str, Any], task: str | None = None,
+                **kwargs: Any) -> dict[str, Any]:
+        side = SIDES.get(task or "")
+        if side is None:
+            raise ValueError("a pyserini-moe retriever encodes queries and documents differently: "
+                             "use encode_query / encode_document (or task='query' / 'document')")
+        only = {"only": "dense"} if len(self.model.representations) > 1 else {}
+        out = self.model(features["input_ids"], features["attention_mask"], side, **only)
+        features["sentence_embedding"] = out.dense
+        return features
+
+    def get_sentence_embedding_dimension(self) -> int:
+        return self.get_embedding_dimension()
+
+    def get_embedding_dimension(self) -> int:
+        vector = self.model.encode(["a"], Side.QUERY, 8, only="dense" if len(
+            self.model.representations) > 1 else None).dense
+        return int(vector.shape[-1])
+
+    def save(self, output_path: str, *args: Any, **kwargs: Any) -> None:
+        self.model.save(Path(output_path))
+
+    @classmethod
+    def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs: Any) -> MoeRetriever:
+        path = Path(model_name_or_path) / subfolder if subfolder else Path(model_name_or_path)
+        return cls(load_model(path, device="cpu"))
