@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from pyserini_moe.errors import UserError
@@ -28,22 +29,23 @@ def ranked(hits: dict[str, float]) -> list[tuple[str, float]]:
 def write_trec_run(run: Run, path: str | os.PathLike, tag: str = "pyserini-moe",
                    hits: int | None = None) -> Path:
     """Write ``qid Q0 docid rank score tag`` lines, best first, atomically."""
-    path = Path(path)
-    with atomic_path(path) as tmp, open(tmp, "w") as f:
-        for qid in run:
-            for rank, (docid, score) in enumerate(ranked(run[qid])[:hits], start=1):
-                f.write(f"{qid} Q0 {docid} {rank} {score:.6f} {tag}\n")
-    return path
+    return _write_ranked(run, path, hits,
+                         lambda q, d, r, s: f"{q} Q0 {d} {r} {s:.6f} {tag}\n")
 
 
 def write_msmarco_run(run: Run, path: str | os.PathLike, hits: int | None = None) -> Path:
     """Write ``qid<TAB>docid<TAB>rank`` lines, best first (MS MARCO's run format, Pyserini's
     ``--output-format msmarco``), atomically."""
+    return _write_ranked(run, path, hits, lambda q, d, r, s: f"{q}\t{d}\t{r}\n")
+
+
+def _write_ranked(run: Run, path: str | os.PathLike, hits: int | None,
+                  line: Callable[[str, str, int, float], str]) -> Path:
     path = Path(path)
     with atomic_path(path) as tmp, open(tmp, "w") as f:
         for qid in run:
-            for rank, (docid, _) in enumerate(ranked(run[qid])[:hits], start=1):
-                f.write(f"{qid}\t{docid}\t{rank}\n")
+            for rank, (docid, score) in enumerate(ranked(run[qid])[:hits], start=1):
+                f.write(line(qid, docid, rank, score))
     return path
 
 

@@ -144,3 +144,17 @@ def toy_data() -> Callable[..., TrainingData]:
             candidates={f"q{i}": [f"d{(i + k) % 24}" for k in range(1, 6)] for i in range(24)},
             num_negatives=num_negatives, seed=3)
     return make
+
+
+@pytest.fixture
+def siamese_recipe(tiny_bert: Path, tmp_path: Path) -> "TrainConfig":  # noqa: F821
+    """A two-step recipe for a Siamese model on the tiny BERT, output in ``tmp_path/run``: for
+    tests that need a real training run and its folders, on :func:`toy_data`."""
+    from pyserini_moe.train.config import from_dict  # noqa: PLC0415
+
+    return from_dict({"output_dir": str(tmp_path / "run"),
+                      "model": {"type": "siamese", "backbone": str(tiny_bert)},
+                      "data": {"collection": "toy", "query_max_length": 8,
+                               "passage_max_length": 8},
+                      "training": {"learning_rate": 1e-3, "batch_size": 4, "max_steps": 2,
+                                   "device": "cpu"}}, "toy.yaml")

@@ -25,16 +25,11 @@ def test_a_damaged_model_metadata_file(tiny_bert, tmp_path) -> None:
         load_model(folder, device="cpu")
 
 
-def test_a_damaged_training_checkpoint_says_start_again(toy_data, tiny_bert, tmp_path) -> None:
-    from pyserini_moe.train.config import from_dict
+def test_a_damaged_training_checkpoint_says_start_again(toy_data, tiny_bert, tmp_path,
+                                                        siamese_recipe) -> None:
     from pyserini_moe.train.trainer import CHECKPOINT_DIR, STATE_FILE, Trainer
 
-    config = from_dict({"output_dir": str(tmp_path / "run"),
-                        "model": {"type": "siamese", "backbone": str(tiny_bert)},
-                        "data": {"collection": "toy", "query_max_length": 8,
-                                 "passage_max_length": 8},
-                        "training": {"learning_rate": 1e-3, "batch_size": 4, "max_steps": 2,
-                                     "device": "cpu"}}, "toy.yaml")
+    config = siamese_recipe
 
     def trainer() -> Trainer:
         torch.manual_seed(0)

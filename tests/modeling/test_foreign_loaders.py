@@ -87,9 +87,8 @@ def test_a_folder_saved_under_the_old_weights_name_still_loads(tiny_bert, tmp_pa
                                model.encode(["a cat"], Side.QUERY).dense)
 
 
-def test_every_model_folder_has_a_card_and_training_adds_to_it(toy_data, tiny_bert,
-                                                                tmp_path) -> None:
-    from pyserini_moe.train.config import from_dict
+def test_every_model_folder_has_a_card_and_training_adds_to_it(toy_data, tiny_bert, tmp_path,
+                                                                siamese_recipe) -> None:
     from pyserini_moe.train.trainer import Trainer, build_model
 
     torch.manual_seed(0)
@@ -97,12 +96,7 @@ def test_every_model_folder_has_a_card_and_training_adds_to_it(toy_data, tiny_be
     card = (folder / "README.md").read_text()
     assert "| model type | `taser` |" in card and f'load_model("{folder}")' in card
     assert "refuse this folder" in card
-    config = from_dict({"output_dir": str(tmp_path / "run"),
-                        "model": {"type": "siamese", "backbone": str(tiny_bert)},
-                        "data": {"collection": "toy", "query_max_length": 8,
-                                 "passage_max_length": 8},
-                        "training": {"learning_rate": 1e-3, "batch_size": 4, "max_steps": 2,
-                                     "device": "cpu"}}, "toy.yaml")
+    config = siamese_recipe
     Trainer(build_model(config.model, "cpu"), config, toy_data(1), progress=False).train()
     card = (tmp_path / "run" / "best" / "README.md").read_text()
     assert "## Training" in card and "2 steps of 4 queries" in card
