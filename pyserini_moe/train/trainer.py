@@ -202,12 +202,13 @@ class Trainer:
                              self.cfg.max_grad_norm)
         state = {"step": 0, "best_val_loss": None, "best_step": None, "val_loss": None,
                  "elapsed": 0.0}
-        if self.is_main:
-            self._write_recipe()
-        if resume:
+        if resume:  # checked (damage, recipe changes) before anything in the folder is written
             state = self._load_checkpoint(loop.optimizer, loop.scheduler)
             log.info("resuming at step %d of %d", state["step"], total)
-        else:
+        if self.is_main:
+            self._write_dev_split(data)
+            self._write_recipe()
+        if not resume:
             if self.is_main:
                 (self.out / LOG_FILE).unlink(missing_ok=True)
             set_seed(self.cfg.seed)
@@ -244,8 +245,6 @@ class Trainer:
                 barrier(self.ranks)
         if not self.data.train_pairs:
             raise UserError("no training examples: every judged query was held out")
-        if self.is_main:
-            self._write_dev_split(self.data)
         return self.data
 
     def _run(self, data: TrainingData, loop: OptimizerLoop, state: dict[str, Any],
@@ -368,7 +367,11 @@ class Trainer:
     def _load_checkpoint(self, optimizer: torch.optim.Optimizer,
                          scheduler: torch.optim.lr_scheduler.LRScheduler) -> dict[str, Any]:
         checkpoint = self.out / CHECKPOINT_DIR
-        progress = read_json(checkpoint / PROGRESS_FILE, "training checkpoint")
+        try:
+            progress = read_json(checkpoint / PROGRESS_FILE, "training checkpoint")
+        except UserError:
+            raise UserError(f"{checkpoint / PROGRESS_FILE}: the training checkpoint is damaged "
+                            "(not valid JSON); start again with --overwrite") from None
         self._check_same_recipe(progress.pop("recipe"))
         try:
             saved = torch.load(checkpoint / STATE_FILE, map_location=self.model.device,

@@ -43,3 +43,35 @@ def test_a_damaged_training_checkpoint_says_start_again(toy_data, tiny_bert, tmp
                                          "--overwrite") as err:
         trainer().train(resume=True)
     assert "weights_only=False" not in str(err.value)
+
+
+@pytest.mark.parametrize("damage", ["state", "progress", "recipe"])
+def test_a_refused_resume_changes_nothing_in_the_run_folder(toy_data, tiny_bert, tmp_path,
+                                                            siamese_recipe, damage) -> None:
+    """Damaged state.pt or progress.json, or a recipe changed since the checkpoint: the same
+    advice for both damaged files, and recipe.yaml, the dev split and the models stay as the
+    checkpointed run left them (they were rewritten before the refusal)."""
+    import dataclasses
+
+    from pyserini_moe.train.trainer import CHECKPOINT_DIR, PROGRESS_FILE, STATE_FILE, Trainer
+
+    def trainer(config) -> Trainer:
+        torch.manual_seed(0)
+        model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu")
+        return Trainer(model, config, toy_data(), progress=False)
+
+    trainer(siamese_recipe).train()
+    run = tmp_path / "run"
+    config = siamese_recipe
+    if damage == "state":
+        (run / CHECKPOINT_DIR / STATE_FILE).write_bytes(b"\0" * 200)
+    elif damage == "progress":
+        (run / CHECKPOINT_DIR / PROGRESS_FILE).write_text('{"step": ')
+    else:
+        config = dataclasses.replace(config, training=dataclasses.replace(
+            config.training, temperature=0.5))
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    message = "recipe changed" if damage == "recipe" else "damaged.*start again with --overwrite"
+    with pytest.raises(ValueError, match=message):
+        trainer(config).train(resume=True)
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
