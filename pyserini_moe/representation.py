@@ -28,6 +28,10 @@ _INDEX_KIND = {Representation.DENSE: "dense", Representation.SPARSE: "impact",
 REPRESENTATIONS = tuple(Representation)
 INDEX_KINDS = tuple(r.index_kind for r in Representation)  # dense, impact, multivector
 
+# The file every index folder records itself in (which kind, which encoder): its name is part of
+# the vocabulary, read by the model loader, the corpus reader and the index layer alike.
+INDEX_META_FILE = "pyserini_moe_index.json"
+
 # CAME's three experts (section 3.2), each one representation of the model.
 CAME_EXPERTS = {"lexical": Representation.SPARSE, "local": Representation.MULTI,
                 "global": Representation.DENSE}

@@ -79,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("pyserini_moe").setLevel(logging.INFO)
+    from pyserini_moe.modeling.base import check_device  # noqa: PLC0415
     from pyserini_moe.train.pretrain import PretrainArgs, pretrain  # noqa: PLC0415
-    from pyserini_moe.train.trainer import resolve_device  # noqa: PLC0415
 
     settings = PretrainArgs(
         backbone=args.backbone, variant=args.variant, sparse_head=args.sparse_head,
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             raise FileExistsError(f"{args.output_dir} already exists; pass --overwrite to "
                                   "replace it")
         shutil.rmtree(args.output_dir)
-    model_dir = pretrain(settings, args.output_dir, resolve_device(args.device),
+    model_dir = pretrain(settings, args.output_dir, check_device(args.device),
                          progress=not args.quiet)
     print(f"pre-trained encoder saved to {model_dir}", file=sys.stderr)
     return 0

@@ -78,10 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError("--resume and --overwrite exclude each other")
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("pyserini_moe").setLevel(logging.INFO)  # ours; not faiss's loader chatter
+    from pyserini_moe.modeling.base import check_device  # noqa: PLC0415
     from pyserini_moe.train.config import load_config  # noqa: PLC0415 - keeps --help fast
     from pyserini_moe.train.distributed import init_from_env, local_device  # noqa: PLC0415
     from pyserini_moe.train.loop import set_seed  # noqa: PLC0415
-    from pyserini_moe.train.trainer import Trainer, build_model, resolve_device  # noqa: PLC0415
+    from pyserini_moe.train.trainer import Trainer, build_model  # noqa: PLC0415
 
     config = load_config(args.config).with_overrides(
         output_dir=args.output_dir, max_steps=args.max_steps, epochs=args.epochs,
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                             str(config.data.negatives.run or ""),
                             str(config.data.negatives.model or "")])
     ranks = init_from_env()  # under torchrun: join the group, one device per rank
-    device = resolve_device(local_device() if ranks is not None and
+    device = check_device(local_device() if ranks is not None and
                             config.training.device == "auto" else config.training.device)
     set_seed(config.training.seed)  # randomly initialised heads depend on it
     model = build_model(config.model, device)

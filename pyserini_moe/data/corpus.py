@@ -20,8 +20,8 @@ from pathlib import Path
 
 from pyserini_moe.data.beir import BeirCollection, Document, check_id, iter_lines
 from pyserini_moe.data.errors import DataFormatError
+from pyserini_moe.representation import INDEX_META_FILE
 
-INDEX_MARKER = "pyserini_moe_index.json"  # pyserini_moe.index.meta.META_FILE
 JSON_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
 BEIR_CORPUS = ("corpus.jsonl", "corpus.jsonl.gz")
 FORMS = ("a BEIR collection (name or folder with corpus.jsonl), Pyserini's JsonCollection (a "
@@ -64,7 +64,7 @@ def open_corpus(spec: str | os.PathLike) -> Corpus:
         if path.name.endswith(JSON_SUFFIXES):
             return DocumentFiles(path, lambda: read_json_collection([path]))
         raise DataFormatError(path, f"not a corpus: --corpus takes {FORMS}")
-    if path.is_dir() and (path / INDEX_MARKER).is_file():
+    if path.is_dir() and (path / INDEX_META_FILE).is_file():
         raise DataFormatError(path, "an index, not a collection: --corpus takes the collection "
                                     "it was built from")
     if path.is_dir() and not any((path / f).is_file() for f in BEIR_CORPUS):

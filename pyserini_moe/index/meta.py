@@ -17,8 +17,9 @@ from typing import Any
 from pyserini_moe import __version__
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import read_json
+from pyserini_moe.representation import INDEX_META_FILE
 
-META_FILE = "pyserini_moe_index.json"
+META_FILE = INDEX_META_FILE
 LEGACY_META_FILE = "pyserini_moe.json"  # indexes built before 2026-11-25
 
 

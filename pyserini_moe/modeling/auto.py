@@ -10,10 +10,10 @@ import torch
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import read_json
 from pyserini_moe.modeling.base import TextEncoder, check_device, is_saved_model, load_model
+from pyserini_moe.representation import INDEX_META_FILE
 
-# What an index folder holds (pyserini_moe.index.meta.META_FILE; this layer cannot import it, a
-# test keeps the two equal): an index passed where a model belongs is named as such.
-INDEX_MARKER = "pyserini_moe_index.json"
+# What an index folder holds: an index passed where a model belongs is named as such.
+INDEX_MARKER = INDEX_META_FILE
 
 
 def load_encoder(spec: str, device: str | torch.device | None = None, pooling: str = "mean",

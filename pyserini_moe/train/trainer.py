@@ -40,7 +40,7 @@ from tqdm import tqdm
 from pyserini_moe.data.export import write_topics_tsv, write_trec_qrels
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path, read_json
-from pyserini_moe.modeling.base import CARD_FILE, RetrievalModel, Side, check_device, model_class
+from pyserini_moe.modeling.base import CARD_FILE, RetrievalModel, Side, model_class
 from pyserini_moe.modeling.losses import flops
 from pyserini_moe.train.collator import Batch, Collator
 from pyserini_moe.train.config import ModelConfig, TrainConfig, TrainingConfig
@@ -67,11 +67,6 @@ STATE_FILE = "state.pt"
 PROGRESS_FILE = "progress.json"
 # Recipe fields that may change when resuming: they extend or relocate the run, not redefine it.
 RESUMABLE_CHANGES = {"epochs", "max_steps", "device", "eval_every"}
-
-
-def resolve_device(spec: str) -> torch.device:
-    """``auto`` is CUDA when present, else CPU; asking for CUDA without it is an error."""
-    return check_device(spec)
 
 
 def build_model(config: ModelConfig, device: str | torch.device) -> RetrievalModel:
