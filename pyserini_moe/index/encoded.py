@@ -135,8 +135,8 @@ class _DenseSink(_Sink):
 
 
 class _ImpactSink(_Sink):
-    """``JsonVectorCollection`` of quantised term weights -> Lucene impact index (Anserini); the
-    raw vectors are stored too, for exact re-scoring of fused candidates. A shard writes only its
+    """``JsonVectorCollection`` of quantised term weights -> Lucene impact index (Anserini) and
+    its ``doc_vectors/`` for exact re-scoring of fused candidates. A shard writes only its
     ``vectors.jsonl`` (kind ``impact-shard``): Lucene indexes all shards' vector files at once when
     they are merged (:mod:`pyserini_moe.index.merge`)."""
 
@@ -276,14 +276,18 @@ def build_multivector_index(corpus: str, encoder: str, index_dir: str | os.PathL
 
 
 def lucene_impact_index(vectors_dir: str | os.PathLike, out: Path, threads: int = 1) -> None:
-    """Anserini's IndexCollection over a folder of ``JsonVectorCollection`` files."""
+    """Anserini's IndexCollection over a folder of ``JsonVectorCollection`` files, and the same
+    vectors as ``doc_vectors/`` for exact re-scoring: Lucene stores the docids only, so a
+    1,000-hit search (ours or Pyserini's ``LuceneImpactSearcher``) loads no vector."""
+    from pyserini_moe.index.doc_vectors import DOC_VECTORS, write_doc_vectors  # noqa: PLC0415
     from pyserini_moe.index.lucene import run_index_collection  # noqa: PLC0415
 
     run_index_collection([
         "-collection", "JsonVectorCollection", "-input", str(vectors_dir), "-index", str(out),
         "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads),
-        "-impact", "-pretokenized", "-storeRaw", "-quiet",
+        "-impact", "-pretokenized", "-quiet",
     ])
+    write_doc_vectors(sorted(Path(vectors_dir).glob("*.jsonl")), out / DOC_VECTORS)
 
 
 def _what(shard: Shard | None, collection: Corpus) -> str:

@@ -199,37 +199,31 @@ class ImpactSearcher(_EncodedSearcher):
 
     def rescore(self, topics: dict[str, str], candidates: dict[str, list[str]],
                 batch_size: int = 64) -> Run:
-        """Exact quantised dot products with the candidates' stored vectors, in Lucene's units
-        (the index must keep the raw documents: built by pyserini-moe with --impact, it does)."""
-        vectors: dict[str, dict[str, int]] = {}
+        """Exact quantised dot products with the candidates' vectors, in Lucene's units, from
+        the index's ``doc_vectors/`` (see :mod:`pyserini_moe.index.doc_vectors`)."""
+        from pyserini_moe.index.doc_vectors import DOC_VECTORS, DocVectors  # noqa: PLC0415
+
+        folder = Path(self.index) / DOC_VECTORS
+        if not folder.is_dir():
+            raise IndexMismatchError(f"{self.index} has no {DOC_VECTORS}/ (built by an older "
+                                     "version, or not by pyserini-moe): rebuild it with `python -m "
+                                     "pyserini_moe.index --retriever impact` for exact re-scoring")
+        store = DocVectors(folder)
         run: Run = {}
         for qids, queries in _encoded_batches(self.query_encoder, topics, candidates, batch_size):
             for qid, query in zip(qids, queries):
-                scores = {}
-                for docid in candidates[qid]:
-                    if docid not in vectors:
-                        vectors[docid] = self._stored_vector(docid)
-                    doc = vectors[docid]
-                    scores[docid] = float(sum(w * doc.get(t, 0) for t, w in query.items()))
-                run[qid] = scores
+                missing = [d for d in candidates[qid] if d not in store]
+                if missing:
+                    raise IndexMismatchError(f"{self.index} has no vector for document "
+                                             f"{missing[0]!r} (a candidate of query {qid!r})")
+                run[qid] = {d: float(s) for d, s in store.score(query, candidates[qid]).items()}
         return run
-
-    def _stored_vector(self, docid: str) -> dict[str, int]:
-        import json  # noqa: PLC0415
-
-        doc = self.searcher.doc(docid)
-        raw = doc.raw() if doc is not None else None
-        if not raw:
-            raise IndexMismatchError(f"{self.index} does not store document {docid!r}'s vector: "
-                                     "rebuild it with `python -m pyserini_moe.index --retriever "
-                                     "impact` for exact re-scoring")
-        return json.loads(raw)["vector"]
 
     def _batch(self, texts: list[str], qids: list[str], hits: int, threads: int) -> dict:
         """Lucene's hits as plain (docid, score) pairs, searched in slices of at most
-        ``MAX_HITS_IN_FLIGHT`` hits: Anserini loads every hit's stored document (our impact
-        indexes store each document's vector, tens of kB for a dense one), so 64 queries x 1,000
-        hits of Cranfield's CAME lexical index exhausted the 6 GB Java heap (measured).
+        ``MAX_HITS_IN_FLIGHT`` hits: Anserini loads every hit's stored document, and an index
+        that stores more than the docid (one built by an older version kept each vector, tens of
+        kB for a dense one) made 64 queries x 1,000 hits exhaust the 6 GB Java heap (measured).
 
         Anserini's batch search drops its tasks' exceptions (an OutOfMemoryError among them) and
         reports only "queryCount = N is not equal to completedTaskCount = M"; a slice that fails

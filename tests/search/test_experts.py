@@ -70,6 +70,24 @@ def test_one_checkpoint_serves_faiss_and_lucene_impact_and_pyserini_agrees(
         assert {h.docid: pytest.approx(h.score, abs=1e-5) for h in hits} == dense[qid]
         hits = impact_searcher.search(text, k=10)
         assert {h.docid: pytest.approx(float(h.score)) for h in hits} == sparse[qid]
+    # Lucene keeps only the docid: a 1,000-hit search loads no vector (they live in doc_vectors/)
+    stored = impact_searcher.doc(hits[0].docid)
+    assert stored.raw() is None and stored.contents() is None
+    assert (indexes["impact"] / "doc_vectors" / "terms.i32").stat().st_size > 0
+
+
+def test_exact_rescoring_needs_the_doc_vectors(tiny_corpus, indexes, tmp_path, capsys) -> None:
+    import shutil
+
+    old = tmp_path / "old-impact"  # as built by an older version: no doc_vectors/
+    shutil.copytree(indexes["impact"], old)
+    shutil.rmtree(old / "doc_vectors")
+    args = ["--retriever", "fused", "--index", str(indexes["dense"]), str(old), "--fusion",
+            "exact", "--topics", f"{tiny_corpus}:test", "--output", str(tmp_path / "f.trec"),
+            "--device", "cpu", "--quiet"]
+    assert run_main(search_cli.main, args) == 2
+    assert "has no doc_vectors/" in capsys.readouterr().err
+    assert not (tmp_path / "f.trec").exists()
 
 
 def test_exact_fusion_is_the_models_hybrid_score(tiny_corpus, cotmote, indexes, tmp_path) -> None:
