@@ -19,6 +19,19 @@ def add_encoder_option_arg(group: Any, help_text: str) -> None:
                        help=help_text)
 
 
+def add_device_args(group: Any) -> None:
+    """``--device`` and the encode precision, ``--fp16`` (Pyserini's flag) or ``--bf16``, stored
+    as ``args.precision`` (see ``RetrievalModel.set_precision``)."""
+    group.add_argument("--device", default=None,
+                       help="cpu, cuda, cuda:1 ... (default: CUDA if present)")
+    half = group.add_mutually_exclusive_group()
+    half.add_argument("--fp16", dest="precision", action="store_const", const="fp16",
+                      default="fp32", help="encode under float16 autocast (CUDA only)")
+    half.add_argument("--bf16", dest="precision", action="store_const", const="bf16",
+                      help="encode under bfloat16 autocast (CUDA, or a CPU with bfloat16 "
+                           "instructions: ~2.5x faster there, vectors within 3e-5 cosine)")
+
+
 def add_backend_arg(group: Any, help_text: str) -> None:
     """``--backend torch | onnx | onnx-int8``: see :func:`backend_encoder`."""
     group.add_argument("--backend", choices=BACKENDS, default="torch", help=help_text)

@@ -19,6 +19,7 @@ import argparse
 import sys
 
 from pyserini_moe.cli import HelpFormatter, output_file, refuse_input_as_output
+from pyserini_moe.cli.args import add_device_args
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--query-max-length", type=int, default=None,
                         help="query tokens kept (default: every position the model has)")
     parser.add_argument("--batch-size", type=int, default=64, help="queries per batch")
-    parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA if present)")
+    add_device_args(parser)
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output")
     return parser
 
@@ -58,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
                         "index built by python -m pyserini_moe.index")
     topics = load_topics(args.topics)
     out = encode_queries(args.index, meta["kind"], topics, args.output, args.encoder,
-                         args.device, args.query_max_length, args.batch_size, args.overwrite)
+                         args.device, args.query_max_length, args.batch_size, args.overwrite,
+                         args.precision)
     print(f"{len(topics)} queries encoded for a {meta['kind']} index into {out}", file=sys.stderr)
     return 0

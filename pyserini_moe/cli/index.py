@@ -19,7 +19,13 @@ import sys
 import time
 
 from pyserini_moe.cli import HelpFormatter, refuse_input_as_output
-from pyserini_moe.cli.args import add_backend_arg, add_encoder_option_arg, backend_encoder, parse_options
+from pyserini_moe.cli.args import (
+    add_backend_arg,
+    add_device_args,
+    add_encoder_option_arg,
+    backend_encoder,
+    parse_options,
+)
 from pyserini_moe.errors import UserError
 from pyserini_moe.representation import INDEX_KINDS
 
@@ -59,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "another encoder")
     enc.add_argument("--batch-size", type=int, default=32, help="documents per encoding batch")
     enc.add_argument("--max-length", type=int, default=256, help="document tokens kept")
-    enc.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: CUDA if present)")
+    add_device_args(enc)
     enc.add_argument("--faiss", default="flat",
                      help="dense: flat | hnsw[M]; multivector: flat | ivf{nlist},pq{m} | hnsw[M]")
     enc.add_argument("--quantization", type=int, default=100,
@@ -110,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         build_indexes(args.corpus, encoder, dict(zip(kinds, args.index)),
                       batch_size=args.batch_size, max_length=args.max_length, faiss=args.faiss,
                       quantization=args.quantization, threads=args.threads, device=args.device,
+                      precision=args.precision,
                       overwrite=args.overwrite, progress=not args.quiet,
                       options=options, shard=shard)
     print(f"{' + '.join(kinds)} index written to {' '.join(args.index)} in "

@@ -21,7 +21,7 @@ import sys
 from dataclasses import fields
 
 from pyserini_moe.cli import HelpFormatter, output_file, refuse_input_as_output
-from pyserini_moe.cli.args import add_backend_arg, backend_encoder
+from pyserini_moe.cli.args import add_backend_arg, add_device_args, backend_encoder
 from pyserini_moe.errors import UserError
 from pyserini_moe.representation import INDEX_KINDS
 from pyserini_moe.runs import write_msmarco_run, write_trec_run
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     enc.add_argument("--query-max-terms", type=int, default=1024,
                      help="impact: query terms kept (the heaviest); may not exceed Lucene's max "
                           "clause count (1024), which refuses longer queries")
-    enc.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA if present)")
+    add_device_args(enc)
     enc.add_argument("--ef-search", type=int, default=None,
                      help="dense HNSW index: Faiss efSearch, the search breadth (Pyserini's flag)")
     enc.add_argument("--faiss-params", default=None,

@@ -125,4 +125,5 @@ def describe(model: RetrievalModel, name: str) -> dict[str, Any]:
         name = str(Path(name).resolve())
     return {"encoder": name, "encoder_fingerprint": fingerprint(model),
             "model_type": model.model_type,
-            "encoder_options": {k: model.args[k] for k in model.encode_options}}
+            "encoder_options": {k: model.args[k] for k in model.encode_options},
+            "precision": getattr(model, "precision", "fp32")}  # ONNX exports: float32 or int8

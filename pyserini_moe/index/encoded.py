@@ -194,6 +194,7 @@ class _MultiVectorSink(_Sink):
 def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLike], *,
                   batch_size: int = 32, max_length: int = 256, faiss: str = "flat",
                   quantization: int = 100, threads: int = 1, device: str | None = None,
+                  precision: str = "fp32",
                   overwrite: bool = False, progress: bool = True,
                   options: dict[str, Any] | None = None,
                   shard: Shard | None = None) -> list[Path]:
@@ -225,7 +226,7 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
         if folder.exists() and not overwrite:
             raise FileExistsError(f"{folder} already exists; pass --overwrite to rebuild it")
     collection = open_corpus(corpus)
-    model = load_encoder(encoder, device, options=options)
+    model = load_encoder(encoder, device, options=options, precision=precision)
     adapters = {"dense": lambda: DenseDocumentEncoder(model, max_length=max_length),
                 "impact": lambda: ImpactDocumentEncoder(model, max_length=max_length,
                                                         quantization=quantization),

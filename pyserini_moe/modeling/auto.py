@@ -17,10 +17,12 @@ INDEX_MARKER = INDEX_META_FILE
 
 
 def load_encoder(spec: str, device: str | torch.device | None = None, pooling: str = "mean",
-                 normalize: bool = True, options: dict[str, Any] | None = None) -> TextEncoder:
+                 normalize: bool = True, options: dict[str, Any] | None = None,
+                 precision: str = "fp32") -> TextEncoder:
     """A saved pyserini-moe model folder, an ONNX export of one (run by onnxruntime), or a
     backbone used zero-shot as a Siamese bi-encoder, with its encode-time ``options`` set (e.g.
-    ``{"inference": "all"}`` for SB-MoE).
+    ``{"inference": "all"}`` for SB-MoE), encoding at ``precision`` (see
+    :meth:`~pyserini_moe.modeling.base.RetrievalModel.set_precision`; PyTorch models only).
 
     The zero-shot default (mean pooling, L2-normalised) is how sentence-transformers models such
     as the packaged all-MiniLM-L6-v2 are meant to be used.
@@ -33,10 +35,15 @@ def load_encoder(spec: str, device: str | torch.device | None = None, pooling: s
                         f"that built it ({meta.get('encoder', 'see its ' + INDEX_MARKER)})")
 
     if is_onnx_export(spec):
+        if precision != "fp32":
+            raise UserError(f"--{precision} applies to PyTorch models; {spec} is an ONNX export "
+                            "(its int8 form is the fast CPU one)")
         return OnnxModel(spec).configure(**(options or {}))
     if is_saved_model(spec):
-        return load_model(spec, device).configure(**(options or {}))
-    from pyserini_moe.modeling.biencoder import SiameseBiEncoder  # noqa: PLC0415
+        model = load_model(spec, device)
+    else:
+        from pyserini_moe.modeling.biencoder import SiameseBiEncoder  # noqa: PLC0415
 
-    model = SiameseBiEncoder.from_backbone(spec, pooling=pooling, normalize=normalize)
-    return model.to(check_device(device)).eval().configure(**(options or {}))
+        model = SiameseBiEncoder.from_backbone(spec, pooling=pooling, normalize=normalize)
+        model = model.to(check_device(device)).eval()
+    return model.configure(**(options or {})).set_precision(precision)

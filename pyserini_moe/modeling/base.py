@@ -49,6 +49,9 @@ class Side(str, Enum):
     PASSAGE = "passage"
 
 
+# Encode-time autocast types (``RetrievalModel.set_precision``; Pyserini's --fp16, and --bf16).
+PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "fp16": torch.float16,
+                                             "bf16": torch.bfloat16}
 
 
 @dataclasses.dataclass
@@ -130,6 +133,7 @@ class RetrievalModel(nn.Module, ABC):
     # transformers' file and the prefix its keys drop there, and writes its own extra files.
     weights_file: ClassVar[str] = WEIGHTS_FILE
     hf_prefix: ClassVar[str] = ""
+    precision: str = "fp32"  # encode-time autocast, see set_precision
 
     def __init__(self, tokenizer: Any, args: dict[str, Any]) -> None:
         super().__init__()
@@ -227,7 +231,23 @@ class RetrievalModel(nn.Module, ABC):
         ``forward`` argument and skip the work of the others (an index needs one kind).
         """
         kwargs = {"only": only} if only is not None and len(self.representations) > 1 else {}
-        return self(**self.tokenize(texts, side, max_length), side=side, **kwargs)
+        dtype = PRECISIONS[self.precision]
+        with torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None):
+            out = self(**self.tokenize(texts, side, max_length), side=side, **kwargs)
+        return out if dtype is None else _float32(out)
+
+    def set_precision(self, name: str) -> RetrievalModel:
+        """Encode under ``torch.autocast`` from now on: ``fp16`` (CUDA only: PyTorch's float16
+        kernels on CPU ran 3.6x slower than float32 here) or ``bf16`` (CUDA, or a CPU with
+        bfloat16 instructions: 2.5x faster than float32 for MiniLM on an AVX512-BF16 core, cosine
+        to the float32 vector >= 0.99997). Outputs are float32 again; training is unaffected."""
+        if name not in PRECISIONS:
+            raise UserError(f"unknown precision {name!r}; choose from {', '.join(PRECISIONS)}")
+        if name == "fp16" and self.device.type != "cuda":
+            raise UserError(f"--fp16 needs a CUDA device (this model runs on {self.device}): "
+                            "PyTorch's float16 on CPU is slower than float32; use --bf16")
+        self.precision = name
+        return self
 
     def save(self, directory: str | os.PathLike) -> Path:
         """Write the self-describing folder (atomically: a crash leaves no half-saved model)."""
@@ -331,6 +351,13 @@ class SingleBackboneModel(RetrievalModel):
 
     def backbone_configs(self) -> dict[str, Any]:
         return {"": self.backbone.config}
+
+
+def _float32(out: Encoded) -> Encoded:
+    """``out`` with its autocast half-precision vectors back in float32 (what Faiss, Lucene's
+    quantisation and numpy take)."""
+    return dataclasses.replace(out, **{f: getattr(out, f).float() for f in ("dense", "sparse", "multi")
+                                       if getattr(out, f) is not None})
 
 
 def _untie(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -24,6 +24,7 @@ class SearchSettings:
     index: str | list[str]  # a list for ``fused`` only
     encoder: str | None = None
     device: str | None = None
+    precision: str = "fp32"
     query_max_length: int | None = None
     query_max_terms: int | None = 1024
     faiss_params: str | None = None
@@ -106,7 +107,7 @@ def open_any(s: SearchSettings) -> Any:  # a Bm25Searcher or one of search.encod
     from pyserini_moe.search.encoded import open_searcher  # noqa: PLC0415
 
     return open_searcher(s.retriever, s.index, s.encoder, s.device, s.query_max_length,
-                         s.query_max_terms, s.faiss_params, s.ef_search)
+                         s.query_max_terms, s.faiss_params, s.ef_search, s.precision)
 
 
 def _fusion_searcher(s: SearchSettings) -> Any:
@@ -118,6 +119,6 @@ def _fusion_searcher(s: SearchSettings) -> Any:
         raise UserError(f"--fusion {s.fusion} needs --fusion-weights, one per index "
                         f"({len(s.index)}); tune them on a dev split with "
                         "`python -m pyserini_moe.fuse --dev-runs ...`")
-    return ExpertFusionSearcher(s.index, s.encoder, device=s.device,
+    return ExpertFusionSearcher(s.index, s.encoder, device=s.device, precision=s.precision,
                                 query_max_length=s.query_max_length,
                                 query_max_terms=s.query_max_terms, faiss_params=s.faiss_params)

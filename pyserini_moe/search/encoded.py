@@ -72,7 +72,8 @@ class _EncodedSearcher:
     kind: str
 
     def __init__(self, index: str | os.PathLike, encoder: str | None = None,
-                 device: str | None = None, query_max_length: int | None = None) -> None:
+                 device: str | None = None, query_max_length: int | None = None,
+                 precision: str = "fp32") -> None:
         _java.bootstrap()
         self.index = str(index)
         self.meta = open_index(index, self.kind, encoder)
@@ -87,7 +88,7 @@ class _EncodedSearcher:
         # The encode-time options the documents were encoded with (SB-MoE's TOP-1 / ALL) hold
         # for the queries too.
         model = load_encoder(self.encoder_name, device=device,
-                             options=self.meta.get("encoder_options"))
+                             options=self.meta.get("encoder_options"), precision=precision)
         self.query_encoder = self._query_encoder(model, query_max_length)
         check_encoder(self.meta, self.query_encoder.model, index, self.encoder_name)
 
@@ -327,12 +328,12 @@ def open_searcher(kind: str, index: str | os.PathLike, encoder: str | None = Non
                   device: str | None = None, query_max_length: int | None = None,
                   query_max_terms: int | None = None,
                   faiss_params: str | None = None,
-                  ef_search: int | None = None) -> _EncodedSearcher:
+                  ef_search: int | None = None, precision: str = "fp32") -> _EncodedSearcher:
     """The searcher of ``kind`` with the options that kind takes (the others are ignored)."""
     extra = {"dense": {"ef_search": ef_search}, "impact": {"query_max_terms": query_max_terms},
              "multivector": {"faiss_params": faiss_params}}.get(kind, {})
     return SEARCHERS[kind](index, encoder, device=device, query_max_length=query_max_length,
-                           **extra)
+                           precision=precision, **extra)
 
 
 def _first_line(error: BaseException) -> str:

@@ -28,7 +28,8 @@ EMBEDDING_FILE = "embedding.pkl"
 def encode_queries(index: str | os.PathLike, kind: str, topics: dict[str, str],
                    output: str | os.PathLike, encoder: str | None = None,
                    device: str | None = None, query_max_length: int | None = None,
-                   batch_size: int = 64, overwrite: bool = False) -> Path:
+                   batch_size: int = 64, overwrite: bool = False,
+                   precision: str = "fp32") -> Path:
     """Encode ``topics`` with the query encoder of ``index`` into ``output`` (atomically)."""
     if kind not in KINDS:
         raise UserError(f"Pyserini reads pre-encoded queries for dense and impact indexes, not "
@@ -36,7 +37,8 @@ def encode_queries(index: str | os.PathLike, kind: str, topics: dict[str, str],
     output = Path(output)
     if output.exists() and not overwrite:
         raise FileExistsError(f"{output} already exists; pass --overwrite to replace it")
-    searcher = open_searcher(kind, index, encoder, device, query_max_length)
+    searcher = open_searcher(kind, index, encoder, device, query_max_length,
+                             precision=precision)
     qids = list(topics)
     vectors = []
     for start in range(0, len(qids), batch_size):

@@ -32,7 +32,8 @@ class ExpertFusionSearcher:
 
     def __init__(self, indexes: list[str | os.PathLike], encoder: str | None = None,
                  device: str | None = None, query_max_length: int | None = None,
-                 query_max_terms: int | None = None, faiss_params: str | None = None) -> None:
+                 query_max_terms: int | None = None, faiss_params: str | None = None,
+                 precision: str = "fp32") -> None:
         from pyserini_moe.search.encoded import SEARCHERS, open_searcher  # noqa: PLC0415
 
         if len(indexes) < 2:
@@ -46,7 +47,8 @@ class ExpertFusionSearcher:
                                          f"multivector indexes built by pyserini-moe, not "
                                          f"{kind or 'an index without pyserini_moe_index.json'}")
             self.searchers.append(open_searcher(kind, index, encoder, device, query_max_length,
-                                                query_max_terms, faiss_params))
+                                                query_max_terms, faiss_params,
+                                                precision=precision))
         kinds = [s.kind for s in self.searchers]
         if len(set(kinds)) < len(kinds):
             raise UserError(f"two indexes of the same kind ({kinds}): give one per expert")
