@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_device_args(enc)
     enc.add_argument("--faiss", default="flat",
                      help="dense: flat | hnsw[M]; multivector: flat | ivf{nlist},pq{m} | hnsw[M]")
+    enc.add_argument("--compression", default="none", metavar="none|pq{m}",
+                     help="multivector: store each token as its centroid + an m-byte product-"
+                          "quantised residual (PLAID-style search) instead of float16, e.g. pq32")
     enc.add_argument("--quantization", type=int, default=100,
                      help="impact: weights are stored as round(w * factor); the factor is recorded "
                           "in the index and applied to queries too")
@@ -98,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.shard_num is not None and "bm25" in kinds:
         raise UserError("BM25 indexes are not sharded: Lucene indexes the whole corpus itself "
                         "(use --threads)")
+    if args.compression.lower() != "none" and "multivector" not in kinds:
+        raise UserError("--compression applies to multivector indexes")
     refuse_input_as_output(args.index, [args.corpus, args.encoder])
     start = time.perf_counter()
     if kinds == ["bm25"]:
@@ -116,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         build_indexes(args.corpus, encoder, dict(zip(kinds, args.index)),
                       batch_size=args.batch_size, max_length=args.max_length, faiss=args.faiss,
                       quantization=args.quantization, threads=args.threads, device=args.device,
-                      precision=args.precision,
+                      precision=args.precision, compression=args.compression,
                       overwrite=args.overwrite, progress=not args.quiet,
                       options=options, shard=shard)
     print(f"{' + '.join(kinds)} index written to {' '.join(args.index)} in "

@@ -184,7 +184,7 @@ class _MultiVectorSink(_Sink):
             self.writer = self.stack.enter_context(MultiVectorIndexWriter(
                 self.out, int(matrices[0].shape[1]), self.meta,
                 faiss_index=self.options["faiss"], progress=self.options["progress"],
-                overwrite=self.options["overwrite"]))
+                overwrite=self.options["overwrite"], compression=self.options["compression"]))
         self.writer.add_batch([d.id for d in docs], matrices)
 
     def finish(self) -> None:
@@ -194,7 +194,7 @@ class _MultiVectorSink(_Sink):
 def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLike], *,
                   batch_size: int = 32, max_length: int = 256, faiss: str = "flat",
                   quantization: int = 100, threads: int = 1, device: str | None = None,
-                  precision: str = "fp32",
+                  precision: str = "fp32", compression: str | None = None,
                   overwrite: bool = False, progress: bool = True,
                   options: dict[str, Any] | None = None,
                   shard: Shard | None = None) -> list[Path]:
@@ -204,6 +204,7 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
 
     ``faiss``: dense flat | hnsw[M]; multivector flat | ivf{nlist},pq{m} | hnsw[M].
     ``quantization``: impact weights are stored as round(w * factor) (recorded in the index).
+    ``compression``: multivector ``none`` | ``pq{m}`` (residual codes, see index.residual).
     """
     from pyserini_moe.encode.common import describe  # noqa: PLC0415
     from pyserini_moe.encode.dense import DenseDocumentEncoder  # noqa: PLC0415
@@ -216,6 +217,9 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
         from pyserini_moe.index.multivector import faiss_factory_string  # noqa: PLC0415
 
         faiss_factory_string(faiss)
+        if compression not in (None, "none") and shard is not None:
+            raise UserError("--compression applies to whole indexes: shards are merged from "
+                            "their float16 vectors (build the shards without it)")
     unknown = sorted(set(outputs) - set(KINDS))
     if unknown or not outputs:
         raise UserError(f"index kinds {unknown or '(none)'}: choose from {KINDS}")
@@ -238,7 +242,7 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
     meta = {"collection": collection.name, "max_length": max_length,
             **_shard_field(shard, collection), **describe(model, encoder)}
     settings = {"faiss": faiss, "quantization": quantization, "threads": threads,
-                "progress": progress, "overwrite": overwrite}
+                "progress": progress, "overwrite": overwrite, "compression": compression}
     with contextlib.ExitStack() as stack:
         active = []
         for kind, folder in folders.items():

@@ -14,6 +14,10 @@ On disk an index folder holds:
 - ``tokens.faiss`` a Faiss inner-product index over all token vectors (candidate generation);
 - ``pyserini_moe_index.json`` which encoder built it (see :mod:`pyserini_moe.index.meta`).
 
+With ``compression="pq{m}"`` the vectors, the token map and the Faiss index give way to residual
+codes (``2 + m`` bytes a token instead of ``2 * dim``) and PLAID-style search stages: see
+:mod:`pyserini_moe.index.residual`.
+
 Search is two-stage, like ColBERT v1: every query token fetches its nearest document tokens from
 Faiss, their documents are the candidates, and the candidates are re-scored with *exact* MaxSim
 over all their tokens (float32 arithmetic on the stored float16 vectors).
@@ -36,6 +40,17 @@ from tqdm.auto import tqdm
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import IndexMismatchError, check_kind, write_meta
+from pyserini_moe.index.residual import (
+    CODES_FILE,
+    LIST_DOCS_FILE,
+    LIST_OFFSETS_FILE,
+    TOKEN_CENTROIDS_FILE,
+    CompressedSearch,
+    ResidualCodec,
+    centroid_lists,
+    default_nlist,
+    parse_compression,
+)
 from pyserini_moe.io import atomic_path
 from pyserini_moe.runs import Run
 
@@ -66,7 +81,12 @@ def default_candidates_per_token(k: int) -> int:
     return max(k, MIN_CANDIDATES_PER_TOKEN)
 
 
-_RESERVED_META = frozenset({"kind", "created_by", "dim", "n_docs", "n_tokens", "faiss"})
+_RESERVED_META = frozenset({"kind", "created_by", "dim", "n_docs", "n_tokens", "faiss",
+                            "compression", "nlist", "bytes_per_token"})
+#: Compressed indexes: centroids probed per query token, and documents kept by centroid
+#: interaction for re-scoring with decoded tokens, at least (and 2 x k at most k's size).
+DEFAULT_NPROBE = 4
+MIN_NDOCS = 256
 # Our lower-case spelling -> Faiss index_factory spelling. PQ gets "np": polysemous codebook
 # training only helps Hamming pre-filtering, which we never enable, and it is many times slower.
 _FACTORY_PARTS = [
@@ -145,12 +165,13 @@ class MultiVectorIndexWriter:
 
     ``faiss_index`` is ``"flat"`` (exact IndexFlatIP, default), ``"ivf{nlist},pq{m}"`` or
     ``"hnsw{M}"``; trained indexes are trained on ``train_size`` randomly sampled tokens.
+    ``compression="pq{m}"`` stores residual codes instead (no Faiss token index).
     """
 
     def __init__(self, index_dir: str | os.PathLike, dim: int, encoder_meta: dict[str, Any],
                  faiss_index: str = "flat", *, train_size: int = 262_144,
                  add_chunk: int = 131_072, seed: int = 0, progress: bool = True,
-                 overwrite: bool = True) -> None:
+                 overwrite: bool = True, compression: str | None = None) -> None:
         if dim <= 0:
             raise UserError(f"dim must be positive, got {dim}")
         if "encoder" not in encoder_meta:
@@ -163,6 +184,11 @@ class MultiVectorIndexWriter:
         self.encoder_meta = dict(encoder_meta)
         self.faiss_index = faiss_index
         self._factory = faiss_factory_string(faiss_index)  # fail before any indexing work
+        self.compression = compression
+        self._pq_m = parse_compression(compression, self.dim)
+        if self._pq_m is not None and self._factory != "Flat":
+            raise UserError(f"--faiss {faiss_index} has no effect on a compressed index "
+                            "(its candidates come from the residual codec's centroids)")
         self.train_size = train_size
         self.add_chunk = add_chunk
         self.seed = seed
@@ -243,18 +269,51 @@ class MultiVectorIndexWriter:
         offsets = np.frombuffer(self._offsets, dtype=np.int64)
         np.save(self._tmp / OFFSETS_FILE, offsets)
         tokens = np.load(self._tmp / VECTORS_FILE, mmap_mode="r")
+        if self._pq_m is not None:
+            self._compress(tokens, offsets)
+            return
         index = faiss.index_factory(self.dim, self._factory, faiss.METRIC_INNER_PRODUCT)
         if not index.is_trained:
-            rng = np.random.default_rng(self.seed)
-            n = min(self.train_size, len(tokens))
-            sample = np.sort(rng.choice(len(tokens), size=n, replace=False))
-            index.train(np.asarray(tokens[sample], dtype=np.float32))
+            index.train(self._sample(tokens))
         for start in tqdm(range(0, len(tokens), self.add_chunk), desc="faiss add", unit="chunk",
                           disable=not self.progress):
             index.add(np.asarray(tokens[start:start + self.add_chunk], dtype=np.float32))
         faiss.write_index(index, str(self._tmp / FAISS_FILE))
         write_meta(self._tmp, KIND, dim=self.dim, n_docs=self.n_docs, n_tokens=len(tokens),
                    faiss=self.faiss_index, **self.encoder_meta)
+
+    def _sample(self, tokens: np.ndarray) -> np.ndarray:
+        rng = np.random.default_rng(self.seed)
+        n = min(self.train_size, len(tokens))
+        return np.asarray(tokens[np.sort(rng.choice(len(tokens), size=n, replace=False))],
+                          dtype=np.float32)
+
+    def _compress(self, tokens: np.ndarray, offsets: np.ndarray) -> None:
+        """Residual codes in place of the float16 vectors (see :mod:`.residual`)."""
+        codec = ResidualCodec.train(self._sample(tokens), default_nlist(len(tokens)),
+                                    self._pq_m, self.seed)
+        cids = _NpyAppender(self._tmp / TOKEN_CENTROIDS_FILE, np.uint16)
+        codes = _NpyAppender(self._tmp / CODES_FILE, np.uint8, self._pq_m)
+        for start in tqdm(range(0, len(tokens), self.add_chunk), desc="compress", unit="chunk",
+                          disable=not self.progress):
+            c, k = codec.encode(tokens[start:start + self.add_chunk])
+            cids.append(c)
+            codes.append(k)
+        cids.close()
+        codes.close()
+        nlist = len(codec.centroids)
+        list_offsets, list_docs = centroid_lists(
+            np.load(self._tmp / TOKEN_CENTROIDS_FILE, mmap_mode="r"), offsets, nlist)
+        np.save(self._tmp / LIST_OFFSETS_FILE, list_offsets)
+        np.save(self._tmp / LIST_DOCS_FILE, list_docs)
+        codec.save(self._tmp)
+        n_tokens = len(tokens)
+        del tokens
+        for name in (VECTORS_FILE, TOKEN2DOC_FILE):  # the codes replace them
+            (self._tmp / name).unlink()
+        write_meta(self._tmp, KIND, dim=self.dim, n_docs=self.n_docs, n_tokens=n_tokens,
+                   faiss=None, compression=self.compression, nlist=nlist,
+                   bytes_per_token=codec.bytes_per_token, **self.encoder_meta)
 
 
 class MultiVectorIndex:
@@ -264,7 +323,9 @@ class MultiVectorIndex:
     is passed to Faiss's ParameterSpace, e.g. ``"nprobe=32"`` (IVF) or ``"efSearch=256"`` (HNSW).
     Where it does not set them, an IVF index probes :func:`default_nprobe` lists and an HNSW index
     searches with efSearch at least the candidate depth (Faiss's defaults, nprobe 1 and efSearch
-    16, would silently cut recall).
+    16, would silently cut recall). A compressed index takes ``"nprobe=N,ndocs=N"`` instead
+    (centroids probed per query token; documents kept for re-scoring, default
+    :func:`default_ndocs`).
     """
 
     def __init__(self, index_dir: str | os.PathLike, faiss_params: str | None = None,
@@ -276,13 +337,19 @@ class MultiVectorIndex:
                                      "not a multivector index built by pyserini-moe")
         self.meta: dict[str, Any] = meta
         self.dim = int(meta["dim"])
-        self.vectors = np.load(self.index_dir / VECTORS_FILE, mmap_mode="r")
-        self.token2doc = np.load(self.index_dir / TOKEN2DOC_FILE, mmap_mode="r")
         self.offsets = np.load(self.index_dir / OFFSETS_FILE)
         self.docids = (self.index_dir / DOCIDS_FILE).read_text(encoding="utf-8").split("\n")[:-1]
         if not len(self.docids) + 1 == len(self.offsets) == meta["n_docs"] + 1:
             raise IndexMismatchError(f"{self.index_dir}: docids/offsets/metadata disagree on the "
                                      "number of documents; the index is corrupt")
+        self.score_chunk_tokens = score_chunk_tokens
+        self.compressed: CompressedSearch | None = None
+        if meta.get("compression"):
+            self.compressed = CompressedSearch(self.index_dir, self.offsets)
+            self._compressed_params = _compressed_params(faiss_params)
+            return
+        self.vectors = np.load(self.index_dir / VECTORS_FILE, mmap_mode="r")
+        self.token2doc = np.load(self.index_dir / TOKEN2DOC_FILE, mmap_mode="r")
         self.index = faiss.read_index(str(self.index_dir / FAISS_FILE))
         params = faiss_params or ""
         ivf = _ivf(self.index)
@@ -291,7 +358,6 @@ class MultiVectorIndex:
         self._hnsw = getattr(self.index, "hnsw", None) if "efSearch" not in params else None
         if params:
             faiss.ParameterSpace().set_index_parameters(self.index, params)
-        self.score_chunk_tokens = score_chunk_tokens
 
     def query_matrix(self, q: np.ndarray) -> np.ndarray:
         """``q`` as the contiguous float32 [Lq, dim] matrix MaxSim reads, checked."""
@@ -314,13 +380,23 @@ class MultiVectorIndex:
             total = int(lens.sum())
             within = np.concatenate(([0], np.cumsum(lens)[:-1]))  # each doc's first column
             if starts[-1] + lens[-1] - starts[0] == total:  # adjacent docs: one sequential read
-                tokens = self.vectors[starts[0]:starts[0] + total]
+                tokens = self._tokens(slice(starts[0], starts[0] + total))
             else:
-                tokens = self.vectors[np.repeat(starts - within, lens) + np.arange(total)]
-            sims = q @ np.asarray(tokens, dtype=np.float32).T
+                tokens = self._tokens(np.repeat(starts - within, lens) + np.arange(total))
+            sims = q @ tokens.T
             scores[lo:hi] = np.maximum.reduceat(sims, within, axis=1).sum(axis=0)
             lo = hi
         return scores
+
+    def _tokens(self, index: np.ndarray | slice) -> np.ndarray:
+        """Token vectors at ``index`` in float32: stored, or decoded from residual codes."""
+        if self.compressed is not None:
+            return self.compressed.tokens(index)
+        return np.asarray(self.vectors[index], dtype=np.float32)
+
+    def _compressed_candidates(self, q: np.ndarray, k: int) -> np.ndarray:
+        nprobe, ndocs = self._compressed_params
+        return self.compressed.candidates(q, nprobe or DEFAULT_NPROBE, ndocs or default_ndocs(k))
 
     def _top(self, docs: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[str, float]]:
         """Best ``k`` by score, ties by document number, so results are deterministic."""
@@ -344,8 +420,11 @@ class MultiVectorIndex:
         tokens (default :func:`default_candidates_per_token`); they are re-scored exactly.
         """
         q = self.query_matrix(query_vectors)
-        depth = candidates_per_token or default_candidates_per_token(k)
-        docs = self._candidates(self._token_search(q, min(depth, self.index.ntotal)))
+        if self.compressed is not None:
+            docs = self._compressed_candidates(q, k)
+        else:
+            depth = candidates_per_token or default_candidates_per_token(k)
+            docs = self._candidates(self._token_search(q, min(depth, self.index.ntotal)))
         return self._top(docs, self.maxsim_docs(q, docs), k)
 
     def exhaustive_search(self, query_vectors: np.ndarray, k: int = 1000,
@@ -372,8 +451,10 @@ class MultiVectorIndex:
             faiss.omp_set_num_threads(threads)
         qids = list(queries)
         mats = [self.query_matrix(queries[qid]) for qid in qids]
-        depth = min(candidates_per_token or default_candidates_per_token(k), self.index.ntotal)
         run: Run = {}
+        if self.compressed is not None:
+            return self._batch_compressed(qids, mats, k, threads, progress)
+        depth = min(candidates_per_token or default_candidates_per_token(k), self.index.ntotal)
 
         def rescore(q: np.ndarray, ids: np.ndarray) -> dict[str, float]:
             docs = self._candidates(ids)
@@ -392,6 +473,36 @@ class MultiVectorIndex:
                     run[qid] = result
                     bar.update()
         return run
+
+
+    def _batch_compressed(self, qids: list[str], mats: list[np.ndarray], k: int, threads: int,
+                          progress: bool) -> Run:
+        def one(q: np.ndarray) -> dict[str, float]:
+            docs = self._compressed_candidates(q, k)
+            return dict(self._top(docs, self.maxsim_docs(q, docs), k))
+
+        with ThreadPoolExecutor(max(1, threads)) as pool:
+            results = tqdm(pool.map(one, mats), total=len(qids), desc="multivector search",
+                           unit="q", disable=not progress)
+            return dict(zip(qids, results))
+
+
+def default_ndocs(k: int) -> int:
+    """Documents a compressed index re-scores for a top-``k`` search: 2k, at least 256."""
+    return max(2 * k, MIN_NDOCS)
+
+
+def _compressed_params(params: str | None) -> tuple[int | None, int | None]:
+    """``"nprobe=N,ndocs=N"`` (either, any order) -> (nprobe, ndocs); None where not given."""
+    found: dict[str, int] = {}
+    for part in filter(None, (params or "").split(",")):
+        name, _, value = part.partition("=")
+        if name.strip() not in ("nprobe", "ndocs") or not value.strip().isdigit() \
+                or int(value) < 1:
+            raise UserError(f"--faiss-params {params!r}: a compressed multivector index takes "
+                            "nprobe=N and ndocs=N (positive integers)")
+        found[name.strip()] = int(value)
+    return found.get("nprobe"), found.get("ndocs")
 
 
 def _ivf(index: Any) -> Any:

@@ -90,3 +90,21 @@ def test_command_line_errors(tiny_corpus, came, tmp_path, capsys, kinds, folders
     assert index(tiny_corpus, came, kinds, [tmp_path / f for f in folders]) == 2
     assert message in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_compressed_multivector_from_the_command_line(tiny_corpus, came, tmp_path,
+                                                      capsys) -> None:
+    folder = tmp_path / "mv-pq"
+    assert index(tiny_corpus, came, ["multivector"], [folder], "--compression", "pq8") == 0
+    meta = json.loads((folder / "pyserini_moe_index.json").read_text())
+    assert meta["compression"] == "pq8" and meta["bytes_per_token"] == 10
+    assert len(search(tiny_corpus, folder, "multivector", tmp_path / "pq.trec").splitlines()) > 0
+    assert index(tiny_corpus, came, ["multivector"], [tmp_path / "bad"], "--compression",
+                 "pq7") == 2
+    assert "--compression 'pq7'" in capsys.readouterr().err
+    assert index(tiny_corpus, came, ["multivector"], [tmp_path / "s"], "--compression", "pq8",
+                 "--shard-id", "0", "--shard-num", "2") == 2
+    assert "applies to whole indexes" in capsys.readouterr().err
+    assert index(tiny_corpus, came, ["dense"], [tmp_path / "d"], "--compression", "pq8") == 2
+    assert "--compression applies to multivector" in capsys.readouterr().err
+    assert not any((tmp_path / name).exists() for name in ("bad", "s", "d"))

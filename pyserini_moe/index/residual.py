@@ -1,0 +1,149 @@
+"""Residual compression of token vectors for multi-vector indexes (PLAID's idea, Faiss's parts).
+
+A token vector is stored as the number of its nearest k-means centroid plus a product-quantised
+residual (``m`` one-byte codes): ``2 + m`` bytes where float16 needs ``2 * dim`` (256 at 128
+dimensions). Search then runs in PLAID's stages, in :class:`CompressedSearch`:
+
+1. candidates: the documents with a token in one of each query token's ``nprobe`` best
+   centroids (an inverted list centroid -> documents, built at indexing time);
+2. centroid interaction: every candidate scored by MaxSim with each of its tokens replaced by
+   its centroid (one ``[Lq, nlist]`` product, no decoding), keeping the best ``ndocs``;
+3. re-scoring: MaxSim of those with their decoded tokens (centroid + residual).
+
+The k-means and the product quantiser are Faiss's; what is ours is the layout and the stages.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+from pyserini_moe.errors import UserError
+
+CENTROIDS_FILE = "centroids.npy"
+PQ_FILE = "residual.pq"
+TOKEN_CENTROIDS_FILE = "token_centroids.npy"
+CODES_FILE = "codes.npy"
+LIST_OFFSETS_FILE = "centroid_offsets.npy"
+LIST_DOCS_FILE = "centroid_docs.npy"
+_SPEC = re.compile(r"pq(\d+)")
+
+
+def parse_compression(spec: str | None, dim: int) -> int | None:
+    """``none`` / None -> None; ``pq{m}`` -> m, the residual's bytes per token (m divides dim)."""
+    if spec is None or spec.lower() == "none":
+        return None
+    match = _SPEC.fullmatch(spec.lower())
+    if not match or not 0 < int(match[1]) <= dim or dim % int(match[1]):
+        raise UserError(f"--compression {spec!r}: expected 'none' or 'pq{{m}}' with m dividing "
+                        f"the {dim} dimensions (e.g. pq16, pq32, pq64)")
+    return int(match[1])
+
+
+def default_nlist(n_tokens: int) -> int:
+    """Centroids for ``n_tokens``: the power of two nearest 4 * sqrt(n), at least 16 and at most
+    65,536 (token centroid numbers are stored as uint16). PLAID takes 16 * sqrt(n); a quarter of
+    that keeps k-means on one CPU core to seconds for a 5k-document collection."""
+    return int(min(65_536, max(16, 2 ** round(math.log2(4 * math.sqrt(max(1, n_tokens)))))))
+
+
+class ResidualCodec:
+    """Nearest centroid + product-quantised residual, ``m`` sub-vectors of 8 bits."""
+
+    def __init__(self, centroids: np.ndarray, pq: faiss.ProductQuantizer) -> None:
+        self.centroids = np.ascontiguousarray(centroids, dtype=np.float32)
+        self.pq = pq
+        self._assign = faiss.IndexFlatL2(self.centroids.shape[1])
+        self._assign.add(self.centroids)
+
+    @classmethod
+    def train(cls, sample: np.ndarray, nlist: int, m: int, seed: int = 0) -> ResidualCodec:
+        sample = np.ascontiguousarray(sample, dtype=np.float32)
+        nlist = min(nlist, len(sample))
+        kmeans = faiss.Kmeans(sample.shape[1], nlist, niter=20, seed=seed,
+                              max_points_per_centroid=256)
+        kmeans.train(sample)
+        codec = cls(kmeans.centroids, faiss.ProductQuantizer(sample.shape[1], m, 8))
+        cids = codec.assign(sample)
+        codec.pq.train(np.ascontiguousarray(sample - codec.centroids[cids]))
+        return codec
+
+    @property
+    def bytes_per_token(self) -> int:
+        return 2 + self.pq.code_size
+
+    def assign(self, x: np.ndarray) -> np.ndarray:
+        return self._assign.search(np.ascontiguousarray(x, dtype=np.float32), 1)[1][:, 0]
+
+    def encode(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``x`` [n, dim] -> (centroid numbers [n] uint16, residual codes [n, m] uint8)."""
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        cids = self.assign(x)
+        codes = self.pq.compute_codes(np.ascontiguousarray(x - self.centroids[cids]))
+        return cids.astype(np.uint16), codes
+
+    def decode(self, cids: np.ndarray, codes: np.ndarray) -> np.ndarray:
+        return self.centroids[np.asarray(cids, dtype=np.int64)] + \
+            self.pq.decode(np.ascontiguousarray(codes))
+
+    def save(self, folder: Path) -> None:
+        np.save(folder / CENTROIDS_FILE, self.centroids)
+        faiss.write_ProductQuantizer(self.pq, str(folder / PQ_FILE))
+
+    @classmethod
+    def load(cls, folder: Path) -> ResidualCodec:
+        return cls(np.load(folder / CENTROIDS_FILE),
+                   faiss.read_ProductQuantizer(str(folder / PQ_FILE)))
+
+
+def centroid_lists(token_cids: np.ndarray, offsets: np.ndarray,
+                   nlist: int) -> tuple[np.ndarray, np.ndarray]:
+    """The inverted lists: for each centroid, the sorted numbers of the documents with a token
+    assigned to it, as (list offsets [nlist + 1] int64, documents int32)."""
+    docs = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
+    pairs = np.unique(np.asarray(token_cids, dtype=np.int64) * (len(offsets) - 1) + docs)
+    cids, list_docs = np.divmod(pairs, len(offsets) - 1)
+    list_offsets = np.searchsorted(cids, np.arange(nlist + 1)).astype(np.int64)
+    return list_offsets, list_docs.astype(np.int32)
+
+
+class CompressedSearch:
+    """The search stages over one compressed index's files (see the module docstring)."""
+
+    def __init__(self, folder: Path, offsets: np.ndarray) -> None:
+        self.codec = ResidualCodec.load(folder)
+        self.offsets = offsets
+        self.token_cids = np.load(folder / TOKEN_CENTROIDS_FILE, mmap_mode="r")
+        self.codes = np.load(folder / CODES_FILE, mmap_mode="r")
+        self.list_offsets = np.load(folder / LIST_OFFSETS_FILE)
+        self.list_docs = np.load(folder / LIST_DOCS_FILE, mmap_mode="r")
+
+    def tokens(self, index: np.ndarray | slice) -> np.ndarray:
+        """Decoded float32 token vectors at ``index`` (a slice or token numbers)."""
+        return self.codec.decode(self.token_cids[index], self.codes[index])
+
+    def candidates(self, q: np.ndarray, nprobe: int, ndocs: int) -> np.ndarray:
+        """Stages 1-2: the (sorted) numbers of the best ``ndocs`` documents by centroid
+        interaction among those in the query tokens' ``nprobe`` best centroids."""
+        scores = q @ self.codec.centroids.T  # [Lq, nlist]
+        nprobe = min(nprobe, scores.shape[1])
+        probed = np.unique(np.argpartition(-scores, nprobe - 1, axis=1)[:, :nprobe])
+        docs = np.unique(np.concatenate(
+            [self.list_docs[self.list_offsets[c]:self.list_offsets[c + 1]] for c in probed]))
+        if len(docs) <= ndocs:
+            return docs
+        approx = self._centroid_maxsim(scores, docs)
+        keep = np.argpartition(-approx, ndocs - 1)[:ndocs]
+        return np.sort(docs[keep])
+
+    def _centroid_maxsim(self, scores: np.ndarray, docs: np.ndarray) -> np.ndarray:
+        """MaxSim of the query with each document's tokens replaced by their centroids."""
+        starts, lengths = self.offsets[docs], self.offsets[docs + 1] - self.offsets[docs]
+        within = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        token_ids = np.repeat(starts - within, lengths) + np.arange(int(lengths.sum()))
+        sims = scores[:, np.asarray(self.token_cids[token_ids], dtype=np.int64)]
+        return np.maximum.reduceat(sims, within, axis=1).sum(axis=0)
