@@ -295,6 +295,7 @@ def bench_latency(report: Report, work: Path, indexes: Indexes, paths: dict[str,
                   args: Any) -> None:
     """Single-query latency and batched throughput of every retriever on a corpus slice."""
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
+    from pyserini_moe.index.meta import read_meta  # noqa: PLC0415
     from pyserini_moe.search.dispatch import SearchSettings, open_any  # noqa: PLC0415
     from pyserini_moe.search.experts import ExpertFusionSearcher  # noqa: PLC0415
     from pyserini_moe.search.hybrid import hybrid  # noqa: PLC0415
@@ -304,19 +305,23 @@ def bench_latency(report: Report, work: Path, indexes: Indexes, paths: dict[str,
     builds = {"bm25": (("bm25",), None), "dense": (("dense",), paths["siamese"]),
               "impact": (("impact",), paths["cotmote"]),
               "multivector": (("multivector",), paths["colbert"]),
+              "multivector-compressed": (("multivector",), paths["colbert"]),
               "came": (("impact", "multivector", "dense"), paths["came"])}  # one encoding pass
+    compressed = ("--compression", args.multivector_compression)
     built: dict[str, Path] = {}
     for name, (kinds, encoder) in builds.items():
         names = [f"latency-came-{e}" for e in came] if name == "came" else [f"latency-{name}"]
-        folders, build = indexes.build(kinds, corpus, encoder, names)
+        folders, build = indexes.build(kinds, corpus, encoder, names,
+                                       *(compressed if name.endswith("compressed") else ()))
         built.update(zip(names, folders))
         report.add("memory and size", what=f"{name} index{'es' if len(kinds) > 1 else ''}, "
                    f"{args.latency_docs} docs", build_s=round(build.seconds, 1),
                    build_peak_mb=round(build.peak_mb),
                    index_mb=round(sum(folder_mb(f) for f in folders), 1))
     topics = load_topics(args.topics)
-    opened = {kind: open_any(SearchSettings(kind, str(built[f"latency-{kind}"]), device="cpu"))
-              for kind in ("bm25", "dense", "impact", "multivector")}
+    opened = {name: open_any(SearchSettings(name.split("-")[0], str(built[f"latency-{name}"]),
+                                            device="cpu"))
+              for name in ("bm25", "dense", "impact", "multivector", "multivector-compressed")}
     searchers: dict[str, Callable[[dict[str, str], int], Any]] = {
         kind: lambda t, b, s=searcher: s.search(t, hits=100, batch_size=b, progress=False)
         for kind, searcher in opened.items()}
@@ -342,18 +347,35 @@ def bench_latency(report: Report, work: Path, indexes: Indexes, paths: dict[str,
         report.add("latency", retriever=name, p50_ms=round(p50[name], 1),
                    p95_ms=round(percentile(times, 0.95) * 1000, 1),
                    batched_q_per_s=round(qps, 1), vs_bm25_p50=round(p50[name] / p50["bm25"], 2))
-    for name, limit in (("dense", 3.0), ("impact", 3.0), ("multivector", 10.0)):
+    for name, limit in (("dense", 3.0), ("impact", 2.0), ("multivector-compressed", 5.0)):
         report.target(f"{name} single-query latency within {limit:g}x BM25's",
                       p50[name] / p50["bm25"], limit, higher=False)
-    report.target("multivector top-100 overlap with exact MaxSim >= 0.99",
-                  _multivector_overlap(opened["multivector"], topics), 0.99, unit="")
+    exact = opened["multivector"].search(topics, hits=100, progress=False, exhaustive=True)
+    for name in ("multivector", "multivector-compressed"):
+        report.target(f"{name} top-100 overlap with exact MaxSim >= 0.99",
+                      _overlap(opened[name].search(topics, hits=100, progress=False), exact),
+                      0.99, unit="")
+    per_token = {name: folder_mb(built[f"latency-{name}"]) * 2 ** 20
+                 / read_meta(built[f"latency-{name}"])["n_tokens"]
+                 for name in ("multivector", "multivector-compressed")}
+    for name, size in per_token.items():  # all files (codebooks, lists, Faiss) vs the vectors
+        meta = read_meta(built[f"latency-{name}"])
+        report.add("multivector storage", index=name, bytes_per_token=round(size, 1),
+                   vector_bytes_per_token=meta.get("bytes_per_token", 2 * meta["dim"]))
+    report.target(f"multivector {args.multivector_compression} bytes per token <= 1/6 of the "
+                  "float16 index's", per_token["multivector-compressed"] / per_token["multivector"],
+                  1 / 6, higher=False)
+
+
+def _overlap(run: dict[str, dict[str, float]], exact: dict[str, dict[str, float]]) -> float:
+    """Mean share of each query's exact top hits that ``run`` also returns."""
+    return statistics.mean(len(set(run.get(q, {})) & set(hits)) / max(1, len(hits))
+                           for q, hits in exact.items())
 
 
 def _multivector_overlap(searcher: Any, topics: dict[str, str], k: int = 100) -> float:
     run = searcher.search(topics, hits=k, progress=False)
-    exact = searcher.search(topics, hits=k, progress=False, exhaustive=True)
-    return statistics.mean(len(set(run[q]) & set(exact[q])) / max(1, len(exact[q]))
-                           for q in topics)
+    return _overlap(run, searcher.search(topics, hits=k, progress=False, exhaustive=True))
 
 
 def bench_scaling(report: Report, work: Path, indexes: Indexes, siamese: str, args: Any) -> None:
@@ -465,6 +487,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--multivector-faiss", default="ivf64,pq16",
                         help="the approximate token index of the approximate section (the "
                              "index command's --faiss)")
+    parser.add_argument("--multivector-compression", default="pq32",
+                        help="the compressed multivector index of the latency section (the index "
+                             "command's --compression)")
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
     parser.add_argument("--output-dir", type=Path, default=Path("work/bench"))
     args = parser.parse_args(argv)

@@ -89,7 +89,14 @@ def test_every_section_runs_and_reuses_the_indexes_it_shares(bert3, tiny_corpus,
     assert {"encoding", "onnx", "latency", "memory and size", "scaling", "approximate"} <= \
         set(sections)
     assert {row["retriever"] for row in sections["latency"]} == {
-        "bm25", "dense", "impact", "multivector", "dense+bm25", "came-fused"}
+        "bm25", "dense", "impact", "multivector", "multivector-compressed", "dense+bm25",
+        "came-fused"}
+    storage = {row["index"]: row for row in sections["multivector storage"]}
+    assert storage["multivector-compressed"]["vector_bytes_per_token"] == 34  # 2 + pq32
+    assert storage["multivector"]["vector_bytes_per_token"] == 256  # float16 x 128
+    assert all(row["bytes_per_token"] > 0 for row in storage.values())
+    assert "multivector-compressed top-100 overlap with exact MaxSim >= 0.99" in {
+        t["target"] for t in result["targets"]}
     memory = {row["what"]: row for row in sections["memory and size"]}
     assert "came indexes, 1000 docs" in memory  # the tiny corpus's 30, all of them
     # scaling's 1k slice is latency's dense index, its full corpus the onnx section's PyTorch one
