@@ -487,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--multivector-faiss", default="ivf64,pq16",
                         help="the approximate token index of the approximate section (the "
                              "index command's --faiss)")
-    parser.add_argument("--multivector-compression", default="pq32",
+    parser.add_argument("--multivector-compression", default="pq64",
                         help="the compressed multivector index of the latency section (the index "
                              "command's --compression)")
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))

@@ -92,7 +92,7 @@ def test_every_section_runs_and_reuses_the_indexes_it_shares(bert3, tiny_corpus,
         "bm25", "dense", "impact", "multivector", "multivector-compressed", "dense+bm25",
         "came-fused"}
     storage = {row["index"]: row for row in sections["multivector storage"]}
-    assert storage["multivector-compressed"]["vector_bytes_per_token"] == 34  # 2 + pq32
+    assert storage["multivector-compressed"]["vector_bytes_per_token"] == 66  # 2 + pq64
     assert storage["multivector"]["vector_bytes_per_token"] == 256  # float16 x 128
     assert all(row["bytes_per_token"] > 0 for row in storage.values())
     assert "multivector-compressed top-100 overlap with exact MaxSim >= 0.99" in {

@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="dense: flat | hnsw[M]; multivector: flat | ivf{nlist},pq{m} | hnsw[M]")
     enc.add_argument("--compression", default="none", metavar="none|pq{m}",
                      help="multivector: store each token as its centroid + an m-byte product-"
-                          "quantised residual (PLAID-style search) instead of float16, e.g. pq32")
+                          "quantised residual (PLAID-style search) instead of float16, e.g. pq64 "
+                          "(66 bytes a token at 128 dimensions, float16 256)")
     enc.add_argument("--quantization", type=int, default=100,
                      help="impact: weights are stored as round(w * factor); the factor is recorded "
                           "in the index and applied to queries too")

@@ -84,7 +84,9 @@ def default_candidates_per_token(k: int) -> int:
 _RESERVED_META = frozenset({"kind", "created_by", "dim", "n_docs", "n_tokens", "faiss",
                             "compression", "nlist", "bytes_per_token"})
 #: Compressed indexes: centroids probed per query token, and documents kept by centroid
-#: interaction for re-scoring with decoded tokens, at least (and 2 x k at most k's size).
+#: interaction for re-scoring with decoded tokens (at least; 4 x k for larger k). Measured on
+#: 1,000 SciFact passages (untrained ColBERT head, pq64, top 100): keeping 400 documents found
+#: 95.7% of the exact top 100, 1,000 (all) 97.9%, the codec's own limit; nprobe 4 or 8 alike.
 DEFAULT_NPROBE = 4
 MIN_NDOCS = 256
 # Our lower-case spelling -> Faiss index_factory spelling. PQ gets "np": polysemous codebook
@@ -488,8 +490,8 @@ class MultiVectorIndex:
 
 
 def default_ndocs(k: int) -> int:
-    """Documents a compressed index re-scores for a top-``k`` search: 2k, at least 256."""
-    return max(2 * k, MIN_NDOCS)
+    """Documents a compressed index re-scores for a top-``k`` search: 4k, at least 256."""
+    return max(4 * k, MIN_NDOCS)
 
 
 def _compressed_params(params: str | None) -> tuple[int | None, int | None]:
