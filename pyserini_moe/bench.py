@@ -123,8 +123,8 @@ class Indexes:
     """Index builds of this run, each in its own process, keyed by what they encode: a section
     asking for an index another one built gets it back with its time and peak memory."""
 
-    def __init__(self, work: Path, max_length: int) -> None:
-        self.work, self.max_length = work, max_length
+    def __init__(self, work: Path, max_length: int, device: str = "cpu") -> None:
+        self.work, self.max_length, self.device = work, max_length, device
         self.built: dict[tuple[tuple[str, ...], str, str | None], tuple[list[Path], Process]] = {}
 
     def build(self, kinds: tuple[str, ...], corpus: str, encoder: str | None,
@@ -136,7 +136,7 @@ class Indexes:
             args = ["--retriever", *kinds, "--corpus", corpus, "--index", *map(str, paths),
                     "--overwrite", "--quiet", "--max-length", str(self.max_length), *extra]
             if encoder is not None:
-                args += ["--encoder", encoder, "--device", "cpu"]
+                args += ["--encoder", encoder, "--device", self.device]
             self.built[key] = (paths, run_process("pyserini_moe.index", args))
         return self.built[key]
 
@@ -172,6 +172,14 @@ def subset(corpus: str, n: int, out: Path) -> Path:
 _ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile")
 
 
+def _device_name(device: str) -> str:
+    if device == "cpu":
+        return "cpu"
+    import torch  # noqa: PLC0415
+
+    return torch.cuda.get_device_name(torch.device(device))
+
+
 def cpu_description(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     """The CPU's model name and which of :data:`_ISA_FLAGS` it has ("unknown" off Linux)."""
     try:
@@ -198,7 +206,7 @@ PLAIN = {"dense": "siamese", "sparse": "splade", "multi": "colbert"}
 
 
 def bench_encoding(report: Report, models: dict[str, Any], texts: list[str], max_length: int,
-                   batch_size: int, repeats: int) -> None:
+                   batch_size: int, repeats: int, device: str = "cpu") -> None:
     """docs/s of every model against the plain backbone, interleaved so load drifts hit all.
 
     A model with several representations is also timed producing each alone (``model:kind``),
@@ -215,9 +223,11 @@ def bench_encoding(report: Report, models: dict[str, Any], texts: list[str], max
         for label, name, only in runs:
             model = models[name]
             model.encode(texts[:batch_size], Side.PASSAGE, max_length, only=only)  # warm-up
+            _synchronize(device)
             start = time.perf_counter()
             for i in range(0, len(texts), batch_size):
                 model.encode(texts[i:i + batch_size], Side.PASSAGE, max_length, only=only)
+            _synchronize(device)  # CUDA runs asynchronously: time the work, not its launch
             best[label] = max(best.get(label, 0.0), len(texts) / (time.perf_counter() - start))
     base = best["siamese"]
     for label, name, only in runs:
@@ -237,6 +247,13 @@ def bench_encoding(report: Report, models: dict[str, Any], texts: list[str], max
                 plain = PLAIN[kind]
                 report.target(f"{name} ({kind}) encodes at >= {goal}x {plain}",
                               best[f"{name}:{kind}"] / best[plain], goal)
+
+
+def _synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch  # noqa: PLC0415
+
+        torch.cuda.synchronize()
 
 
 def bench_onnx(report: Report, work: Path, indexes: Indexes, siamese: str, texts: list[str],
@@ -320,14 +337,14 @@ def bench_latency(report: Report, work: Path, indexes: Indexes, paths: dict[str,
                    index_mb=round(sum(folder_mb(f) for f in folders), 1))
     topics = load_topics(args.topics)
     opened = {name: open_any(SearchSettings(name.split("-")[0], str(built[f"latency-{name}"]),
-                                            device="cpu"))
+                                            device=args.device))
               for name in ("bm25", "dense", "impact", "multivector", "multivector-compressed")}
     searchers: dict[str, Callable[[dict[str, str], int], Any]] = {
         kind: lambda t, b, s=searcher: s.search(t, hits=100, batch_size=b, progress=False)
         for kind, searcher in opened.items()}
     searchers["dense+bm25"] = lambda t, b: hybrid(searchers["dense"](t, b),
                                                   searchers["bm25"](t, b), 1.0, True, k=100)
-    fused = ExpertFusionSearcher([built[f"latency-came-{e}"] for e in came], device="cpu")
+    fused = ExpertFusionSearcher([built[f"latency-came-{e}"] for e in came], device=args.device)
     searchers["came-fused"] = lambda t, b: fused.search(t, hits=100, candidates=100,
                                                         batch_size=b, progress=False)[0]
     singles = dict(list(topics.items())[:args.latency_queries])
@@ -391,7 +408,7 @@ def bench_scaling(report: Report, work: Path, indexes: Indexes, siamese: str, ar
         [index], build = indexes.build(("dense",), corpus, siamese, [f"scale-{Path(corpus).name}"])
         search = run_process("pyserini_moe.search", ["--retriever", "dense", "--index",
                               str(index), "--topics", topics, "--output", str(run), "--quiet",
-                              "--device", "cpu", "--hits", "100"])
+                              "--device", args.device, "--hits", "100"])
         docs = BeirCollection.load(corpus).num_docs()
         report.add("scaling", corpus=Path(corpus).name, docs=docs,
                    index_s=round(build.seconds, 1), docs_per_s=round(docs / build.seconds, 1),
@@ -414,7 +431,7 @@ def bench_approximate(report: Report, work: Path, indexes: Indexes, paths: dict[
     flat = faiss.read_index(str(dense / "index"))
     vectors = flat.reconstruct_n(0, flat.ntotal)
     topics = load_topics(args.topics)
-    encoder = DenseQueryEncoder(paths["siamese"], device="cpu")
+    encoder = DenseQueryEncoder(paths["siamese"], device=args.device)
     queries = np.concatenate([encoder.encode_batch(list(topics.values())[i:i + 64])
                               for i in range(0, len(topics), 64)])
     k = min(100, flat.ntotal)
@@ -431,7 +448,7 @@ def bench_approximate(report: Report, work: Path, indexes: Indexes, paths: dict[
     [index], _ = indexes.build(("multivector",), corpus, paths["colbert"],
                                ["latency-multivector-ivfpq"], "--faiss", args.multivector_faiss)
     for params in ("nprobe=4", "nprobe=16"):
-        searcher = SEARCHERS["multivector"](index, device="cpu", faiss_params=params)
+        searcher = SEARCHERS["multivector"](index, device=args.device, faiss_params=params)
         report.add("approximate", index=f"multivector {args.multivector_faiss} {params}",
                    docs=args.latency_docs,
                    recall_at_100=round(_multivector_overlap(searcher, topics), 4))
@@ -491,8 +508,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="the compressed multivector index of the latency section (the index "
                              "command's --compression)")
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where the models encode (Faiss and Lucene search on the CPU); cuda "
+                             "skips the onnx section, whose onnxruntime here is the CPU build")
     parser.add_argument("--output-dir", type=Path, default=Path("work/bench"))
     args = parser.parse_args(argv)
+    from pyserini_moe.modeling.base import check_device  # noqa: PLC0415
+
+    check_device(args.device)  # one error line when CUDA is asked for and absent
     from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
     from pyserini_moe.io import atomic_path  # noqa: PLC0415
     from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
@@ -504,11 +527,11 @@ def main(argv: list[str] | None = None) -> int:
     texts = [d.contents for _, d in zip(range(args.docs), BeirCollection.load(args.corpus)
                                         .corpus())]
     report = Report()
-    indexes = Indexes(work, args.max_length)
+    indexes = Indexes(work, args.max_length, args.device)
     if "encoding" in args.sections:
-        bench_encoding(report, {t: load_encoder(p, device="cpu") for t, p in paths.items()},
-                       texts, args.max_length, args.batch_size, args.repeats)
-    if "onnx" in args.sections:
+        bench_encoding(report, {t: load_encoder(p, device=args.device) for t, p in paths.items()},
+                       texts, args.max_length, args.batch_size, args.repeats, args.device)
+    if "onnx" in args.sections and args.device == "cpu":
         bench_onnx(report, work, indexes, paths["siamese"], texts, args)
     if "latency" in args.sections:
         bench_latency(report, work, indexes, paths, args)
@@ -517,7 +540,8 @@ def main(argv: list[str] | None = None) -> int:
     if "approximate" in args.sections:
         bench_approximate(report, work, indexes, paths, args)
     report.add("run", seconds=round(time.perf_counter() - started), cores=os.cpu_count(),
-               cpu=cpu_description(), backbone=args.backbone, corpus=args.corpus)
+               cpu=cpu_description(), device=_device_name(args.device), backbone=args.backbone,
+               corpus=args.corpus)
     text = report.markdown()
     with atomic_path(work / "bench.md") as tmp:
         tmp.write_text(text + "\n")
