@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="multivector: store each token as its centroid + an m-byte product-"
                           "quantised residual (PLAID-style search) instead of float16, e.g. pq64 "
                           "(66 bytes a token at 128 dimensions, float16 256)")
+    enc.add_argument("--doc-max-terms", type=int, default=None, metavar="N",
+                     help="impact: keep each passage's N heaviest terms (static pruning; "
+                          "the index records N and its mean terms per passage)")
     enc.add_argument("--quantization", type=int, default=100,
                      help="impact: weights are stored as round(w * factor); the factor is recorded "
                           "in the index and applied to queries too")
@@ -123,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                       batch_size=args.batch_size, max_length=args.max_length, faiss=args.faiss,
                       quantization=args.quantization, threads=args.threads, device=args.device,
                       precision=args.precision, compression=args.compression,
+                      doc_max_terms=args.doc_max_terms,
                       overwrite=args.overwrite, progress=not args.quiet,
                       options=options, shard=shard)
     print(f"{' + '.join(kinds)} index written to {' '.join(args.index)} in "

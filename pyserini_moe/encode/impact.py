@@ -61,12 +61,20 @@ class _Impact:
 
 
 class ImpactDocumentEncoder(_Impact, ModelDocumentEncoder):
-    """Passages -> ``{token: int}`` vectors for a ``JsonVectorCollection``."""
+    """Passages -> ``{token: int}`` vectors for a ``JsonVectorCollection``; with ``max_terms``,
+    each keeps its heaviest ``max_terms`` terms (static pruning of the index)."""
 
     def __init__(self, model: RetrievalModel | str, device: str | None = None,
-                 max_length: int = 256, quantization: int = DEFAULT_QUANTIZATION) -> None:
+                 max_length: int = 256, quantization: int = DEFAULT_QUANTIZATION,
+                 max_terms: int | None = None) -> None:
         super().__init__(model, device, max_length)
         self._init_impact(quantization)
+        if max_terms is not None and max_terms < 1:
+            raise UserError("--doc-max-terms must be >= 1")
+        self.max_terms = max_terms
+
+    def convert(self, out: Encoded) -> list[dict[str, int]]:
+        return quantize(out.sparse, self.vocab, self.quantization, self.max_terms)
 
 
 class ImpactQueryEncoder(_Impact, ModelQueryEncoder):
@@ -81,6 +89,10 @@ class ImpactQueryEncoder(_Impact, ModelQueryEncoder):
         if max_terms < 1:
             raise UserError("max_terms must be >= 1")
         self.max_terms = max_terms
+        self.queries = self.terms = 0  # encoded so far: what a search reports as terms per query
 
     def convert(self, out: Encoded) -> list[dict[str, int]]:
-        return quantize(out.sparse, self.vocab, self.quantization, self.max_terms)
+        vectors = quantize(out.sparse, self.vocab, self.quantization, self.max_terms)
+        self.queries += len(vectors)
+        self.terms += sum(map(len, vectors))
+        return vectors

@@ -157,7 +157,9 @@ class _ImpactSink(_Sink):
 
     def finish(self) -> None:
         self.file.close()
-        meta = {"quantization": self.options["quantization"], **self.meta}
+        meta = {"quantization": self.options["quantization"],
+                "doc_max_terms": self.adapter.max_terms,
+                "terms_per_doc": round(self.terms / max(1, self.count), 1), **self.meta}
         if self.sharded:
             write_meta(self.out, IMPACT_SHARD, num_docs=self.count, **meta)
             return
@@ -195,6 +197,7 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
                   batch_size: int = 32, max_length: int = 256, faiss: str = "flat",
                   quantization: int = 100, threads: int = 1, device: str | None = None,
                   precision: str = "fp32", compression: str | None = None,
+                  doc_max_terms: int | None = None,
                   overwrite: bool = False, progress: bool = True,
                   options: dict[str, Any] | None = None,
                   shard: Shard | None = None) -> list[Path]:
@@ -205,6 +208,7 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
     ``faiss``: dense flat | hnsw[M]; multivector flat | ivf{nlist},pq{m} | hnsw[M].
     ``quantization``: impact weights are stored as round(w * factor) (recorded in the index).
     ``compression``: multivector ``none`` | ``pq{m}`` (residual codes, see index.residual).
+    ``doc_max_terms``: impact passages keep their heaviest terms only (recorded in the index).
     """
     from pyserini_moe.encode.common import describe  # noqa: PLC0415
     from pyserini_moe.encode.dense import DenseDocumentEncoder  # noqa: PLC0415
@@ -233,7 +237,8 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
     model = load_encoder(encoder, device, options=options, precision=precision)
     adapters = {"dense": lambda: DenseDocumentEncoder(model, max_length=max_length),
                 "impact": lambda: ImpactDocumentEncoder(model, max_length=max_length,
-                                                        quantization=quantization),
+                                                        quantization=quantization,
+                                                        max_terms=doc_max_terms),
                 "multivector": lambda: MultiVectorDocumentEncoder(model, max_length=max_length)}
     sinks = {"dense": _DenseSink, "impact": _ImpactSink, "multivector": _MultiVectorSink}
     built = {kind: adapters[kind]() for kind in folders}  # each checks the model can do its kind

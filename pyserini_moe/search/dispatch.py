@@ -54,6 +54,7 @@ class SearchOutcome:
     expert_runs: dict[str, Run]
     open_seconds: float
     search_seconds: float
+    query_terms: float | None = None  # impact searches: mean terms per query sent to Lucene
 
 
 def search_topics(s: SearchSettings, topics: dict[str, str]) -> SearchOutcome:
@@ -82,7 +83,9 @@ def search_topics(s: SearchSettings, topics: dict[str, str]) -> SearchOutcome:
         bm25_run = bm25.search(topics, hits=s.candidates, threads=s.threads,
                                batch_size=s.batch_size, progress=not s.quiet)
         run = hybrid(run, bm25_run, s.alpha, s.hybrid_normalize, s.weight_on_dense, k=s.hits)
-    return SearchOutcome(run, expert_runs, opened - clock, time.perf_counter() - opened)
+    encoder = getattr(main, "query_encoder", None)
+    terms = encoder.terms / encoder.queries if getattr(encoder, "queries", 0) else None
+    return SearchOutcome(run, expert_runs, opened - clock, time.perf_counter() - opened, terms)
 
 
 def _open(s: SearchSettings) -> tuple[Any, Any]:

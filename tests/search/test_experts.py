@@ -180,3 +180,25 @@ def test_came_expert_runs_are_what_pyserinis_own_searchers_return(tiny_corpus, b
         hits = impact_searcher.search(text, k=6)
         assert {h.docid: pytest.approx(float(h.score) / FACTOR ** 2) for h in hits} == lexical[qid]
     assert len(lexical) == len(global_) == len(QUERIES)
+
+
+def test_static_pruning_and_term_counts(tiny_corpus, cotmote, indexes, tmp_path, capsys) -> None:
+    from pyserini_moe.index.doc_vectors import DocVectors
+    from pyserini_moe.index.meta import read_meta
+
+    full = read_meta(indexes["impact"])
+    assert full["doc_max_terms"] is None and full["terms_per_doc"] > 5
+    pruned = tmp_path / "pruned"
+    assert index_cli.main(["--retriever", "impact", "--corpus", str(tiny_corpus), "--index",
+                           str(pruned), "--encoder", cotmote, "--device", "cpu", "--quiet",
+                           "--doc-max-terms", "5"]) == 0
+    meta = read_meta(pruned)
+    assert meta["doc_max_terms"] == 5 and meta["terms_per_doc"] <= 5
+    store, whole = DocVectors(pruned / "doc_vectors"), DocVectors(indexes["impact"] / "doc_vectors")
+    assert len(store.terms) <= 5 * len(store.rows) < len(whole.terms)
+    capsys.readouterr()
+    search(tiny_corpus, tmp_path / "p.trec", "--retriever", "impact", "--index", str(pruned),
+           "--query-max-terms", "3")
+    said = capsys.readouterr().err
+    terms = float(said.split(" terms a query")[0].rsplit("; ", 1)[1])
+    assert 0 < terms <= 3
