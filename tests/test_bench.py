@@ -64,7 +64,11 @@ def test_encoding_section_compares_every_model_with_its_backbone(bert3, tiny_cor
     assert {"siamese", "taser", "cotmote", "sbmoe", "came"} <= set(rows)
     assert rows["siamese"]["vs_backbone"] == 1.0 and all(r["docs_per_s"] > 0 for r in rows.values())
     assert {t["target"].split()[0] for t in result["targets"]} == {"taser", "cotmote", "sbmoe",
-                                                                   "came"}
+                                                                   "came", "our"}
+    # the peer: sentence-transformers' own encode on the same (Siamese) weights
+    assert rows["sentence-transformers"]["docs_per_s"] > 0
+    assert "our plain bi-encoder encodes at >= 1.0x sentence-transformers' encode" in {
+        t["target"] for t in result["targets"]}
     # several representations: each alone too, against the plain model of its kind
     assert rows["cotmote:sparse"]["vs_plain_model"].endswith("(splade)")
     assert rows["came:multi"]["vs_plain_model"].endswith("(colbert)")
