@@ -392,6 +392,11 @@ def bench_latency(report: Report, work: Path, indexes: Indexes, paths: dict[str,
         report.add("latency", retriever=name, p50_ms=round(p50[name], 1),
                    p95_ms=round(percentile(times, 0.95) * 1000, 1),
                    batched_q_per_s=round(qps, 1), vs_bm25_p50=round(p50[name] / p50["bm25"], 2))
+    impact_meta, encoder = read_meta(built["latency-impact"]), opened["impact"].query_encoder
+    report.add("sparsity", index="impact (CoT-MoTE's sparse side)",
+               terms_per_passage=impact_meta["terms_per_doc"],
+               terms_per_query=round(encoder.terms / max(1, encoder.queries), 1),
+               postings=round(impact_meta["terms_per_doc"] * impact_meta["num_docs"]))
     for name, limit in (("dense", 3.0), ("impact", 2.0), ("multivector-compressed", 5.0)):
         report.target(f"{name} single-query latency within {limit:g}x BM25's",
                       p50[name] / p50["bm25"], limit, higher=False)

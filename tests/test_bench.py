@@ -95,6 +95,8 @@ def test_every_section_runs_and_reuses_the_indexes_it_shares(bert3, tiny_corpus,
     assert {row["retriever"] for row in sections["latency"]} == {
         "bm25", "dense", "impact", "multivector", "multivector-compressed", "dense+bm25",
         "came-fused"}
+    [sparsity] = sections["sparsity"]
+    assert sparsity["terms_per_query"] > 0 and sparsity["postings"] > 0
     storage = {row["index"]: row for row in sections["multivector storage"]}
     assert storage["multivector-compressed"]["vector_bytes_per_token"] == 66  # 2 + pq64
     assert storage["multivector"]["vector_bytes_per_token"] == 256  # float16 x 128
