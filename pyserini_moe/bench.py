@@ -285,8 +285,10 @@ def _synchronize(device: str) -> None:
 
 
 def bench_onnx(report: Report, work: Path, indexes: Indexes, siamese: str, texts: list[str],
-               args: Any) -> None:
-    """PyTorch vs onnxruntime fp32 / int8: throughput side by side, and SciFact nDCG@10."""
+               args: Any, came: str | None = None) -> None:
+    """PyTorch vs onnxruntime fp32 / int8: throughput side by side, and SciFact nDCG@10; CAME
+    through its fastest backend (int8) against the same PyTorch backbone, timed in the same
+    rounds."""
     from pyserini_moe.data.topics import load_qrels  # noqa: PLC0415
     from pyserini_moe.eval.metrics import evaluate  # noqa: PLC0415
     from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
@@ -300,7 +302,14 @@ def bench_onnx(report: Report, work: Path, indexes: Indexes, siamese: str, texts
             run_process("pyserini_moe.export", ["--encoder", siamese, "--output", str(out),
                          *extra])
         encoders[variant] = str(out)
-    models = {name: load_encoder(path, device="cpu") for name, path in encoders.items()}
+    timed = dict(encoders)
+    if came is not None:
+        timed["came"] = came
+        if not (work / "came-onnx-int8").exists():
+            run_process("pyserini_moe.export", ["--encoder", came, "--output",
+                                                str(work / "came-onnx-int8"), "--int8"])
+        timed["came-onnx-int8"] = str(work / "came-onnx-int8")
+    models = {name: load_encoder(path, device="cpu") for name, path in timed.items()}
     speed: dict[str, float] = {}
     for _ in range(args.repeats):
         for name, model in models.items():
@@ -334,6 +343,12 @@ def bench_onnx(report: Report, work: Path, indexes: Indexes, siamese: str, texts
                       speed[variant] / speed["pytorch"], goal)
     report.target("int8 nDCG@10 change (absolute) <= 0.01",
                   abs(ndcg["onnx-int8"] - ndcg["pytorch"]), 0.01, higher=False, unit="")
+    for name in ("came", "came-onnx-int8") if came is not None else ():
+        report.add("onnx", backend=name, docs_per_s=round(speed[name], 1),
+                   vs_pytorch=round(speed[name] / speed["pytorch"], 3))
+    if came is not None:
+        report.target("came through onnx-int8 encodes at >= 0.55x its PyTorch backbone",
+                      speed["came-onnx-int8"] / speed["pytorch"], 0.55)
 
 
 def bench_latency(report: Report, work: Path, indexes: Indexes, paths: dict[str, str],
@@ -568,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_encoding(report, models, texts, args.max_length, args.batch_size, args.repeats,
                        args.device)
     if "onnx" in args.sections and args.device == "cpu":
-        bench_onnx(report, work, indexes, paths["siamese"], texts, args)
+        bench_onnx(report, work, indexes, paths["siamese"], texts, args, came=paths["came"])
     if "latency" in args.sections:
         bench_latency(report, work, indexes, paths, args)
     if "scaling" in args.sections:

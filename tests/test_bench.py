@@ -111,5 +111,8 @@ def test_every_section_runs_and_reuses_the_indexes_it_shares(bert3, tiny_corpus,
     assert scaling[0] == memory["dense index, 1000 docs"]["build_s"]
     assert scaling[1] == memory[f"dense index of {tiny_corpus} (pytorch)"]["build_s"]
     assert not list(out.glob("scale-*/"))  # no index was built twice
-    assert {"onnx-fp32", "onnx-int8", "pytorch"} == {r["backend"] for r in sections["onnx"]}
+    assert {"onnx-fp32", "onnx-int8", "pytorch", "came", "came-onnx-int8"} == {
+        r["backend"] for r in sections["onnx"]}
+    assert "came through onnx-int8 encodes at >= 0.55x its PyTorch backbone" in {
+        t["target"] for t in result["targets"]}
     assert all(0 <= row["recall_at_100"] <= 1 for row in sections["approximate"])
