@@ -107,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
                         "(use --threads)")
     if args.compression.lower() != "none" and "multivector" not in kinds:
         raise UserError("--compression applies to multivector indexes")
+    if args.doc_max_terms is not None and "impact" not in kinds:
+        raise UserError("--doc-max-terms applies to impact indexes")
+    if args.precision != "fp32" and kinds == ["bm25"]:
+        raise UserError(f"--{args.precision} applies to model encoders; BM25 has none")
     refuse_input_as_output(args.index, [args.corpus, args.encoder])
     start = time.perf_counter()
     if kinds == ["bm25"]:

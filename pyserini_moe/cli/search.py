@@ -76,7 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="dense HNSW index: Faiss efSearch, the search breadth (Pyserini's flag)")
     enc.add_argument("--faiss-params", default=None,
                      help="multivector: Faiss search parameters of the token index, e.g. "
-                          "nprobe=32 (IVF) or efSearch=256 (HNSW)")
+                          "nprobe=32 (IVF) or efSearch=256 (HNSW); a --compression index takes "
+                          "nprobe=N (centroids a query token probes) and ndocs=N (documents "
+                          "re-scored with decoded tokens)")
     enc.add_argument("--exhaustive", action="store_true",
                      help="multivector: exact MaxSim against every document instead of Faiss "
                           "candidates (slow; the reference for candidate recall)")
@@ -147,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
                         "of one model are searched with --retriever fused")
     if args.expert_runs and args.retriever != "fused":
         raise UserError("--expert-runs applies to --retriever fused")
+    if args.precision != "fp32" and args.retriever == "bm25":
+        raise UserError(f"--{args.precision} applies to model encoders; BM25 has none")
     if args.bm25_index and args.retriever == "bm25":
         raise UserError("--bm25-index fuses a model's run with BM25; use a model --retriever")
     if args.alpha < 0:

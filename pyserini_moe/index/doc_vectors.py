@@ -12,7 +12,9 @@ memory-mapped when read:
 * ``indptr.i64``: row ``i`` spans ``[indptr[i], indptr[i + 1])`` of the next two files;
 * ``terms.i32`` / ``weights.i32``: term ids and quantised weights, little-endian.
 
-Scores are integer dot products (int64), exactly what Lucene's impact scoring sums.
+Scores are integer dot products (int64) of the quantised vectors: the model's own score in
+Lucene's units. (Pyserini's ``LuceneImpactSearcher`` also drops query terms whose idf is not
+above ``min_idf``, e.g. a term in every document; exact re-scoring keeps them.)
 """
 
 from __future__ import annotations
@@ -25,23 +27,29 @@ from typing import BinaryIO
 
 import numpy as np
 
+from pyserini_moe.errors import UserError
+from pyserini_moe.index.meta import IndexMismatchError
+
 DOC_VECTORS = "doc_vectors"
 _FLUSH = 1 << 20  # term entries buffered before they are appended to disk
 
 
-def write_doc_vectors(files: Iterable[Path], out: Path) -> int:
+def write_doc_vectors(files: Iterable[Path], out: Path) -> tuple[int, int]:
     """Write the vectors of ``JsonVectorCollection`` ``files`` (in order) to ``out``; returns
-    the number of documents. Memory stays bounded by the vocabulary and one buffer."""
+    (documents, terms). Memory stays bounded by the vocabulary and one buffer."""
     out.mkdir(parents=True, exist_ok=False)
     vocab: dict[str, int] = {}
     terms, weights, indptr = array("i"), array("i"), array("q", [0])
     total = total_docs = 0
-    with open(out / "docids.txt", "w") as ids, open(out / "terms.i32", "wb") as tf, \
-            open(out / "weights.i32", "wb") as wf:
+    with open(out / "docids.txt", "w", encoding="utf-8") as ids, \
+            open(out / "terms.i32", "wb") as tf, open(out / "weights.i32", "wb") as wf:
         for path in files:
-            with open(path) as f:
+            with open(path, encoding="utf-8") as f:
                 for line in f:
                     doc = json.loads(line)
+                    if not doc["id"] or "\n" in doc["id"] or "\r" in doc["id"]:
+                        raise UserError(f"docid must be non-empty and on one line, got "
+                                        f"{doc['id']!r}")
                     ids.write(f"{doc['id']}\n")
                     for term, weight in doc["vector"].items():
                         terms.append(vocab.setdefault(term, len(vocab)))
@@ -56,8 +64,8 @@ def write_doc_vectors(files: Iterable[Path], out: Path) -> int:
         _append(weights, wf, "<i4")
     with open(out / "indptr.i64", "wb") as f:
         _append(indptr, f, "<i8")
-    (out / "vocab.json").write_text(json.dumps(list(vocab)))
-    return total_docs
+    (out / "vocab.json").write_text(json.dumps(list(vocab)), encoding="utf-8")
+    return total_docs, total
 
 
 def _append(values: array, f: BinaryIO, dtype: str) -> None:
@@ -71,9 +79,14 @@ class DocVectors:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.rows = {d: i for i, d in enumerate((folder / "docids.txt").read_text().splitlines())}
-        self.vocab = {t: i for i, t in enumerate(json.loads((folder / "vocab.json").read_text()))}
+        docids = (folder / "docids.txt").read_text(encoding="utf-8").split("\n")[:-1]
+        self.rows = {d: i for i, d in enumerate(docids)}
+        self.vocab = {t: i for i, t in
+                      enumerate(json.loads((folder / "vocab.json").read_text(encoding="utf-8")))}
         self.indptr = _map(folder / "indptr.i64", "<i8")
+        if len(self.indptr) != len(docids) + 1 or len(self.rows) != len(docids):
+            raise IndexMismatchError(f"{folder}: {len(docids)} docids (some repeated?) for "
+                                     f"{len(self.indptr) - 1} vectors; rebuild the index")
         self.terms = _map(folder / "terms.i32", "<i4")
         self.weights = _map(folder / "weights.i32", "<i4")
 

@@ -221,9 +221,9 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
         from pyserini_moe.index.multivector import faiss_factory_string  # noqa: PLC0415
 
         faiss_factory_string(faiss)
-        if compression not in (None, "none") and shard is not None:
-            raise UserError("--compression applies to whole indexes: shards are merged from "
-                            "their float16 vectors (build the shards without it)")
+        if (compression or "none").lower() != "none" and shard is not None:
+            raise UserError("--compression applies to whole indexes, not to shards (merged "
+                            "indexes are float16)")
     unknown = sorted(set(outputs) - set(KINDS))
     if unknown or not outputs:
         raise UserError(f"index kinds {unknown or '(none)'}: choose from {KINDS}")
@@ -285,10 +285,11 @@ def build_multivector_index(corpus: str, encoder: str, index_dir: str | os.PathL
     return build_indexes(corpus, encoder, {"multivector": index_dir}, **kwargs)[0]
 
 
-def lucene_impact_index(vectors_dir: str | os.PathLike, out: Path, threads: int = 1) -> None:
+def lucene_impact_index(vectors_dir: str | os.PathLike, out: Path, threads: int = 1) -> int:
     """Anserini's IndexCollection over a folder of ``JsonVectorCollection`` files, and the same
     vectors as ``doc_vectors/`` for exact re-scoring: Lucene stores the docids only, so a
-    1,000-hit search (ours or Pyserini's ``LuceneImpactSearcher``) loads no vector."""
+    1,000-hit search (ours or Pyserini's ``LuceneImpactSearcher``) loads no vector. Returns the
+    number of postings (terms over all documents)."""
     from pyserini_moe.index.doc_vectors import DOC_VECTORS, write_doc_vectors  # noqa: PLC0415
     from pyserini_moe.index.lucene import run_index_collection  # noqa: PLC0415
 
@@ -297,7 +298,7 @@ def lucene_impact_index(vectors_dir: str | os.PathLike, out: Path, threads: int 
         "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads),
         "-impact", "-pretokenized", "-quiet",
     ])
-    write_doc_vectors(sorted(Path(vectors_dir).glob("*.jsonl")), out / DOC_VECTORS)
+    return write_doc_vectors(sorted(Path(vectors_dir).glob("*.jsonl")), out / DOC_VECTORS)[1]
 
 
 def _what(shard: Shard | None, collection: Corpus) -> str:

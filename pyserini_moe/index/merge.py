@@ -35,9 +35,10 @@ from pyserini_moe.index.meta import IndexMismatchError, read_meta, write_meta
 from pyserini_moe.io import atomic_path
 
 # Fields every shard must agree on (besides the encoder fingerprint and options).
-_SAME = ("kind", "collection", "max_length", "faiss", "quantization", "dim", "model_type")
+_SAME = ("kind", "collection", "max_length", "faiss", "quantization", "dim", "model_type",
+         "doc_max_terms", "precision")
 # Fields of a shard's metadata that describe the shard, not the merged index.
-_PER_SHARD = {"kind", "created_by", "shard", "num_docs", "n_docs", "n_tokens"}
+_PER_SHARD = {"kind", "created_by", "shard", "num_docs", "n_docs", "n_tokens", "terms_per_doc"}
 
 
 def check_shards(shards: list[str | os.PathLike]) -> list[tuple[Path, dict[str, Any]]]:
@@ -129,8 +130,10 @@ def _merge_impact(ordered: list[tuple[Path, dict[str, Any]]], index_dir: Path,
             os.symlink((folder / IMPACT_VECTORS).resolve(),
                        Path(tmp) / f"vectors-{meta['shard']['id']:05d}.jsonl")
         with atomic_path(index_dir, directory=True, overwrite=overwrite) as out:
-            lucene_impact_index(tmp, out, threads)
-            write_meta(out, "impact", num_docs=sum(m["num_docs"] for _, m in ordered), **common)
+            postings = lucene_impact_index(tmp, out, threads)
+            num_docs = sum(m["num_docs"] for _, m in ordered)
+            write_meta(out, "impact", num_docs=num_docs,
+                       terms_per_doc=round(postings / max(1, num_docs), 1), **common)
 
 
 if __name__ == "__main__":  # python -m keeps working; the command is pyserini_moe.cli.merge

@@ -431,7 +431,8 @@ class MultiVectorIndex:
 
     def exhaustive_search(self, query_vectors: np.ndarray, k: int = 1000,
                           progress: bool = False) -> list[tuple[str, float]]:
-        """Exact MaxSim against every document (verification, small corpora)."""
+        """MaxSim against every document (verification, small corpora): exact on float16
+        vectors, on the decoded tokens of a compressed index."""
         q = self.query_matrix(query_vectors)
         n_docs = len(self.docids)
         scores = np.empty(n_docs, dtype=np.float32)
@@ -453,9 +454,9 @@ class MultiVectorIndex:
             faiss.omp_set_num_threads(threads)
         qids = list(queries)
         mats = [self.query_matrix(queries[qid]) for qid in qids]
-        run: Run = {}
         if self.compressed is not None:
             return self._batch_compressed(qids, mats, k, threads, progress)
+        run: Run = {}
         depth = min(candidates_per_token or default_candidates_per_token(k), self.index.ntotal)
 
         def rescore(q: np.ndarray, ids: np.ndarray) -> dict[str, float]:
@@ -483,9 +484,9 @@ class MultiVectorIndex:
             docs = self._compressed_candidates(q, k)
             return dict(self._top(docs, self.maxsim_docs(q, docs), k))
 
-        with ThreadPoolExecutor(max(1, threads)) as pool:
-            results = tqdm(pool.map(one, mats), total=len(qids), desc="multivector search",
-                           unit="q", disable=not progress)
+        with ThreadPoolExecutor(max(1, threads)) as pool, \
+                tqdm(pool.map(one, mats), total=len(qids), desc="multivector search", unit="q",
+                     disable=not progress) as results:
             return dict(zip(qids, results))
 
 

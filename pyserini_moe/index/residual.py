@@ -31,6 +31,7 @@ CODES_FILE = "codes.npy"
 LIST_OFFSETS_FILE = "centroid_offsets.npy"
 LIST_DOCS_FILE = "centroid_docs.npy"
 _SPEC = re.compile(r"pq(\d+)")
+MIN_TRAINING_TOKENS = 256
 
 
 def parse_compression(spec: str | None, dim: int) -> int | None:
@@ -63,6 +64,10 @@ class ResidualCodec:
     @classmethod
     def train(cls, sample: np.ndarray, nlist: int, m: int, seed: int = 0) -> ResidualCodec:
         sample = np.ascontiguousarray(sample, dtype=np.float32)
+        if len(sample) < MIN_TRAINING_TOKENS:  # each 8-bit sub-quantiser has 256 centroids
+            raise UserError(f"--compression needs at least {MIN_TRAINING_TOKENS} token vectors "
+                            f"to train its codec; this index has {len(sample)}: build it "
+                            "uncompressed")
         nlist = min(nlist, len(sample))
         kmeans = faiss.Kmeans(sample.shape[1], nlist, niter=20, seed=seed,
                               max_points_per_centroid=256)
@@ -140,10 +145,22 @@ class CompressedSearch:
         keep = np.argpartition(-approx, ndocs - 1)[:ndocs]
         return np.sort(docs[keep])
 
-    def _centroid_maxsim(self, scores: np.ndarray, docs: np.ndarray) -> np.ndarray:
-        """MaxSim of the query with each document's tokens replaced by their centroids."""
-        starts, lengths = self.offsets[docs], self.offsets[docs + 1] - self.offsets[docs]
-        within = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-        token_ids = np.repeat(starts - within, lengths) + np.arange(int(lengths.sum()))
-        sims = scores[:, np.asarray(self.token_cids[token_ids], dtype=np.int64)]
-        return np.maximum.reduceat(sims, within, axis=1).sum(axis=0)
+    def _centroid_maxsim(self, scores: np.ndarray, docs: np.ndarray,
+                         chunk_tokens: int = 262_144) -> np.ndarray:
+        """MaxSim of the query with each document's tokens replaced by their centroids, for
+        blocks of documents of at most ``chunk_tokens`` tokens (a common centroid can make the
+        candidates most of the corpus: the [Lq, tokens] block stays bounded)."""
+        lengths = self.offsets[docs + 1] - self.offsets[docs]
+        ends = np.cumsum(lengths)
+        out = np.empty(len(docs), dtype=np.float32)
+        lo = 0
+        while lo < len(docs):
+            done = ends[lo - 1] if lo else 0
+            hi = max(lo + 1, int(np.searchsorted(ends, done + chunk_tokens, "right")))
+            starts, lens = self.offsets[docs[lo:hi]], lengths[lo:hi]
+            within = np.concatenate(([0], np.cumsum(lens)[:-1]))
+            token_ids = np.repeat(starts - within, lens) + np.arange(int(lens.sum()))
+            sims = scores[:, np.asarray(self.token_cids[token_ids], dtype=np.int64)]
+            out[lo:hi] = np.maximum.reduceat(sims, within, axis=1).sum(axis=0)
+            lo = hi
+        return out

@@ -209,7 +209,9 @@ class ImpactSearcher(_EncodedSearcher):
             raise IndexMismatchError(f"{self.index} has no {DOC_VECTORS}/ (built by an older "
                                      "version, or not by pyserini-moe): rebuild it with `python -m "
                                      "pyserini_moe.index --retriever impact` for exact re-scoring")
-        store = DocVectors(folder)
+        if getattr(self, "_store", None) is None:  # read once: docids and vocabulary are dicts
+            self._store = DocVectors(folder)
+        store = self._store
         run: Run = {}
         for qids, queries in _encoded_batches(self.query_encoder, topics, candidates, batch_size):
             for qid, query in zip(qids, queries):

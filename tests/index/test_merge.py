@@ -103,7 +103,10 @@ def test_merged_impact_shards_search_like_the_single_process_index(tiny_corpus, 
                                 "--quiet"]) == 0
         runs.append(read_trec_run(out))
     assert runs[0] == runs[1]
-    assert read_meta(tmp_path / "merged")["num_docs"] == 30
+    merged, whole = read_meta(tmp_path / "merged"), read_meta(single)
+    assert merged["num_docs"] == 30 and merged["terms_per_doc"] == whole["terms_per_doc"]
+    assert (tmp_path / "merged" / "doc_vectors" / "terms.i32").read_bytes() == \
+        (single / "doc_vectors" / "terms.i32").read_bytes()
 
 
 def test_shards_that_do_not_belong_together_are_refused(tiny_corpus, models, tmp_path,

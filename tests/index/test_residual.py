@@ -99,3 +99,16 @@ def test_bad_compression_settings(tmp_path: Path, corpus) -> None:  # noqa: F811
     with pytest.raises(UserError, match="no effect on a compressed index"):
         MultiVectorIndexWriter(tmp_path / "x", DIM, ENCODER, faiss_index="hnsw8",
                                compression="pq8")
+
+
+def test_centroid_interaction_in_blocks_and_small_corpora(indexes, corpus, tmp_path) -> None:  # noqa: F811
+    search = MultiVectorIndex(indexes["pq32"]).compressed
+    q = next(iter(corpus[1].values()))
+    scores = q @ search.codec.centroids.T
+    docs = np.arange(len(search.offsets) - 1)
+    np.testing.assert_allclose(search._centroid_maxsim(scores, docs, chunk_tokens=50),
+                               search._centroid_maxsim(scores, docs), rtol=1e-6)
+    few = {"a": corpus[0]["doc1"], "b": corpus[0]["doc2"]}  # ~80 tokens: too few to train on
+    with pytest.raises(UserError, match="at least 256 token vectors"):
+        _build(tmp_path / "few", few, compression="pq8")
+    assert not (tmp_path / "few").exists()

@@ -77,3 +77,19 @@ def test_search_and_encode_queries_take_bf16(tiny_corpus, tiny_bert, tmp_path) -
     assert encode_queries_cli.main(["--index", str(index), "--topics", f"{tiny_corpus}:test",
                                     "--output", str(tmp_path / "q"), "--device", "cpu",
                                     "--bf16"]) == 0
+
+
+def test_flags_that_would_do_nothing_are_refused(tiny_corpus, tmp_path, capsys) -> None:
+    from pyserini_moe.search import __main__ as search_cli
+
+    base = ["--corpus", str(tiny_corpus), "--index", str(tmp_path / "i")]
+    assert run_main(index_cli.main, ["--retriever", "bm25", *base, "--bf16"]) == 2
+    assert "BM25 has none" in capsys.readouterr().err
+    assert run_main(index_cli.main, ["--retriever", "dense", *base, "--encoder", "x",
+                                     "--doc-max-terms", "5"]) == 2
+    assert "--doc-max-terms applies to impact" in capsys.readouterr().err
+    assert run_main(search_cli.main, ["--retriever", "bm25", "--index", str(tmp_path),
+                                      "--topics", f"{tiny_corpus}:test", "--output",
+                                      str(tmp_path / "r.trec"), "--fp16"]) == 2
+    assert "BM25 has none" in capsys.readouterr().err
+    assert not (tmp_path / "i").exists() and not (tmp_path / "r.trec").exists()
