@@ -179,6 +179,7 @@ class ImpactSearcher(_EncodedSearcher):
 
         self.searcher = open_lucene(lambda: LuceneImpactSearcher(self.index, self.query_encoder),
                                     Path(self.index))
+        self._store: Any = None  # doc_vectors/, read at the first exact re-scoring
 
     def _query_encoder(self, model: TextEncoder, max_length: int | None) -> Any:
         from pyserini_moe.encode.impact import ImpactQueryEncoder  # noqa: PLC0415
@@ -209,7 +210,7 @@ class ImpactSearcher(_EncodedSearcher):
             raise IndexMismatchError(f"{self.index} has no {DOC_VECTORS}/ (built by an older "
                                      "version, or not by pyserini-moe): rebuild it with `python -m "
                                      "pyserini_moe.index --retriever impact` for exact re-scoring")
-        if getattr(self, "_store", None) is None:  # read once: docids and vocabulary are dicts
+        if self._store is None:
             self._store = DocVectors(folder)
         store = self._store
         run: Run = {}
