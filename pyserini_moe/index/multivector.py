@@ -49,6 +49,7 @@ from pyserini_moe.index.residual import (
     ResidualCodec,
     centroid_lists,
     default_nlist,
+    doc_blocks,
     parse_compression,
 )
 from pyserini_moe.io import atomic_path
@@ -372,22 +373,15 @@ class MultiVectorIndex:
     def maxsim_docs(self, q: np.ndarray, docs: np.ndarray) -> np.ndarray:
         """Exact MaxSim of ``q`` against documents ``docs`` (sorted doc numbers), in float32."""
         scores = np.empty(len(docs), dtype=np.float32)
-        lengths = self.offsets[docs + 1] - self.offsets[docs]
-        ends = np.cumsum(lengths)
-        lo = 0
-        while lo < len(docs):  # chunk so the [Lq, tokens] similarity block stays bounded
-            done = ends[lo - 1] if lo else 0
-            hi = max(lo + 1, int(np.searchsorted(ends, done + self.score_chunk_tokens, "right")))
-            lens, starts = lengths[lo:hi], self.offsets[docs[lo:hi]]
+        for lo, hi, starts, lens, within in doc_blocks(self.offsets, docs,
+                                                       self.score_chunk_tokens):
             total = int(lens.sum())
-            within = np.concatenate(([0], np.cumsum(lens)[:-1]))  # each doc's first column
             if starts[-1] + lens[-1] - starts[0] == total:  # adjacent docs: one sequential read
                 tokens = self._tokens(slice(starts[0], starts[0] + total))
             else:
                 tokens = self._tokens(np.repeat(starts - within, lens) + np.arange(total))
             sims = q @ tokens.T
             scores[lo:hi] = np.maximum.reduceat(sims, within, axis=1).sum(axis=0)
-            lo = hi
         return scores
 
     def _tokens(self, index: np.ndarray | slice) -> np.ndarray:

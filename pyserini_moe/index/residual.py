@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import faiss
@@ -116,6 +117,22 @@ def centroid_lists(token_cids: np.ndarray, offsets: np.ndarray,
     return list_offsets, list_docs.astype(np.int32)
 
 
+def doc_blocks(offsets: np.ndarray, docs: np.ndarray, chunk_tokens: int
+               ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+    """Consecutive blocks ``docs[lo:hi]`` of at most ``chunk_tokens`` tokens (one document at
+    least), as (lo, hi, each document's first token, its length, its first column in the
+    block): what keeps a [Lq, tokens] MaxSim block bounded."""
+    lengths = offsets[docs + 1] - offsets[docs]
+    ends = np.cumsum(lengths)
+    lo = 0
+    while lo < len(docs):
+        done = ends[lo - 1] if lo else 0
+        hi = max(lo + 1, int(np.searchsorted(ends, done + chunk_tokens, "right")))
+        lens = lengths[lo:hi]
+        yield lo, hi, offsets[docs[lo:hi]], lens, np.concatenate(([0], np.cumsum(lens)[:-1]))
+        lo = hi
+
+
 class CompressedSearch:
     """The search stages over one compressed index's files (see the module docstring)."""
 
@@ -150,17 +167,9 @@ class CompressedSearch:
         """MaxSim of the query with each document's tokens replaced by their centroids, for
         blocks of documents of at most ``chunk_tokens`` tokens (a common centroid can make the
         candidates most of the corpus: the [Lq, tokens] block stays bounded)."""
-        lengths = self.offsets[docs + 1] - self.offsets[docs]
-        ends = np.cumsum(lengths)
         out = np.empty(len(docs), dtype=np.float32)
-        lo = 0
-        while lo < len(docs):
-            done = ends[lo - 1] if lo else 0
-            hi = max(lo + 1, int(np.searchsorted(ends, done + chunk_tokens, "right")))
-            starts, lens = self.offsets[docs[lo:hi]], lengths[lo:hi]
-            within = np.concatenate(([0], np.cumsum(lens)[:-1]))
+        for lo, hi, starts, lens, within in doc_blocks(self.offsets, docs, chunk_tokens):
             token_ids = np.repeat(starts - within, lens) + np.arange(int(lens.sum()))
             sims = scores[:, np.asarray(self.token_cids[token_ids], dtype=np.int64)]
             out[lo:hi] = np.maximum.reduceat(sims, within, axis=1).sum(axis=0)
-            lo = hi
         return out
