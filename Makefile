@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 WORK   ?= work
 
-.PHONY: setup demo lint test test-fast regress regress-dry regress-smoke bench clean
+.PHONY: setup demo lint test test-fast regress regress-dry regress-smoke bench bench-scaling clean
 
 setup: $(STAMP)
 
@@ -59,10 +59,16 @@ regress: setup
 	$(BIN)/python -m pyserini_moe.regress --scale all regressions/*.yaml
 
 # Speed, memory and size side by side (MiniLM on SciFact), with the targets met / not met;
-# 12.5 minutes on 2 idle cores (measured 2026-11-24). Writes $(WORK)/bench/bench.{md,json}.
-# Add a Vaswani scaling point with: python -m pyserini_moe.bench --scaling-corpus vaswani
+# 12.5 minutes on 2 idle cores (measured 2026-11-24) before the scaling section grew to four
+# retrievers at 1k, 5k and 20k documents (not re-timed yet). Writes $(WORK)/bench/bench.{md,json}.
 bench: setup
 	$(BIN)/python -m pyserini_moe.bench --output-dir $(WORK)/bench
+
+# The scaling section alone with its opt-in ~100k point (perturbed copies of the local
+# collections): about an hour more on 2 cores. Writes $(WORK)/bench-scaling/bench.{md,json}.
+bench-scaling: setup
+	$(BIN)/python -m pyserini_moe.bench --sections scaling --scaling-sizes 1000 5000 20000 100000 \
+		--output-dir $(WORK)/bench-scaling
 
 # Every step of every paper-scale file, for real, on small stand-ins (a SciFact slice in the
 # files' data formats, a tiny random BERT, 2 training steps); fails naming file, condition, step.

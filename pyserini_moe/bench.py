@@ -13,9 +13,9 @@ since speed and memory do not depend on training):
   dense, impact, multi-vector, dense + BM25 hybrid and CAME's fused search, on the first
   ``--latency-docs`` documents of the corpus; multi-vector candidate overlap with exact MaxSim;
 * memory and size: peak resident memory of every index build and search process, index sizes;
-* scaling: dense indexing time, size and search throughput at 1k documents and the whole corpus
-  (both indexes the other sections built, with their measurements), plus ``--scaling-corpus``
-  when given (``vaswani``: 11k documents, about 200 s more on two cores);
+* scaling: index time, peak memory, size and single-query latency of BM25, dense, impact and
+  compressed multi-vector at ``--scaling-sizes`` documents (1k, 5k, 20k: the local collections
+  together; 100k opt-in), a power law fitted to each and projected to MS MARCO's 8.8M passages;
 * approximate: HNSW recall@100 against the flat dense index, IVF-PQ multi-vector overlap with
   exact MaxSim.
 
@@ -26,8 +26,10 @@ Writes ``bench.json`` and ``bench.md`` into ``--output-dir`` and prints the Mark
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
+import random
 import shlex
 import statistics
 import subprocess
@@ -147,23 +149,51 @@ def folder_mb(path: Path) -> float:
 
 def subset(corpus: str, n: int, out: Path) -> Path:
     """A BEIR-layout copy of ``corpus`` with its first ``n`` documents (queries, qrels kept)."""
-    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
+    return pooled_corpus([corpus], n, out, copies=False)
 
-    collection = BeirCollection.load(corpus)
+
+def pooled_corpus(pool: list[str], n: int, out: Path, copies: bool = True) -> Path:
+    """A BEIR-layout corpus of (up to) ``n`` documents: those of the ``pool`` collections one
+    after the other (ids after the first collection's prefixed with its name), then, once the
+    pool runs out and ``copies`` allows, copies whose words are shuffled (seeded): a copy costs
+    what its original costs to encode, index and store, which is all a scaling point needs.
+    Queries and qrels are the first collection's."""
+    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
+    from pyserini_moe.io import atomic_path  # noqa: PLC0415
+
     if out.exists():
         return out
-    (out / "qrels").mkdir(parents=True)
-    with open(out / "corpus.jsonl", "w") as f:
-        for i, doc in enumerate(collection.corpus()):
-            if i == n:
-                break
-            f.write(json.dumps({"_id": doc.id, "title": doc.title, "text": doc.text}) + "\n")
-    (out / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n"
-                                               for q, t in collection.queries().items()))
-    for split in collection.splits():
-        (out / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-            f"{q}\t{d}\t{r}\n" for q, judged in collection.qrels(split).items()
-            for d, r in judged.items()))
+    collections = [BeirCollection.load(name) for name in pool]
+
+    def originals():
+        for i, collection in enumerate(collections):
+            prefix = f"{Path(pool[i]).name}:" if i else ""
+            for doc in collection.corpus():
+                yield prefix + doc.id, doc.title, doc.text
+
+    def documents():
+        seen = []
+        for doc in originals():
+            seen.append(doc)
+            yield doc
+        for copy in itertools.count(1) if copies and seen else ():  # the caller stops at n
+            for doc_id, title, text in seen:
+                words = f"{title} {text}".split()
+                random.Random(f"{copy}:{doc_id}").shuffle(words)
+                yield f"{doc_id}~{copy}", "", " ".join(words)
+
+    with atomic_path(out, directory=True) as tmp:
+        (tmp / "qrels").mkdir(parents=True)
+        with open(tmp / "corpus.jsonl", "w") as f:
+            for _, (doc_id, title, text) in zip(range(n), documents()):
+                f.write(json.dumps({"_id": doc_id, "title": title, "text": text}) + "\n")
+        first = collections[0]
+        (tmp / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n"
+                                                   for q, t in first.queries().items()))
+        for split in first.splits():
+            (tmp / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+                f"{q}\t{d}\t{r}\n" for q, judged in first.qrels(split).items()
+                for d, r in judged.items()))
     return out
 
 
@@ -203,6 +233,10 @@ def percentile(values: list[float], q: float) -> float:
 
 # The plain single-representation model each representation is compared with.
 PLAIN = {"dense": "siamese", "sparse": "splade", "multi": "colbert"}
+# Peer libraries timed on the same weights as one of our models: name -> (our model, what it is,
+# what the peer is).
+PEERS = {"sentence-transformers": ("siamese", "plain bi-encoder", "sentence-transformers' encode"),
+         "sparse-encoder": ("splade", "SPLADE", "sentence-transformers' SparseEncoder")}
 
 
 def bench_encoding(report: Report, models: dict[str, Any], texts: list[str], max_length: int,
@@ -222,7 +256,7 @@ def bench_encoding(report: Report, models: dict[str, Any], texts: list[str], max
     for _ in range(repeats):
         for label, name, only in runs:
             model = models[name]
-            if name == "sentence-transformers":
+            if name in PEERS:
                 best[label] = max(best.get(label, 0.0),
                                   _time_sentence_transformer(model, texts, batch_size, device))
                 continue
@@ -242,9 +276,13 @@ def bench_encoding(report: Report, models: dict[str, Any], texts: list[str], max
                    docs_per_s=round(best[label], 1), vs_backbone=round(best[label] / base, 3),
                    vs_plain_model=(f"{best[label] / best[plain]:.3f} ({plain})"
                                    if plain in best else ""))
-    if "sentence-transformers" in best:
-        report.target("our plain bi-encoder encodes at >= 1.0x sentence-transformers' encode",
-                      base / best["sentence-transformers"], 1.0)
+    for peer, (ours, what, theirs) in PEERS.items():
+        if peer in best and ours in best:
+            report.add("peers", peer=peer, ours=ours, vs_peer=round(best[ours] / best[peer], 3),
+                       cosine=round(_agreement(models[ours], models[peer], texts[:batch_size],
+                                               max_length), 6))
+            report.target(f"our {what} encodes at >= 1.0x {theirs}",
+                          best[ours] / best[peer], 1.0)
     for name, goal in MOE_SPEED.items():
         if name not in best:
             continue
@@ -257,6 +295,22 @@ def bench_encoding(report: Report, models: dict[str, Any], texts: list[str], max
                               best[f"{name}:{kind}"] / best[plain], goal)
 
 
+def _agreement(ours: Any, peer: Any, texts: list[str], max_length: int) -> float:
+    """Smallest cosine between our passage vectors and the peer's on ``texts`` (same weights:
+    ~1.0 says both compute the same function, so the speed ratio compares like with like)."""
+    import torch  # noqa: PLC0415
+
+    from pyserini_moe.modeling.base import Side  # noqa: PLC0415
+
+    with torch.no_grad():
+        mine = ours.encode(texts, Side.PASSAGE, max_length)
+        mine = mine.dense if mine.dense is not None else mine.sparse
+        theirs = peer.encode(texts, convert_to_tensor=True, show_progress_bar=False)
+        theirs = theirs.to_dense() if theirs.is_sparse else theirs
+    return torch.nn.functional.cosine_similarity(mine.float().cpu(), theirs.float().cpu()).min()\
+        .item()
+
+
 def sentence_transformer(siamese: str, max_length: int, device: str) -> Any:
     """The untrained Siamese model as sentence-transformers loads it (its folder is in that
     layout): the peer our plain bi-encoder's speed is compared with, on the same weights."""
@@ -265,6 +319,35 @@ def sentence_transformer(siamese: str, max_length: int, device: str) -> Any:
     model = SentenceTransformer(siamese, device=device)
     model.max_seq_length = max_length
     return model
+
+
+def sparse_encoder(splade: str, out: Path, max_length: int, device: str) -> Any:
+    """The untrained SPLADE model as sentence-transformers' ``SparseEncoder`` on the same
+    weights: its backbone, head transform and vocabulary bias written as BERT's masked-LM layout
+    (decoder tied to the word embeddings, as ours), then a fill-mask Transformer + max
+    SpladePooling. The peer our impact encoding is compared with."""
+    import torch  # noqa: PLC0415
+    from sentence_transformers import SparseEncoder  # noqa: PLC0415
+    from sentence_transformers.sparse_encoder.modules import (  # noqa: PLC0415
+        SpladePooling,
+        Transformer,
+    )
+    from transformers import BertForMaskedLM  # noqa: PLC0415
+
+    from pyserini_moe.modeling.base import load_model  # noqa: PLC0415
+
+    if not out.exists():
+        ours = load_model(splade, device="cpu")
+        mlm = BertForMaskedLM(ours.backbone.config)
+        mlm.bert.load_state_dict(ours.backbone.state_dict(), strict=False)  # no pooler: unused
+        mlm.cls.predictions.transform.load_state_dict(ours.head.transform.state_dict())
+        with torch.no_grad():
+            mlm.cls.predictions.bias.copy_(ours.head.bias)
+        mlm.tie_weights()
+        mlm.save_pretrained(out)
+        ours.tokenizer.save_pretrained(out)
+    transformer = Transformer(str(out), transformer_task="fill-mask", max_seq_length=max_length)
+    return SparseEncoder(modules=[transformer, SpladePooling("max")], device=device)
 
 
 def _time_sentence_transformer(model: Any, texts: list[str], batch_size: int,
@@ -356,31 +439,22 @@ def bench_latency(report: Report, work: Path, indexes: Indexes, paths: dict[str,
     """Single-query latency and batched throughput of every retriever on a corpus slice."""
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
     from pyserini_moe.index.meta import read_meta  # noqa: PLC0415
-    from pyserini_moe.search.dispatch import SearchSettings, open_any  # noqa: PLC0415
     from pyserini_moe.search.experts import ExpertFusionSearcher  # noqa: PLC0415
     from pyserini_moe.search.hybrid import hybrid  # noqa: PLC0415
 
     corpus = str(subset(args.corpus, args.latency_docs, work / f"corpus-{args.latency_docs}"))
     came = ("lexical", "local", "global")
-    builds = {"bm25": (("bm25",), None), "dense": (("dense",), paths["siamese"]),
-              "impact": (("impact",), paths["cotmote"]),
-              "multivector": (("multivector",), paths["colbert"]),
-              "multivector-compressed": (("multivector",), paths["colbert"]),
-              "came": (("impact", "multivector", "dense"), paths["came"])}  # one encoding pass
-    compressed = ("--compression", args.multivector_compression)
     built: dict[str, Path] = {}
-    for name, (kinds, encoder) in builds.items():
+    for name, (kinds, model, extra) in retriever_builds(args).items():
         names = [f"latency-came-{e}" for e in came] if name == "came" else [f"latency-{name}"]
-        folders, build = indexes.build(kinds, corpus, encoder, names,
-                                       *(compressed if name.endswith("compressed") else ()))
+        folders, build = indexes.build(kinds, corpus, model and paths[model], names, *extra)
         built.update(zip(names, folders))
         report.add("memory and size", what=f"{name} index{'es' if len(kinds) > 1 else ''}, "
                    f"{args.latency_docs} docs", build_s=round(build.seconds, 1),
                    build_peak_mb=round(build.peak_mb),
                    index_mb=round(sum(folder_mb(f) for f in folders), 1))
     topics = load_topics(args.topics)
-    opened = {name: open_any(SearchSettings(name.split("-")[0], str(built[f"latency-{name}"]),
-                                            device=args.device))
+    opened = {name: _open(name, built[f"latency-{name}"], args.device)
               for name in ("bm25", "dense", "impact", "multivector", "multivector-compressed")}
     searchers: dict[str, Callable[[dict[str, str], int], Any]] = {
         kind: lambda t, b, s=searcher: s.search(t, hits=100, batch_size=b, progress=False)
@@ -394,12 +468,7 @@ def bench_latency(report: Report, work: Path, indexes: Indexes, paths: dict[str,
     batched = dict(list(topics.items())[:args.batched_queries])
     p50: dict[str, float] = {}
     for name, search in searchers.items():
-        search(dict(list(singles.items())[:2]), 1)  # warm-up (JIT, caches)
-        times = []
-        for qid, text in singles.items():
-            start = time.perf_counter()
-            search({qid: text}, 1)
-            times.append(time.perf_counter() - start)
+        times = _single_query_times(search, singles)
         start = time.perf_counter()
         search(batched, 64)
         qps = len(batched) / (time.perf_counter() - start)
@@ -443,25 +512,105 @@ def _multivector_overlap(searcher: Any, topics: dict[str, str], k: int = 100) ->
     return _overlap(run, searcher.search(topics, hits=k, progress=False, exhaustive=True))
 
 
-def bench_scaling(report: Report, work: Path, indexes: Indexes, siamese: str, args: Any) -> None:
-    """Dense indexing time, size and batched search throughput against corpus size."""
+# What each retriever indexes, with which of the bench's models and which extra index arguments
+# (CAME: its three indexes from one encoding pass).
+def retriever_builds(args: Any) -> dict[str, tuple[tuple[str, ...], str | None, tuple[str, ...]]]:
+    compressed = ("--compression", args.multivector_compression)
+    return {"bm25": (("bm25",), None, ()), "dense": (("dense",), "siamese", ()),
+            "impact": (("impact",), "cotmote", ()),
+            "multivector": (("multivector",), "colbert", ()),
+            "multivector-compressed": (("multivector",), "colbert", compressed),
+            "came": (("impact", "multivector", "dense"), "came", ())}
+
+
+def _open(name: str, index: Path, device: str) -> Any:
+    """The searcher of a bench index (``multivector-compressed`` is a multivector index)."""
+    from pyserini_moe.search.dispatch import SearchSettings, open_any  # noqa: PLC0415
+
+    return open_any(SearchSettings(name.split("-")[0], str(index), device=device))
+
+
+def _single_query_times(search: Callable[[dict[str, str], int], Any],
+                        queries: dict[str, str]) -> list[float]:
+    """Seconds of each query searched alone (encoding included), after a warm-up."""
+    search(dict(list(queries.items())[:2]), 1)  # warm-up (JIT, caches)
+    times = []
+    for qid, text in queries.items():
+        start = time.perf_counter()
+        search({qid: text}, 1)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+# MS MARCO passage's size, the paper-scale files' corpus; and their disk estimate where they make
+# one (regressions/came-paper.yaml: every token vector in float16).
+MSMARCO_PASSAGES = 8_841_823
+PAPER_FILES_ESTIMATE = {"multivector-compressed": "float16 multivector: ~170 GB "
+                                                  "(regressions/came-paper.yaml)"}
+SCALED = ("bm25", "dense", "impact", "multivector-compressed")
+
+
+def bench_scaling(report: Report, work: Path, indexes: Indexes, paths: dict[str, str],
+                  args: Any) -> None:
+    """Index time, peak memory, size and single-query latency of each retriever against corpus
+    size, a power law fitted to each (log-log least squares) and its projection to MS MARCO.
+
+    The corpora are the first n documents of ``--corpus`` then of ``--scaling-pool`` (perturbed
+    copies past the pool's end); the 1k point is the latency section's corpus, so its indexes
+    are reused with their measurements."""
+    from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
+
+    builds = retriever_builds(args)
+    first_size = num_docs(args.corpus)
+    queries = dict(list(load_topics(args.topics).items())[:args.latency_queries])
+    points: dict[str, list[tuple[int, dict[str, float]]]] = {name: [] for name in SCALED}
+    for n in args.scaling_sizes:
+        corpus = (subset(args.corpus, n, work / f"corpus-{n}") if n <= first_size else
+                  pooled_corpus([args.corpus, *args.scaling_pool], n, work / f"pool-{n}"))
+        docs = num_docs(str(corpus))
+        for name in SCALED:
+            kinds, model, extra = builds[name]
+            [index], build = indexes.build(kinds, str(corpus), model and paths[model],
+                                           [f"scale-{n}-{name}"], *extra)
+            searcher = _open(name, index, args.device)
+            times = _single_query_times(
+                lambda t, b, s=searcher: s.search(t, hits=100, batch_size=b, progress=False),
+                queries)
+            row = {"index_s": build.seconds, "index_mb": folder_mb(index),
+                   "build_peak_mb": build.peak_mb, "p50_ms": statistics.median(times) * 1000}
+            points[name].append((docs, row))
+            report.add("scaling", retriever=name, docs=docs,
+                       **{k: float(f"{v:.3g}") for k, v in row.items()})
+    for name, rows in points.items():
+        if len({docs for docs, _ in rows}) < 2:
+            continue
+        fit = {"retriever": name}
+        for metric, unit, scale in (("index_s", "h", 1 / 3600), ("index_mb", "GB", 1 / 1024),
+                                    ("p50_ms", "ms", 1.0)):
+            exponent, projected = power_law(rows, metric, MSMARCO_PASSAGES)
+            fit[f"{metric}_exponent"] = round(exponent, 2)
+            fit[f"msmarco_{metric.split('_')[0]}_{unit}"] = float(f"{projected * scale:.3g}")
+        fit["paper_files_estimate"] = PAPER_FILES_ESTIMATE.get(name, "")
+        report.add("scaling fit", **fit)
+
+
+def num_docs(corpus: str) -> int:
     from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
 
-    corpora = [(str(subset(args.corpus, 1000, work / "corpus-1000")), args.topics),
-               (args.corpus, args.topics)]
-    if args.scaling_corpus:
-        corpora.append((args.scaling_corpus, f"{args.scaling_corpus}:test"))
-    for corpus, topics in corpora:
-        run = work / f"scale-{Path(corpus).name}.trec"
-        [index], build = indexes.build(("dense",), corpus, siamese, [f"scale-{Path(corpus).name}"])
-        search = run_process("pyserini_moe.search", ["--retriever", "dense", "--index",
-                              str(index), "--topics", topics, "--output", str(run), "--quiet",
-                              "--device", args.device, "--hits", "100"])
-        docs = BeirCollection.load(corpus).num_docs()
-        report.add("scaling", corpus=Path(corpus).name, docs=docs,
-                   index_s=round(build.seconds, 1), docs_per_s=round(docs / build.seconds, 1),
-                   index_mb=round(folder_mb(index), 1), search_s=round(search.seconds, 1),
-                   build_peak_mb=round(build.peak_mb))
+    return BeirCollection.load(corpus).num_docs()
+
+
+def power_law(rows: list[tuple[int, dict[str, float]]], metric: str,
+              at: int) -> tuple[float, float]:
+    """(b, y(at)) of y = a n^b fitted to the points by least squares on logarithms, projected
+    from the largest point (two or three points: a rough guide, not a model of the cost)."""
+    import math  # noqa: PLC0415
+
+    xs = [math.log(docs) for docs, _ in rows]
+    ys = [math.log(max(row[metric], 1e-9)) for _, row in rows]
+    exponent = statistics.linear_regression(xs, ys).slope
+    largest, row = max(rows, key=lambda point: point[0])
+    return exponent, row[metric] * (at / largest) ** exponent
 
 
 def bench_approximate(report: Report, work: Path, indexes: Indexes, paths: dict[str, str],
@@ -534,10 +683,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backbone", default="all-minilm-l6-v2")
     parser.add_argument("--corpus", default="scifact")
     parser.add_argument("--topics", default="scifact:test", help="queries (and qrels) used")
-    parser.add_argument("--scaling-corpus", default=None,
-                        help="a larger corpus (with NAME:test topics) for a third scaling point, "
-                             "e.g. vaswani (11k documents; off by default to keep the run "
-                             "under 20 minutes)")
+    parser.add_argument("--scaling-sizes", type=int, nargs="+", default=[1000, 5000, 20000],
+                        help="corpus sizes of the scaling section: the first N documents of "
+                             "--corpus, then of --scaling-pool, then perturbed copies (add "
+                             "100000 for the opt-in point: about an hour more on two cores)")
+    parser.add_argument("--scaling-pool", nargs="*", default=None,
+                        help="collections that follow --corpus in the scaling corpora "
+                             "(default: every other local collection)")
     parser.add_argument("--docs", type=int, default=128, help="documents timed per encoder")
     parser.add_argument("--max-length", type=int, default=128,
                         help="document tokens of every index and timing (the local "
@@ -561,6 +713,10 @@ def main(argv: list[str] | None = None) -> int:
                              "skips the onnx section, whose onnxruntime here is the CPU build")
     parser.add_argument("--output-dir", type=Path, default=Path("work/bench"))
     args = parser.parse_args(argv)
+    if args.scaling_pool is None:
+        from pyserini_moe.data.beir import local_collections  # noqa: PLC0415
+
+        args.scaling_pool = [name for name in local_collections() if name != args.corpus]
     from pyserini_moe.modeling.base import check_device  # noqa: PLC0415
 
     check_device(args.device)  # one error line when CUDA is asked for and absent
@@ -580,6 +736,8 @@ def main(argv: list[str] | None = None) -> int:
         models = {t: load_encoder(p, device=args.device) for t, p in paths.items()}
         models["sentence-transformers"] = sentence_transformer(paths["siamese"], args.max_length,
                                                                args.device)
+        models["sparse-encoder"] = sparse_encoder(paths["splade"], work / "models" / "st-splade",
+                                                  args.max_length, args.device)
         bench_encoding(report, models, texts, args.max_length, args.batch_size, args.repeats,
                        args.device)
     if "onnx" in args.sections and args.device == "cpu":
@@ -587,7 +745,7 @@ def main(argv: list[str] | None = None) -> int:
     if "latency" in args.sections:
         bench_latency(report, work, indexes, paths, args)
     if "scaling" in args.sections:
-        bench_scaling(report, work, indexes, paths["siamese"], args)
+        bench_scaling(report, work, indexes, paths, args)
     if "approximate" in args.sections:
         bench_approximate(report, work, indexes, paths, args)
     report.add("run", seconds=round(time.perf_counter() - started), cores=os.cpu_count(),

@@ -7,7 +7,16 @@ import json
 
 import pytest
 
-from pyserini_moe.bench import Report, cpu_description, main, percentile, run_process, subset
+from pyserini_moe.bench import (
+    Report,
+    cpu_description,
+    main,
+    percentile,
+    pooled_corpus,
+    power_law,
+    run_process,
+    subset,
+)
 
 
 def test_targets_say_met_or_by_how_much() -> None:
@@ -40,6 +49,26 @@ def test_percentile_and_subset(tiny_corpus, tmp_path) -> None:
         "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(4))
 
 
+def test_pooled_corpus_appends_the_pool_then_shuffled_copies(tiny_corpus, tmp_path) -> None:
+    out = pooled_corpus([str(tiny_corpus), str(tiny_corpus)], 70, tmp_path / "pool")
+    docs = [json.loads(line) for line in (out / "corpus.jsonl").read_text().splitlines()]
+    ids = [d["_id"] for d in docs]
+    assert len(ids) == len(set(ids)) == 70
+    assert ids[:2] == ["d0", "d1"] and ids[30] == f"{tiny_corpus.name}:d0" and ids[60] == "d0~1"
+    original, copy = docs[0], docs[60]
+    assert sorted(f"{original['title']} {original['text']}".split()) == sorted(copy["text"].split())
+    assert (out / "queries.jsonl").read_text() == (subset(str(tiny_corpus), 5, tmp_path / "s")
+                                                   / "queries.jsonl").read_text()
+    assert len((subset(str(tiny_corpus), 99, tmp_path / "all") / "corpus.jsonl").read_text()
+               .splitlines()) == 30  # a slice never invents documents
+
+
+def test_power_law_recovers_exponent_and_projects_from_the_largest_point() -> None:
+    rows = [(n, {"t": 3.0 * n ** 0.5}) for n in (100, 400, 1600)]
+    exponent, projected = power_law(rows, "t", 6400)
+    assert exponent == pytest.approx(0.5) and projected == pytest.approx(3.0 * 80)
+
+
 def test_child_processes_report_their_own_peak_memory(tmp_path, monkeypatch) -> None:
     (tmp_path / "hog.py").write_text("import sys\nblock = bytearray(int(sys.argv[1]) * 2 ** 20)\n"
                                      "block[::4096] = b'x' * len(block[::4096])\n"
@@ -67,8 +96,14 @@ def test_encoding_section_compares_every_model_with_its_backbone(bert3, tiny_cor
                                                                    "came", "our"}
     # the peer: sentence-transformers' own encode on the same (Siamese) weights
     assert rows["sentence-transformers"]["docs_per_s"] > 0
-    assert "our plain bi-encoder encodes at >= 1.0x sentence-transformers' encode" in {
+    assert rows["sparse-encoder"]["docs_per_s"] > 0
+    assert {"our plain bi-encoder encodes at >= 1.0x sentence-transformers' encode",
+            "our SPLADE encodes at >= 1.0x sentence-transformers' SparseEncoder"} <= {
         t["target"] for t in result["targets"]}
+    peers = {row["peer"]: row for row in result["sections"]["peers"]}
+    # the same weights through the peer library: the same vectors
+    assert peers["sentence-transformers"]["cosine"] > 0.9999
+    assert peers["sparse-encoder"]["cosine"] > 0.9999
     # several representations: each alone too, against the plain model of its kind
     assert rows["cotmote:sparse"]["vs_plain_model"].endswith("(splade)")
     assert rows["came:multi"]["vs_plain_model"].endswith("(colbert)")
@@ -84,7 +119,8 @@ def test_every_section_runs_and_reuses_the_indexes_it_shares(bert3, tiny_corpus,
     in one pass), and the scaling rows of indexes built earlier carry those builds' numbers."""
     out = tmp_path / "out"
     assert main(["--backbone", str(bert3), "--corpus", str(tiny_corpus), "--topics",
-                 f"{tiny_corpus}:test", "--scaling-corpus", str(tiny_corpus), "--docs", "8",
+                 f"{tiny_corpus}:test", "--scaling-sizes", "30", "45", "--scaling-pool",
+                 str(tiny_corpus), "--docs", "8",
                  "--max-length", "16", "--batch-size", "4", "--repeats", "1",
                  "--latency-queries", "3", "--multivector-faiss", "ivf2,pq4x4",
                  "--output-dir", str(out)]) == 0
@@ -105,12 +141,17 @@ def test_every_section_runs_and_reuses_the_indexes_it_shares(bert3, tiny_corpus,
         t["target"] for t in result["targets"]}
     memory = {row["what"]: row for row in sections["memory and size"]}
     assert "came indexes, 1000 docs" in memory  # the tiny corpus's 30, all of them
-    # scaling's 1k slice is latency's dense index, its full corpus the onnx section's PyTorch one
-    scaling = [row["index_s"] for row in sections["scaling"]]
-    assert len(scaling) == 3  # 1k, the whole corpus, --scaling-corpus
-    assert scaling[0] == memory["dense index, 1000 docs"]["build_s"]
-    assert scaling[1] == memory[f"dense index of {tiny_corpus} (pytorch)"]["build_s"]
-    assert not list(out.glob("scale-*/"))  # no index was built twice
+    # scaling: every retriever at each size (a compressed index needs 256 tokens): 30 is the
+    # corpus, 45 its 30 documents then 15 of the pool (the same tiny corpus again, ids prefixed)
+    scaling = sections["scaling"]
+    assert {(row["retriever"], row["docs"]) for row in scaling} == {
+        (name, docs) for name in ("bm25", "dense", "impact", "multivector-compressed")
+        for docs in (30, 45)}
+    assert all(row["index_mb"] > 0 and row["p50_ms"] > 0 for row in scaling)
+    fits = {row["retriever"]: row for row in sections["scaling fit"]}
+    assert set(fits) == {"bm25", "dense", "impact", "multivector-compressed"}
+    assert fits["multivector-compressed"]["paper_files_estimate"].startswith("float16")
+    assert all(row["msmarco_index_GB"] > 0 for row in fits.values())
     assert {"onnx-fp32", "onnx-int8", "pytorch", "came", "came-onnx-int8"} == {
         r["backend"] for r in sections["onnx"]}
     assert "came through onnx-int8 encodes at >= 0.55x its PyTorch backbone" in {
