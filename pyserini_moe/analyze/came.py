@@ -405,3 +405,76 @@ def _came_report(args: argparse.Namespace, experts: dict[str, str], fused: dict[
         sections.append("No query on which the experts disagree." if args.cases
                         else "Left out (--cases 0).")
     return rbos, "\n\n".join(sections) + "\n"
+
+
+# -- the competition during training (eq. 9-11) -----------------------------------------------
+def read_competition(path: str | Path) -> list[dict[str, float]]:
+    """The steps of a CAME training log (``train_log.jsonl``) with their per-expert batch-mean
+    weights (``weight_<expert>``) and losses (``loss_<expert>``)."""
+    import json  # noqa: PLC0415
+
+    if not Path(path).is_file():
+        raise UserError(f"{path}: no such training log")
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    if not rows or not any(key.startswith("weight_") for key in rows[0]):
+        raise UserError(f"{path}: not a CAME training log (no weight_<expert> entries)")
+    return rows
+
+
+def competition_summary(rows: Sequence[Mapping[str, float]], bins: int) -> list[dict[str, float]]:
+    """Per stretch of training (``bins`` equal ranges of steps): each expert's mean weight and
+    mean loss, and the share of steps on which it held the largest batch-mean weight (ties to
+    none: in the standardized stage every weight is 1)."""
+    experts = [key.removeprefix("weight_") for key in rows[0] if key.startswith("weight_")]
+    out = []
+    size = math.ceil(len(rows) / bins)
+    for start in range(0, len(rows), size):
+        part = rows[start:start + size]
+        summary = {"from_step": part[0]["step"], "to_step": part[-1]["step"]}
+        for expert in experts:
+            summary[f"weight_{expert}"] = sum(r[f"weight_{expert}"] for r in part) / len(part)
+            summary[f"loss_{expert}"] = sum(r[f"loss_{expert}"] for r in part) / len(part)
+            summary[f"leads_{expert}"] = sum(
+                all(r[f"weight_{expert}"] > r[f"weight_{other}"] for other in experts
+                    if other != expert) for r in part) / len(part)
+        out.append(summary)
+    return out
+
+
+def format_competition(name: str, summary: Sequence[Mapping[str, float]]) -> str:
+    experts = [key.removeprefix("weight_") for key in summary[0] if key.startswith("weight_")]
+    head = ("| steps | " + " | ".join(f"w {e}" for e in experts) + " | "
+            + " | ".join(f"loss {e}" for e in experts) + " | "
+            + " | ".join(f"leads {e}" for e in experts) + " |")
+    lines = [f"### {name}", "", head, "|---|" + "---:|" * (3 * len(experts))]
+    for s in summary:
+        lines.append(f"| {s['from_step']}-{s['to_step']} | "
+                     + " | ".join(f"{s[f'weight_{e}']:.3f}" for e in experts) + " | "
+                     + " | ".join(f"{s[f'loss_{e}']:.3f}" for e in experts) + " | "
+                     + " | ".join(f"{s[f'leads_{e}']:.0%}" for e in experts) + " |")
+    return "\n".join(lines)
+
+
+def run_competition(args: argparse.Namespace) -> int:
+    """``analyze came-competition``: the eq. 11 weights and each expert's loss over training."""
+    logs = {name: read_competition(path)
+            for name, path in parse_named_runs(args.log, "--log").items()}
+    text = ["# CAME's competition during training (eq. 9-11)",
+            f"Batch means of the training log, in {args.bins} stretches of steps: each expert's "
+            "weight w_e (eq. 11; 1 in the standardized stage, eq. 9), its contrastive loss, and "
+            "the share of steps on which it held the largest weight. Uniform weights are 1/3; "
+            "with tau = 0.5 an expert ranking d+ first while the others rank it second gets "
+            "0.58, and 0.79 at most."]
+    text += [format_competition(name, competition_summary(rows, args.bins))
+             for name, rows in logs.items()]
+    emit("\n\n".join(text) + "\n", args.output)
+    if args.plot:
+        fig, axes = figure(ncols=len(logs))
+        for ax, (name, rows) in zip(axes, logs.items()):
+            for key in (k for k in rows[0] if k.startswith("weight_")):
+                ax.plot([r["step"] for r in rows], [r[key] for r in rows],
+                        label=key.removeprefix("weight_"), linewidth=0.8)
+            ax.set(title=name, xlabel="step", ylabel="batch-mean weight (eq. 11)")
+            ax.legend()
+        save_png(fig, args.plot)
+    return 0

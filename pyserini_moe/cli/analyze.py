@@ -130,7 +130,17 @@ def _came_parsers(sub: Any, _encoding: argparse.ArgumentParser) -> dict[str, Cal
     parser.add_argument("--output", type=output_file, help="also write the Markdown here")
     parser.add_argument("--plot", help="write a PNG heat map of the RBO matrix here")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    return {"came": came.run_came}
+    competition = sub.add_parser(
+        "came-competition", help="CAME: the eq. 11 weights and each expert's loss over training",
+        description="Summarise CAME training logs (train_log.jsonl in the output folder): each "
+                    "expert's batch-mean competitive weight (eq. 11) and contrastive loss per "
+                    "stretch of training, and how often each expert led the competition.")
+    competition.add_argument("--log", nargs="+", required=True, metavar="NAME=LOG",
+                             help="training logs, e.g. came=work/came/train_log.jsonl")
+    competition.add_argument("--bins", type=int, default=10, help="stretches of steps")
+    competition.add_argument("--output", type=output_file, help="also write the Markdown here")
+    competition.add_argument("--plot", help="write a PNG of the weights over the steps here")
+    return {"came": came.run_came, "came-competition": came.run_competition}
 
 
 ANALYSES = (_taser_parsers, _sbmoe_parsers, _cotmote_parsers, _came_parsers)

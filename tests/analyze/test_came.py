@@ -278,3 +278,41 @@ def test_cli_errors_are_one_line(toy, tmp_path, capsys, experts, message) -> Non
     assert run_main(analyze_main, argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and message in err, err
+
+
+# -- the competition during training ----------------------------------------------------------
+def _log(path: Path, weights: list[tuple[float, float, float]]) -> Path:
+    path.write_text("".join(json.dumps(
+        {"step": i + 1, "loss": 1.0, **{f"weight_{e}": w for e, w in zip(("lexical", "local",
+                                                                          "global"), ws)},
+         **{f"loss_{e}": float(i) for e in ("lexical", "local", "global")}}) + "\n"
+        for i, ws in enumerate(weights)))
+    return path
+
+
+def test_competition_summary_bins_steps_and_counts_the_leader(tmp_path) -> None:
+    from pyserini_moe.analyze.came import competition_summary, read_competition
+
+    rows = read_competition(_log(tmp_path / "log", [(1, 1, 1)] * 2 + [(0.6, 0.2, 0.2),
+                                                                      (0.2, 0.2, 0.6)]))
+    first, second = competition_summary(rows, bins=2)
+    assert (first["from_step"], first["to_step"], second["from_step"]) == (1, 2, 3)
+    assert first["weight_lexical"] == 1 and first["leads_lexical"] == 0  # standardized: a tie
+    assert second["weight_lexical"] == pytest.approx(0.4)
+    assert second["leads_lexical"] == second["leads_global"] == 0.5
+    assert second["leads_local"] == 0 and second["loss_local"] == 2.5
+
+
+def test_competition_cli_writes_table_and_png(tmp_path, capsys) -> None:
+    log = _log(tmp_path / "train_log.jsonl", [(1, 1, 1), (0.5, 0.3, 0.2)])
+    out, png = tmp_path / "c.md", tmp_path / "c.png"
+    assert run_main(analyze_main, ["came-competition", "--log", f"came={log}", "--bins", "2",
+                                   "--output", str(out), "--plot", str(png)]) == 0
+    text = out.read_text()
+    assert "| 2-2 | 0.500 | 0.300 | 0.200 |" in text and "### came" in text
+    assert png.read_bytes().startswith(PNG_MAGIC)
+    assert run_main(analyze_main, ["came-competition", "--log", f"x={tmp_path / 'nope'}"]) != 0
+    (tmp_path / "other.jsonl").write_text('{"step": 1, "loss": 2.0}\n')
+    assert run_main(analyze_main, ["came-competition", "--log",
+                                   f"x={tmp_path / 'other.jsonl'}"]) != 0
+    assert "not a CAME training log" in capsys.readouterr().err
