@@ -37,6 +37,9 @@ Schema (defaults in brackets; see ``encoders/*.yaml`` for commented examples)::
       max_steps: null                        # [null] cap on optimizer steps
       batch_size: 16                         # [16] queries per forward pass
       grad_accumulation: 1                   # [1] forward passes per optimizer step
+      grad_cache_chunk: null                 # [null] GradCache: texts per encoder pass (null:
+                                             #   the whole batch at once); every in-batch
+                                             #   negative kept at one chunk's memory
       weight_decay: 0.01                     # [0.01] (not on biases / LayerNorm)
       warmup_ratio: 0.1                      # [0.1] linear warmup, then linear decay to 0
       temperature: 1.0                       # [1.0] scores are divided by it
@@ -162,6 +165,7 @@ class TrainingConfig:
     max_steps: int | None = field(default=None, metadata=check(positive))
     batch_size: int = field(default=16, metadata=check(positive))
     grad_accumulation: int = field(default=1, metadata=check(positive))
+    grad_cache_chunk: int | None = field(default=None, metadata=check(positive))
     weight_decay: float = field(default=0.01, metadata=check(non_negative))
     warmup_ratio: float = field(default=0.1, metadata=check(fraction))
     temperature: float = field(default=1.0, metadata=check(positive))

@@ -57,12 +57,15 @@ class OptimizerLoop:
              before_update: Callable[[], None] | None = None) -> tuple[float, dict[str, float]]:
         """One optimizer step: every pass's loss / len(passes) is back-propagated (their mean is
         the step's loss), ``before_update`` runs on the summed gradients (torchrun's all-reduce),
-        then clipping, the update and the schedule. Returns the mean loss and mean logged parts."""
+        then clipping, the update and the schedule. Returns the mean loss and mean logged parts.
+        A pass that back-propagates itself (GradCache: :mod:`.grad_cache`) returns its loss
+        detached, already scaled into the gradients."""
         losses: list[float] = []
         parts: dict[str, float] = {}
         for run in passes:
             loss, pass_parts = run()
-            (loss / len(passes)).backward()
+            if loss.requires_grad:
+                (loss / len(passes)).backward()
             losses.append(loss.item())
             for name, value in pass_parts.items():
                 parts[name] = parts.get(name, 0.0) + value / len(passes)

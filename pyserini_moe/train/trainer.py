@@ -40,7 +40,7 @@ from tqdm import tqdm
 from pyserini_moe.data.export import write_topics_tsv, write_trec_qrels
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path, read_json
-from pyserini_moe.modeling.base import CARD_FILE, RetrievalModel, Side, model_class
+from pyserini_moe.modeling.base import CARD_FILE, Encoded, RetrievalModel, Side, model_class
 from pyserini_moe.modeling.losses import flops
 from pyserini_moe.train.collator import Batch, Collator
 from pyserini_moe.train.config import ModelConfig, TrainConfig, TrainingConfig
@@ -53,6 +53,7 @@ from pyserini_moe.train.distributed import (
     init_from_env,
     sum_gradients,
 )
+from pyserini_moe.train.grad_cache import cached_pass, encode_chunked
 from pyserini_moe.train.loop import OptimizerLoop, set_seed
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,9 @@ class Trainer:
         # Set under torchrun (see pyserini_moe.train.distributed): this rank's slice of a batch.
         self.ranks: Ranks | None = init_from_env()
         self.is_main = self.ranks is None or self.ranks.is_main
+        if self.ranks is not None and self.cfg.grad_cache_chunk:
+            raise UserError("training.grad_cache_chunk is not supported under torchrun: give "
+                            "each rank a smaller batch instead")
 
     # -- loss ------------------------------------------------------------------------------
     def loss(self, batch: Batch, flops_scale: float = 1.0,
@@ -129,8 +133,21 @@ class Trainer:
         ``counts``: under torchrun, how many of the global batch's queries each rank holds;
         ``batch`` is this rank's slice, and the loss is the global batch's.
         """
-        q = self.model(**batch.queries, side=Side.QUERY)
-        p = self.model(**batch.passages, side=Side.PASSAGE)
+        return self.loss_of(self._encode(batch.queries, Side.QUERY),
+                            self._encode(batch.passages, Side.PASSAGE), batch, flops_scale,
+                            counts)
+
+    def _encode(self, inputs: dict[str, torch.Tensor], side: Side) -> Encoded:
+        """One side of a batch: in chunks of ``grad_cache_chunk`` texts when set (validation's
+        memory then stays that of one chunk too)."""
+        if self.cfg.grad_cache_chunk:
+            return encode_chunked(self.model, inputs, side, self.cfg.grad_cache_chunk)
+        return self.model(**inputs, side=side)
+
+    def loss_of(self, q: Encoded, p: Encoded, batch: Batch, flops_scale: float = 1.0,
+                counts: list[int] | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+        """The loss of a batch's encoded queries and passages: it reads nothing but ``q`` and
+        ``p`` (what lets GradCache compute it on cached representations)."""
         local_share = 1.0  # terms computed on this rank's slice only are averaged over ranks
         if counts is not None and self.ranks is not None:
             q, p = gather_queries(q, self.ranks, counts), gather_passages(p, self.ranks, counts)
@@ -297,6 +314,12 @@ class Trainer:
         self.model.on_train_step(step, total)
 
         def one_pass(examples: list[Example]) -> tuple[torch.Tensor, dict[str, float]]:
+            if self.cfg.grad_cache_chunk:  # back-propagates itself, 1 / len(group) of the loss
+                batch = self.collator(examples)
+                return cached_pass(self.model, batch.queries, batch.passages,
+                                   self.cfg.grad_cache_chunk,
+                                   lambda q, p: self.loss_of(q, p, batch, flops_scale),
+                                   scale=1.0 / len(group))
             if self.ranks is None:
                 return self.loss(self.collator(examples), flops_scale)
             return self.loss(self.collator(self.ranks.local(examples)), flops_scale,
