@@ -49,18 +49,32 @@ class SpladeHead(nn.Module):
         """[B, L, H], [B, L] -> [B, V] non-negative weights; padding never contributes.
 
         log(1 + ReLU(.)) is monotone, so it is applied after the max: same values and gradients,
-        one [B, L, V] tensor fewer. The [rows, L, V] logits are built for chunks of rows holding
-        at most ``max_elements`` entries (32 passages x 256 tokens x 30,522 terms would be 1 GB
-        of float32 at once).
+        one [B, L, V] tensor fewer. Only real tokens are projected (the [tokens x V] product is
+        most of the cost, and a padded position's logits would be masked away): consecutive
+        rows are packed into chunks of at most ``max_elements`` logits (32 passages x 256 tokens
+        x 30,522 terms would be 1 GB of float32 at once), and each row's max is taken over its
+        own tokens.
         """
-        keep = mask.bool().unsqueeze(-1)
+        keep = mask.bool()
         if torch.compiler.is_exporting():  # a graph keeps batch and length symbolic: no chunks
-            return torch.log1p(torch.relu(self.logits(hidden).masked_fill(~keep, float("-inf"))
+            return torch.log1p(torch.relu(self.logits(hidden).masked_fill(~keep.unsqueeze(-1),
+                                                                          float("-inf"))
                                           .max(1).values))
-        rows = max(1, max_elements // max(1, hidden.shape[1] * self.embedding_weight.shape[0]))
-        out = [self.logits(hidden[i:i + rows]).masked_fill(~keep[i:i + rows], float("-inf"))
-               .max(1).values for i in range(0, hidden.shape[0], rows)]
-        return torch.log1p(torch.relu(torch.cat(out)))
+        lengths = keep.sum(1).tolist()
+        budget = max(1, max_elements // self.embedding_weight.shape[0])  # tokens a chunk
+        out: list[torch.Tensor] = []
+        start = 0
+        while start < len(lengths):
+            end, tokens = start + 1, lengths[start]
+            while end < len(lengths) and tokens + lengths[end] <= budget:
+                tokens += lengths[end]
+                end += 1
+            logits = self.logits(hidden[start:end][keep[start:end]])  # [real tokens, V]
+            out += [row.max(0).values if len(row) else
+                    logits.new_full(logits.shape[1:], float("-inf"))
+                    for row in logits.split(lengths[start:end])]
+            start = end
+        return torch.log1p(torch.relu(torch.stack(out)))
 
     def load_pretrained(self, name_or_path: str | os.PathLike) -> bool:
         """Copy the checkpoint's MLM head (BERT ``cls.predictions``) if it has one.

@@ -61,6 +61,17 @@ def test_splade_head_gives_the_same_weights_and_gradients_in_any_row_chunking(ti
         torch.testing.assert_close(grad, grad_whole)
 
 
+def test_splade_head_projects_real_tokens_only(tiny_bert, monkeypatch) -> None:
+    """The [tokens x vocabulary] product is the head's cost: padding must not pay for it."""
+    head, _ = _head(tiny_bert)
+    projected: list[int] = []
+    logits = head.logits
+    monkeypatch.setattr(head, "logits", lambda h: projected.append(h.shape[0]) or logits(h))
+    mask = torch.tensor([[1, 1, 0, 0, 0], [1, 1, 1, 1, 0], [1, 0, 0, 0, 0]])
+    head(torch.randn(3, 5, 32), mask)
+    assert sum(projected) == 7
+
+
 def test_splade_head_plain_variant_is_tied_and_has_no_transform(tiny_bert) -> None:
     head, backbone = _head(tiny_bert, transform=False)
     emb = backbone.get_input_embeddings().weight
