@@ -60,12 +60,13 @@ regress: setup
 
 # Speed, memory and size side by side (MiniLM on SciFact), with the targets met / not met;
 # 12.5 minutes on 2 idle cores (measured 2026-11-24) before the scaling section grew to four
-# retrievers at 1k, 5k and 20k documents (not re-timed yet). Writes $(WORK)/bench/bench.{md,json}.
+# retrievers at 1k and 5k documents (not re-timed yet). Writes $(WORK)/bench/bench.{md,json}.
 bench: setup
 	$(BIN)/python -m pyserini_moe.bench --output-dir $(WORK)/bench
 
-# The scaling section alone with its opt-in ~100k point (perturbed copies of the local
-# collections): about an hour more on 2 cores. Writes $(WORK)/bench-scaling/bench.{md,json}.
+# The scaling section alone with its opt-in points: ~20k documents (the local collections
+# together) and ~100k (then word-shuffled copies). Hours on 2 cores (not timed yet).
+# Writes $(WORK)/bench-scaling/bench.{md,json}.
 bench-scaling: setup
 	$(BIN)/python -m pyserini_moe.bench --sections scaling --scaling-sizes 1000 5000 20000 100000 \
 		--output-dir $(WORK)/bench-scaling
