@@ -36,7 +36,7 @@ def test_cpu_without_cuda_and_bad_names(monkeypatch) -> None:
 
 
 def test_bench_refuses_cuda_it_does_not_have(monkeypatch, tmp_path) -> None:
-    from pyserini_moe.bench import main
+    from pyserini_moe.bench.run import main
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(UserError, match="CUDA is not available"):

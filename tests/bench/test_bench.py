@@ -7,16 +7,11 @@ import json
 
 import pytest
 
-from pyserini_moe.bench import (
-    Report,
-    cpu_description,
-    main,
-    percentile,
-    pooled_corpus,
-    power_law,
-    run_process,
-    subset,
-)
+from pyserini_moe.bench.corpora import pooled_corpus, subset
+from pyserini_moe.bench.processes import run_process
+from pyserini_moe.bench.report import Report, cpu_description, percentile
+from pyserini_moe.bench.run import main
+from pyserini_moe.bench.scaling import power_law
 
 
 def test_targets_say_met_or_by_how_much() -> None:

@@ -1,0 +1,126 @@
+"""``python -m pyserini_moe.bench``: the command (see the package's docstring for the sections)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from pyserini_moe.bench import __doc__ as PACKAGE_DOC
+from pyserini_moe.bench.encoding import bench_encoding, bench_onnx, sentence_transformer, sparse_encoder
+from pyserini_moe.bench.processes import Indexes
+from pyserini_moe.bench.report import Report, cpu_description, device_name
+from pyserini_moe.bench.scaling import bench_scaling
+from pyserini_moe.bench.search import bench_approximate, bench_latency
+from pyserini_moe.cli import HelpFormatter
+
+
+def build_models(backbone: str, out: Path) -> dict[str, str]:
+    """An untrained model of every registered type, saved (index processes load it)."""
+    import torch  # noqa: PLC0415
+
+    from pyserini_moe.modeling.base import (
+        model_class,  # noqa: PLC0415
+        model_types,  # noqa: PLC0415
+    )
+
+    paths = {}
+    for model_type in model_types():
+        path = out / model_type
+        if not path.exists():
+            torch.manual_seed(0)
+            model_class(model_type).from_backbone(backbone, device="cpu").save(path)
+        paths[model_type] = str(path)
+    return paths
+
+
+SECTIONS = ("encoding", "onnx", "latency", "scaling", "approximate")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pyserini_moe.bench", description=PACKAGE_DOC.split("\n\n")[0],
+        formatter_class=HelpFormatter)
+    parser.add_argument("--backbone", default="all-minilm-l6-v2")
+    parser.add_argument("--corpus", default="scifact")
+    parser.add_argument("--topics", default="scifact:test", help="queries (and qrels) used")
+    parser.add_argument("--scaling-sizes", type=int, nargs="+", default=[1000, 5000],
+                        help="corpus sizes of the scaling section: the first N documents of "
+                             "--corpus, then of --scaling-pool, then perturbed copies. 20000 "
+                             "(the local collections together) and 100000 are opt-in (make "
+                             "bench-scaling): by the 5k point's rates they add about 20 minutes "
+                             "and a few hours on two cores")
+    parser.add_argument("--scaling-pool", nargs="*", default=None,
+                        help="collections that follow --corpus in the scaling corpora "
+                             "(default: every other local collection)")
+    parser.add_argument("--docs", type=int, default=128, help="documents timed per encoder")
+    parser.add_argument("--max-length", type=int, default=128,
+                        help="document tokens of every index and timing (the local "
+                             "regressions' length)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=2, help="interleaved timing rounds")
+    parser.add_argument("--latency-docs", type=int, default=1000)
+    parser.add_argument("--latency-queries", type=int, default=50,
+                        help="queries timed one at a time (p50, p95)")
+    parser.add_argument("--batched-queries", type=int, default=128,
+                        help="queries of the batched throughput (batches of 64)")
+    parser.add_argument("--multivector-faiss", default="ivf64,pq16",
+                        help="the approximate token index of the approximate section (the "
+                             "index command's --faiss)")
+    parser.add_argument("--multivector-compression", default="pq64",
+                        help="the compressed multivector index of the latency section (the index "
+                             "command's --compression)")
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where the models encode (Faiss and Lucene search on the CPU); cuda "
+                             "skips the onnx section, whose onnxruntime here is the CPU build")
+    parser.add_argument("--output-dir", type=Path, default=Path("work/bench"))
+    args = parser.parse_args(argv)
+    if args.scaling_pool is None:
+        from pyserini_moe.data.beir import local_collections  # noqa: PLC0415
+
+        args.scaling_pool = [name for name in local_collections() if name != args.corpus]
+    from pyserini_moe.modeling.base import check_device  # noqa: PLC0415
+
+    check_device(args.device)  # one error line when CUDA is asked for and absent
+    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
+    from pyserini_moe.io import atomic_path  # noqa: PLC0415
+    from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
+
+    work = args.output_dir
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    paths = build_models(args.backbone, work / "models")
+    texts = [d.contents for _, d in zip(range(args.docs), BeirCollection.load(args.corpus)
+                                        .corpus())]
+    report = Report()
+    indexes = Indexes(work, args.max_length, args.device)
+    if "encoding" in args.sections:
+        models = {t: load_encoder(p, device=args.device) for t, p in paths.items()}
+        models["sentence-transformers"] = sentence_transformer(paths["siamese"], args.max_length,
+                                                               args.device)
+        models["sparse-encoder"] = sparse_encoder(paths["splade"], work / "models" / "st-splade",
+                                                  args.max_length, args.device)
+        bench_encoding(report, models, texts, args.max_length, args.batch_size, args.repeats,
+                       args.device)
+    if "onnx" in args.sections and args.device == "cpu":
+        bench_onnx(report, work, indexes, paths["siamese"], texts, args, came=paths["came"])
+    if "latency" in args.sections:
+        bench_latency(report, work, indexes, paths, args)
+    if "scaling" in args.sections:
+        bench_scaling(report, work, indexes, paths, args)
+    if "approximate" in args.sections:
+        bench_approximate(report, work, indexes, paths, args)
+    report.add("run", seconds=round(time.perf_counter() - started), cores=os.cpu_count(),
+               cpu=cpu_description(), device=device_name(args.device), backbone=args.backbone,
+               corpus=args.corpus)
+    text = report.markdown()
+    with atomic_path(work / "bench.md") as tmp:
+        tmp.write_text(text + "\n")
+    with atomic_path(work / "bench.json") as tmp:
+        tmp.write_text(json.dumps({"sections": report.sections, "targets": report.targets},
+                                  indent=2) + "\n")
+    print(text)
+    return 0
