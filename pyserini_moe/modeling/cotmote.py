@@ -43,20 +43,12 @@ from pyserini_moe.modeling.base import (
     register,
 )
 from pyserini_moe.modeling.experts import ExpertFeedForward, insert_experts, set_route, transformer_layers
-from pyserini_moe.modeling.heads import SpladeHead, splade_head
+from pyserini_moe.modeling.heads import SpladeHead, keep_top_k, splade_head
 from pyserini_moe.modeling.pooling import POOLINGS, encoder_from_config, pool, pretrained_encoder
 
 VARIANTS = ("mote", "siamese", "separate")
 SPARSE_HEADS = ("plain", "mlm")
 DEFAULT_TOP_K = 256
-
-
-def keep_top_k(weights: torch.Tensor, k: int) -> torch.Tensor:
-    """Zero all but the ``k`` largest entries of each row of [B, V] (0 = keep everything)."""
-    if k <= 0 or k >= weights.shape[-1]:
-        return weights
-    top = weights.topk(k, dim=-1)
-    return torch.zeros_like(weights).scatter(-1, top.indices, top.values)
 
 
 @register

@@ -108,6 +108,16 @@ class SpladeHead(nn.Module):
         return True
 
 
+def keep_top_k(weights: torch.Tensor, k: int) -> torch.Tensor:
+    """Zero all but the ``k`` largest entries of each row of [B, V] (0 = keep everything); the
+    gradient reaches the kept entries only, so a model trained through it learns to rank with
+    the terms its index will hold."""
+    if k <= 0 or k >= weights.shape[-1]:
+        return weights
+    top = weights.topk(k, dim=-1)
+    return torch.zeros_like(weights).scatter(-1, top.indices, top.values)
+
+
 def splade_head(backbone: nn.Module, name_or_path: str | os.PathLike | None = None, *,
                 transform: bool = True) -> tuple[SpladeHead, bool]:
     """Head tied to ``backbone``'s word embeddings, with ``name_or_path``'s MLM weights if any.

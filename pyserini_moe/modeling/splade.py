@@ -8,9 +8,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
 from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, check_device, register
-from pyserini_moe.modeling.heads import SpladeHead, splade_head
+from pyserini_moe.modeling.heads import SpladeHead, keep_top_k, splade_head
 from pyserini_moe.modeling.pooling import encoder_from_config, pretrained_encoder
 
 
@@ -18,25 +19,36 @@ from pyserini_moe.modeling.pooling import encoder_from_config, pretrained_encode
 class SpladeEncoder(RetrievalModel):
     """One backbone + a :class:`SpladeHead` (MLM head tied to the word embeddings) for both sides;
     score = dot product of the [B, V] weight vectors (what an inverted index computes).
+
+    ``query_top_k`` / ``passage_top_k`` keep only that many of a text's largest weights (0: all),
+    in training as in encoding: a model trained through the cut learns to rank with the terms
+    its index and queries will hold, where pruning a trained model afterwards loses what the
+    dropped terms carried.
     """
 
     model_type = "splade"
     representations = ("sparse",)
 
-    def __init__(self, backbone: nn.Module, head: SpladeHead, tokenizer: Any) -> None:
-        super().__init__(tokenizer, {})
+    def __init__(self, backbone: nn.Module, head: SpladeHead, tokenizer: Any,
+                 query_top_k: int = 0, passage_top_k: int = 0) -> None:
+        for name, k in (("query_top_k", query_top_k), ("passage_top_k", passage_top_k)):
+            if k < 0:
+                raise UserError(f"{name} must be >= 0 (0 keeps every term), got {k}")
+        super().__init__(tokenizer, {"query_top_k": query_top_k, "passage_top_k": passage_top_k})
         self.backbone = backbone
         self.head = head
+        self.top_k = {Side.QUERY: query_top_k, Side.PASSAGE: passage_top_k}
         self.pretrained_head = False  # set by from_backbone: did the checkpoint have an MLM head?
 
     @classmethod
     def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE,
-                      device: str | torch.device | None = None) -> SpladeEncoder:
+                      device: str | torch.device | None = None, query_top_k: int = 0,
+                      passage_top_k: int = 0) -> SpladeEncoder:
         """Pretrained backbone, its MLM head when the checkpoint has one (else a random transform
         on the tied embeddings); on ``device`` (default: CUDA when present)."""
         backbone = pretrained_encoder(name)
         head, found = splade_head(backbone, name)
-        model = cls(backbone, head, load_tokenizer(name))
+        model = cls(backbone, head, load_tokenizer(name), query_top_k, passage_top_k)
         model.pretrained_head = found
         return model.to(check_device(device))
 
@@ -51,7 +63,7 @@ class SpladeEncoder(RetrievalModel):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 side: Side) -> Encoded:
         hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        return Encoded(sparse=self.head(hidden, attention_mask))
+        return Encoded(sparse=keep_top_k(self.head(hidden, attention_mask), self.top_k[side]))
 
     def score(self, q: Encoded, p: Encoded) -> torch.Tensor:
         return q.sparse @ p.sparse.T

@@ -10,8 +10,7 @@ import pytest
 import torch
 
 from pyserini_moe.modeling import CotMoteEncoder, SiameseBiEncoder, Side, load_model
-from pyserini_moe.modeling.cotmote import keep_top_k
-from pyserini_moe.modeling.heads import SpladeHead
+from pyserini_moe.modeling.heads import SpladeHead, keep_top_k
 from pyserini_moe.train.config import from_dict, load_config
 from pyserini_moe.train.trainer import Trainer, parameter_groups
 

@@ -3,6 +3,7 @@ import json
 import pytest
 import torch
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.modeling import (
     ColbertEncoder,
     DprBiEncoder,
@@ -84,6 +85,27 @@ def test_splade_stays_tied_after_loading(tiny_bert, tiny_mlm, tmp_path) -> None:
     model.save(tmp_path / "splade")
     loaded = load_model(tmp_path / "splade", device="cpu")
     assert loaded.head.embedding_weight is loaded.backbone.get_input_embeddings().weight
+
+
+def test_splade_keeps_its_top_k_terms_per_side_in_training_and_after_loading(
+        tiny_mlm, texts, tmp_path) -> None:
+    model = SpladeEncoder.from_backbone(tiny_mlm, device="cpu", query_top_k=2, passage_top_k=3)
+    full = SpladeEncoder.from_backbone(tiny_mlm, device="cpu").eval()
+    model.eval()
+    for side, k in ((Side.QUERY, 2), (Side.PASSAGE, 3)):
+        cut, whole = model.encode(texts, side).sparse, full.encode(texts, side).sparse
+        assert ((cut > 0).sum(1) <= k).all() and (cut > 0).any()
+        top = whole.topk(k, dim=1)  # the same weights, the k largest kept
+        torch.testing.assert_close(cut.gather(1, top.indices), top.values)
+    model.save(tmp_path / "cut")
+    loaded = load_model(tmp_path / "cut", device="cpu")
+    assert loaded.args == {"query_top_k": 2, "passage_top_k": 3}
+    assert ((loaded.encode(texts, Side.QUERY).sparse > 0).sum(1) <= 2).all()
+    model.train()  # the cut holds in training too; the gradient reaches the kept terms only
+    out = model(**model.tokenize(texts, Side.PASSAGE, 32), side=Side.PASSAGE).sparse
+    assert ((out > 0).sum(1) <= 3).all()
+    with pytest.raises(UserError, match="query_top_k must be >= 0"):
+        SpladeEncoder.from_backbone(tiny_mlm, device="cpu", query_top_k=-1)
 
 
 def test_splade_padding_does_not_change_weights(tiny_bert, texts) -> None:
