@@ -33,7 +33,9 @@ def drift_rows(name: str, model: torch.nn.Module, pretrained: torch.nn.Module,
     """One Markdown row per expert layer of ``model``."""
     rows = []
     start = pretrained.encoder.layer
-    for block, index in zip(model.expert_layers, model.specialised):
+    # TASER names its specialised blocks; CoT-MoTE splits the FFN of every block (Q-FFN, P-FFN).
+    layers = getattr(model, "specialised", range(len(model.expert_layers)))
+    for block, index in zip(model.expert_layers, layers):
         original = _ffn(start[index])
         experts = [_ffn(e) for e in block.experts]
         moved = " / ".join(f"{_distance(e, original):.2e}" for e in experts)
