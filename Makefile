@@ -68,7 +68,7 @@ bench: setup
 # together) and ~100k (then word-shuffled copies). Hours on 2 cores (not timed yet).
 # Writes $(WORK)/bench-scaling/bench.{md,json}.
 bench-scaling: setup
-	$(BIN)/python -m pyserini_moe.bench --sections scaling --scaling-sizes 1000 5000 20000 100000 \
+	$(BIN)/python -m pyserini_moe.bench --sections scaling --scaling-sizes 1000 all 20000 100000 \
 		--output-dir $(WORK)/bench-scaling
 
 # Every step of every paper-scale file, for real, on small stand-ins (a SciFact slice in the

@@ -12,7 +12,7 @@ from pyserini_moe.bench import __doc__ as PACKAGE_DOC
 from pyserini_moe.bench.encoding import bench_encoding, bench_onnx, sentence_transformer, sparse_encoder
 from pyserini_moe.bench.processes import Indexes
 from pyserini_moe.bench.report import Report, cpu_description, device_name
-from pyserini_moe.bench.scaling import bench_scaling
+from pyserini_moe.bench.scaling import bench_scaling, scaling_size
 from pyserini_moe.bench.search import bench_approximate, bench_latency
 from pyserini_moe.cli import HelpFormatter
 
@@ -46,12 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backbone", default="all-minilm-l6-v2")
     parser.add_argument("--corpus", default="scifact")
     parser.add_argument("--topics", default="scifact:test", help="queries (and qrels) used")
-    parser.add_argument("--scaling-sizes", type=int, nargs="+", default=[1000, 5000],
+    parser.add_argument("--scaling-sizes", type=scaling_size, nargs="+", default=[1000, None],
+                        metavar="N|all",
                         help="corpus sizes of the scaling section: the first N documents of "
-                             "--corpus, then of --scaling-pool, then perturbed copies. 20000 "
-                             "(the local collections together) and 100000 are opt-in (make "
-                             "bench-scaling): by the 5k point's rates they add about 20 minutes "
-                             "and a few hours on two cores")
+                             "--corpus, then of --scaling-pool, then perturbed copies; all = "
+                             "--corpus whole (default: 1000 all). 20000 (the local collections "
+                             "together) and 100000 are opt-in (make bench-scaling): by the 5k "
+                             "point's rates they add about 20 minutes and a few hours on two "
+                             "cores")
     parser.add_argument("--scaling-pool", nargs="*", default=None,
                         help="collections that follow --corpus in the scaling corpora "
                              "(default: every other local collection)")

@@ -25,8 +25,9 @@ def bench_scaling(report: Report, work: Path, indexes: Indexes, paths: dict[str,
     size, a power law fitted to each (log-log least squares) and its projection to MS MARCO.
 
     The corpora are the first n documents of ``--corpus`` then of ``--scaling-pool`` (perturbed
-    copies past the pool's end); the 1k point is the latency section's corpus, so its indexes
-    are reused with their measurements."""
+    copies past the pool's end), or ``--corpus`` whole (``all``); the 1k point is the latency
+    section's corpus and ``all`` the onnx section's, so their indexes are reused with their
+    measurements."""
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
 
     builds = retriever_builds(args)
@@ -34,8 +35,12 @@ def bench_scaling(report: Report, work: Path, indexes: Indexes, paths: dict[str,
     queries = dict(list(load_topics(args.topics).items())[:args.latency_queries])
     points: dict[str, list[tuple[int, dict[str, float]]]] = {name: [] for name in SCALED}
     for n in args.scaling_sizes:
-        corpus = (subset(args.corpus, n, work / f"corpus-{n}") if n <= first_size else
-                  pooled_corpus([args.corpus, *args.scaling_pool], n, work / f"pool-{n}"))
+        if n is None:  # "all": --corpus itself, so the onnx section's dense index is reused
+            corpus, n = args.corpus, first_size
+        elif n <= first_size:
+            corpus = subset(args.corpus, n, work / f"corpus-{n}")
+        else:
+            corpus = pooled_corpus([args.corpus, *args.scaling_pool], n, work / f"pool-{n}")
         docs = num_docs(str(corpus))
         for name in SCALED:
             kinds, model, extra = builds[name]
@@ -61,6 +66,16 @@ def bench_scaling(report: Report, work: Path, indexes: Indexes, paths: dict[str,
             fit[f"msmarco_{metric.split('_')[0]}_{unit}"] = float(f"{projected * scale:.3g}")
         fit["paper_files_estimate"] = PAPER_FILES_ESTIMATE.get(name, "")
         report.add("scaling fit", **fit)
+
+
+def scaling_size(text: str) -> int | None:
+    """A ``--scaling-sizes`` value: a document count, or ``all`` (the whole ``--corpus``)."""
+    if text == "all":
+        return None
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
 
 
 def power_law(rows: list[tuple[int, dict[str, float]]], metric: str,

@@ -114,7 +114,7 @@ def test_every_section_runs_and_reuses_the_indexes_it_shares(bert3, tiny_corpus,
     in one pass), and the scaling rows of indexes built earlier carry those builds' numbers."""
     out = tmp_path / "out"
     assert main(["--backbone", str(bert3), "--corpus", str(tiny_corpus), "--topics",
-                 f"{tiny_corpus}:test", "--scaling-sizes", "30", "45", "--scaling-pool",
+                 f"{tiny_corpus}:test", "--scaling-sizes", "all", "45", "--scaling-pool",
                  str(tiny_corpus), "--docs", "8",
                  "--max-length", "16", "--batch-size", "4", "--repeats", "1",
                  "--latency-queries", "3", "--multivector-faiss", "ivf2,pq4x4",
@@ -136,9 +136,13 @@ def test_every_section_runs_and_reuses_the_indexes_it_shares(bert3, tiny_corpus,
         t["target"] for t in result["targets"]}
     memory = {row["what"]: row for row in sections["memory and size"]}
     assert "came indexes, 1000 docs" in memory  # the tiny corpus's 30, all of them
-    # scaling: every retriever at each size (a compressed index needs 256 tokens): 30 is the
-    # corpus, 45 its 30 documents then 15 of the pool (the same tiny corpus again, ids prefixed)
+    # scaling: every retriever at each size (a compressed index needs 256 tokens): all is the
+    # corpus (30), 45 its 30 documents then 15 of the pool (the same tiny corpus again, ids
+    # prefixed); the whole corpus's dense index is the onnx section's PyTorch one, not rebuilt
     scaling = sections["scaling"]
+    [whole] = [row for row in scaling if row["retriever"] == "dense" and row["docs"] == 30]
+    assert whole["index_s"] == pytest.approx(
+        memory[f"dense index of {tiny_corpus} (pytorch)"]["build_s"], abs=0.051)
     assert {(row["retriever"], row["docs"]) for row in scaling} == {
         (name, docs) for name in ("bm25", "dense", "impact", "multivector-compressed")
         for docs in (30, 45)}
