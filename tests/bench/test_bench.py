@@ -124,10 +124,11 @@ def test_every_section_runs_and_reuses_the_indexes_it_shares(bert3, tiny_corpus,
     assert {"encoding", "onnx", "latency", "memory and size", "scaling", "approximate"} <= \
         set(sections)
     assert {row["retriever"] for row in sections["latency"]} == {
-        "bm25", "dense", "impact", "multivector", "multivector-compressed", "dense+bm25",
-        "came-fused"}
-    [sparsity] = sections["sparsity"]
-    assert sparsity["terms_per_query"] > 0 and sparsity["postings"] > 0
+        "bm25", "dense", "impact", "impact-q64", "multivector", "multivector-compressed",
+        "dense+bm25", "came-fused"}
+    sparsity = {row["index"].split()[0]: row for row in sections["sparsity"]}
+    assert sparsity["impact"]["terms_per_query"] > 0 and sparsity["impact"]["postings"] > 0
+    assert 0 < sparsity["impact-q64"]["terms_per_query"] <= 64
     storage = {row["index"]: row for row in sections["multivector storage"]}
     assert storage["multivector-compressed"]["vector_bytes_per_token"] == 66  # 2 + pq64
     assert storage["multivector"]["vector_bytes_per_token"] == 256  # float16 x 128
