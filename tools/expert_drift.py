@@ -22,6 +22,7 @@ def _ffn(layer: torch.nn.Module) -> list[torch.Tensor]:
     return [layer.intermediate.dense.weight, layer.output.dense.weight]
 
 
+@torch.no_grad()
 def _distance(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     num = sum(float((x - y).pow(2).sum()) for x, y in zip(a, b))
     den = sum(float(y.pow(2).sum()) for y in b)
