@@ -59,8 +59,8 @@ regress: setup
 	$(BIN)/python -m pyserini_moe.regress --scale all regressions/*.yaml
 
 # Speed, memory and size side by side (MiniLM on SciFact), with the targets met / not met;
-# 12.5 minutes on 2 idle cores (measured 2026-11-24) before the scaling section grew to four
-# retrievers at 1k and 5k documents (not re-timed yet). Writes $(WORK)/bench/bench.{md,json}.
+# 20 minutes on 2 idle cores (measured 2026-11-25, scaling section included).
+# Writes $(WORK)/bench/bench.{md,json}.
 bench: setup
 	$(BIN)/python -m pyserini_moe.bench --output-dir $(WORK)/bench
 
