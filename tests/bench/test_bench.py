@@ -11,7 +11,7 @@ from pyserini_moe.bench.corpora import pooled_corpus, subset
 from pyserini_moe.bench.processes import run_process
 from pyserini_moe.bench.report import Report, cpu_description, percentile
 from pyserini_moe.bench.run import main
-from pyserini_moe.bench.scaling import power_law
+from pyserini_moe.bench.scaling import affine, scaling_fit
 
 
 def test_targets_say_met_or_by_how_much() -> None:
@@ -58,10 +58,24 @@ def test_pooled_corpus_appends_the_pool_then_shuffled_copies(tiny_corpus, tmp_pa
                .splitlines()) == 30  # a slice never invents documents
 
 
-def test_power_law_recovers_exponent_and_projects_from_the_largest_point() -> None:
-    rows = [(n, {"t": 3.0 * n ** 0.5}) for n in (100, 400, 1600)]
-    exponent, projected = power_law(rows, "t", 6400)
-    assert exponent == pytest.approx(0.5) and projected == pytest.approx(3.0 * 80)
+def test_affine_fit_separates_fixed_from_per_document_cost() -> None:
+    rows = [(n, {"t": 5.0 + 0.02 * n}) for n in (1000, 5000, 20000)]
+    assert affine(rows, "t") == pytest.approx((5.0, 0.02))
+    # a cost that falls with more documents is noise around a flat one
+    assert affine([(1000, {"t": 9.8}), (5000, {"t": 9.4})], "t") == pytest.approx((9.6, 0.0))
+
+
+def test_scaling_fit_projects_the_per_document_rate_and_flags_a_flat_latency() -> None:
+    """The 2026-11-25 dense rows: a power law projected 18.5 h, the per-document rate ~42 h."""
+    rows = [(1000, {"index_s": 21.9, "index_mb": 1.47, "p50_ms": 9.78}),
+            (5183, {"index_s": 93.4, "index_mb": 7.64, "p50_ms": 9.46})]
+    fit = scaling_fit("dense", rows)
+    assert fit["index_s_per_1k_docs"] == pytest.approx(17.1, abs=0.05)
+    assert fit["index_s_fixed"] == pytest.approx(4.81, abs=0.01)
+    assert fit["msmarco_index_h"] == pytest.approx(42.0, abs=0.1)
+    assert fit["msmarco_index_GB"] == pytest.approx(12.7, abs=0.1)
+    assert fit["p50_ms_per_1k_docs"] == 0 and fit["note"].startswith("latency flat")
+    assert fit["points"] == 2
 
 
 def test_child_processes_report_their_own_peak_memory(tmp_path, monkeypatch) -> None:
