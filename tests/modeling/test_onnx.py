@@ -3,15 +3,23 @@ sides, with padding; the export is an encoder the adapters accept; int8 is its o
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import torch
 
-from pyserini_moe.modeling import CameEncoder, CotMoteEncoder, SbMoeEncoder, Side, TaserEncoder
+from pyserini_moe.modeling import (
+    CameEncoder,
+    CotMoteEncoder,
+    SbMoeEncoder,
+    SiameseBiEncoder,
+    Side,
+    TaserEncoder,
+)
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.base import TextEncoder, fingerprint
-from pyserini_moe.modeling.onnx import OnnxModel, export
+from pyserini_moe.modeling.onnx import INT8_SCHEME, OnnxModel, export
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 TEXTS = ["what is dense retrieval?", "a cat",
@@ -86,7 +94,7 @@ def test_int8_is_another_encoder_and_options_are_baked_in(tiny_bert, tmp_path) -
     model = _trained_like(SbMoeEncoder.from_backbone(tiny_bert, n_experts=3, device="cpu"))
     export(model, tmp_path / "int8", source="sbmoe", int8=True)
     onnx = OnnxModel(tmp_path / "int8")
-    assert onnx.fingerprint == f"{fingerprint(model)}-int8"
+    assert onnx.fingerprint == f"{fingerprint(model)}-int8-{INT8_SCHEME}"
     got = onnx.encode(TEXTS, Side.PASSAGE, 24).dense
     expected = model.encode(TEXTS, Side.PASSAGE, 24).dense
     cosine = torch.nn.functional.cosine_similarity(got, expected)
@@ -141,6 +149,20 @@ def test_backend_exports_once_caches_and_renews_a_stale_export(tiny_bert, tmp_pa
         load_encoder(spec, options={"inference": "all"}))
     with pytest.raises(ValueError, match="unknown backend"):
         backend_encoder(spec, "tensorrt")
+
+
+def test_an_int8_export_of_an_older_scheme_is_made_again(tiny_bert, tmp_path) -> None:
+    """Its vectors differ from the current scheme's; reusing it would mix two encoders."""
+    from pyserini_moe.cli.args import backend_encoder
+
+    spec = str(SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(tmp_path / "m"))
+    meta_file = Path(backend_encoder(spec, "onnx-int8")) / "pyserini_moe_onnx.json"
+    meta = json.loads(meta_file.read_text())
+    assert meta["int8_scheme"] == INT8_SCHEME
+    meta["int8_scheme"] = None  # as exports written before schemes were recorded
+    meta_file.write_text(json.dumps(meta))
+    backend_encoder(spec, "onnx-int8")
+    assert json.loads(meta_file.read_text())["int8_scheme"] == INT8_SCHEME
 
 
 def test_index_and_search_run_with_the_onnx_backend(tiny_bert, tiny_corpus, tmp_path) -> None:
