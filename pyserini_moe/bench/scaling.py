@@ -78,6 +78,7 @@ def scaling_fit(name: str, rows: list[tuple[int, dict[str, float]]]) -> dict[str
     fit["paper_files_estimate"] = PAPER_FILES_ESTIMATE.get(name, "")
     return fit
 
+
 def scaling_size(text: str) -> int | None:
     """A ``--scaling-sizes`` value: a document count, or ``all`` (the whole ``--corpus``)."""
     if text == "all":
