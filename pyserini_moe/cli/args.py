@@ -92,14 +92,12 @@ def backend_encoder(spec: str, backend: str, options: dict[str, Any] | None = No
 
 
 def _exported_from(export_dir: Path, spec: str, options: dict[str, Any]) -> bool:
-    """Whether ``export_dir`` was exported from ``spec``'s current weights (and, for int8, with
-    the current quantisation scheme: an export of an older scheme is made again)."""
+    """Whether ``export_dir`` is what exporting ``spec``'s current weights would write now: same
+    weights and, for int8, the current quantisation scheme (both are in its fingerprint)."""
     from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
     from pyserini_moe.modeling.base import fingerprint  # noqa: PLC0415
-    from pyserini_moe.modeling.onnx import INT8_SCHEME, ONNX_FILE  # noqa: PLC0415
+    from pyserini_moe.modeling.onnx import ONNX_FILE, export_fingerprint  # noqa: PLC0415
 
     meta = json.loads((export_dir / ONNX_FILE).read_text())
-    if meta.get("int8") and meta.get("int8_scheme") != INT8_SCHEME:
-        return False
-    return meta.get("source_fingerprint") == fingerprint(load_encoder(spec, device="cpu",
-                                                                      options=options))
+    current = fingerprint(load_encoder(spec, device="cpu", options=options))
+    return meta.get("fingerprint") == export_fingerprint(current, bool(meta.get("int8")))

@@ -92,6 +92,22 @@ ANSERINI_SPARSE = "query/sparse-anserini"
 ANSERINI_SPARSE_FILE = "query-sparse-anserini.onnx"
 
 
+# The int8 scheme, part of an int8 export's fingerprint so that an index built with one scheme is
+# never searched with another. "matmul-per-channel": int8 weights of the MatMuls with one scale
+# per output column; embedding tables (and so a vocabulary projection tied to them) stay fp32.
+# Measured on CAME's protocol model (96 SciFact passages, cosine to fp32): onnxruntime's default
+# (one scale per tensor, embedding tables quantised too) dense 0.952 / lexical 0.812 /
+# token vectors 0.946, which cost fused CAME 0.026 nDCG@10; this scheme 0.996 / 0.958 / 0.991.
+# Keeping the tables fp32 is ~0.005 of that and costs no speed (a table is a lookup).
+INT8_SCHEME = "matmul-per-channel"
+
+
+def export_fingerprint(source_fingerprint: str, int8: bool) -> str:
+    """An export's identity: fp32 graphs compute what the model computes (within float error), so
+    they share its fingerprint; int8 changes the vectors, so it is another encoder per scheme."""
+    return f"{source_fingerprint}-int8-{INT8_SCHEME}" if int8 else source_fingerprint
+
+
 def graph_file(side: Side | str, representation: str) -> str:
     return f"{Side(side).value}-{representation}.onnx"
 
@@ -153,22 +169,9 @@ def export(model: RetrievalModel, output_dir: str | os.PathLike, source: str,
             "representations": list(model.representations), "files": files,
             "source": source, "source_fingerprint": source_fingerprint, "int8": int8,
             "int8_scheme": INT8_SCHEME if int8 else None,
-            # fp32 graphs compute what the model computes (within float error): same identity;
-            # int8 changes the vectors, so it is another encoder.
-            "fingerprint": f"{source_fingerprint}-int8-{INT8_SCHEME}" if int8
-            else source_fingerprint,
+            "fingerprint": export_fingerprint(source_fingerprint, int8),
         }, indent=2, sort_keys=True) + "\n")
     return output_dir
-
-
-# The int8 scheme, part of an int8 export's fingerprint so that an index built with one scheme is
-# never searched with another. "matmul-per-channel": int8 weights of the MatMuls with one scale
-# per output column; embedding tables (and so a vocabulary projection tied to them) stay fp32.
-# Measured on CAME's protocol model (96 SciFact passages, cosine to fp32): onnxruntime's default
-# (one scale per tensor, embedding tables quantised too) dense 0.952 / lexical 0.812 /
-# token vectors 0.946, which cost fused CAME 0.026 nDCG@10; this scheme 0.996 / 0.958 / 0.991.
-# Keeping the tables fp32 is ~0.005 of that and costs no speed (a table is a lookup).
-INT8_SCHEME = "matmul-per-channel"
 
 
 def _quantize_int8(path: Path) -> None:

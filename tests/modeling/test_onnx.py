@@ -159,7 +159,9 @@ def test_an_int8_export_of_an_older_scheme_is_made_again(tiny_bert, tmp_path) ->
     meta_file = Path(backend_encoder(spec, "onnx-int8")) / "pyserini_moe_onnx.json"
     meta = json.loads(meta_file.read_text())
     assert meta["int8_scheme"] == INT8_SCHEME
-    meta["int8_scheme"] = None  # as exports written before schemes were recorded
+    # as exports written before schemes were recorded
+    meta["int8_scheme"] = None
+    meta["fingerprint"] = f"{meta['source_fingerprint']}-int8"
     meta_file.write_text(json.dumps(meta))
     backend_encoder(spec, "onnx-int8")
     assert json.loads(meta_file.read_text())["int8_scheme"] == INT8_SCHEME
