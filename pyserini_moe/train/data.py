@@ -232,7 +232,13 @@ def mine_candidates(config: DataConfig, collection: BeirCollection, queries: dic
 
         index = bm25_index_dir(collection)
         if not index.is_dir():
-            build_bm25_index(str(collection.root), index)
+            try:
+                build_bm25_index(str(collection.root), index)
+            except FileExistsError:
+                # Another training (a second queue) built the shared cache meanwhile; builds are
+                # renamed into place whole, so a folder there is a complete index.
+                if not index.is_dir():
+                    raise
         return Bm25Searcher(index).search(queries, hits=negatives.depth, progress=progress)
     from pyserini_moe.search.mining import retrieve  # noqa: PLC0415 - needs a trained encoder
 

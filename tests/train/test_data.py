@@ -205,6 +205,39 @@ def test_bm25_negatives_are_mined_through_pyserini(collection, tmp_path, monkeyp
         assert not set(candidates) & data.positives[qid] and len(candidates) <= 5
 
 
+def test_bm25_cache_built_by_another_training_meanwhile_is_used(collection, tmp_path,
+                                                                  monkeypatch):
+    """Two queues start trainings on one collection at once: the loser of the race to build the
+    shared BM25 cache must search the winner's index, not fail."""
+    from pyserini_moe.index import lucene
+
+    monkeypatch.setenv("PYSERINI_MOE_CACHE", str(tmp_path / "cache"))
+    real_build = lucene.build_bm25_index
+
+    def other_writer_wins(corpus, index_dir, **kwargs):
+        real_build(corpus, index_dir, **kwargs)  # the other training's build lands first
+        raise FileExistsError(f"{index_dir} already exists (pass overwrite to replace it)")
+
+    monkeypatch.setattr(lucene, "build_bm25_index", other_writer_wins)
+    cfg = config(collection, num_negatives=2, negatives={"source": "bm25", "depth": 5})
+    data = load_training_data(cfg, tmp_path / "out", progress=False)
+    assert data.candidates["q4"]
+
+
+def test_a_bm25_cache_path_taken_by_a_file_is_still_an_error(collection, tmp_path, monkeypatch):
+    from pyserini_moe.index import lucene
+
+    monkeypatch.setenv("PYSERINI_MOE_CACHE", str(tmp_path / "cache"))
+
+    def refuse(corpus, index_dir, **kwargs):
+        raise FileExistsError(f"{index_dir} is a file")
+
+    monkeypatch.setattr(lucene, "build_bm25_index", refuse)
+    cfg = config(collection, num_negatives=2, negatives={"source": "bm25", "depth": 5})
+    with pytest.raises(FileExistsError, match="is a file"):
+        load_training_data(cfg, tmp_path / "out", progress=False)
+
+
 def test_collator_tokenises_each_side_and_orders_passages(tiny_bert, collection, tmp_path):
     from pyserini_moe.modeling.biencoder import SiameseBiEncoder
 
