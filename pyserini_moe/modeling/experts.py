@@ -9,7 +9,10 @@ that surgery on BERT-style layers (``layer.intermediate`` + ``layer.output``) an
 * ``seq`` / ``tok``: a learned routing function GumbelSoftmax(A u + c) (TASER eq. 3) over the FFN
   input at [CLS] (one choice per sequence) or at every token; straight-through one-hot while
   training, argmax at inference;
-* ``shared``: one expert, a no-op router (TASER-shared).
+* ``shared``: one expert, a no-op router (TASER-shared);
+* ``mean``: no routing at all: every input goes through every expert and the outputs are
+  averaged. The capacity control of the paper-protocol comparisons: the experts' parameters
+  without the routing (two FFN copies with their own dropout and their own updates).
 
 How it plugs into a HF layer: ``layer.intermediate`` becomes the identity, so the layer calls
 ``layer.output(h, h)`` with ``h`` the attention output, and :class:`ExpertFeedForward` (the new
@@ -32,7 +35,7 @@ from torch import nn
 from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.base import Side
 
-ROUTERS = ("det", "seq", "tok", "shared")
+ROUTERS = ("det", "seq", "tok", "shared", "mean")
 LEARNED_ROUTERS = ("seq", "tok")
 
 
@@ -66,8 +69,8 @@ class ExpertFeedForward(nn.Module):
         expected = {"det": 2, "shared": 1}.get(router)
         if expected is not None and num_experts != expected:
             raise UserError(f"the {router} router needs {expected} expert(s), got {num_experts}")
-        if router in LEARNED_ROUTERS and num_experts < 2:
-            raise UserError(f"a learned {router} router needs >= 2 experts, got {num_experts}")
+        if router in (*LEARNED_ROUTERS, "mean") and num_experts < 2:
+            raise UserError(f"the {router} router needs >= 2 experts, got {num_experts}")
         self.router = router
         self.gumbel_tau = gumbel_tau
         self.experts = nn.ModuleList(_Expert(copy.deepcopy(intermediate), copy.deepcopy(output))
@@ -81,6 +84,9 @@ class ExpertFeedForward(nn.Module):
 
     def forward(self, hidden: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
         # ``hidden`` is ``input_tensor`` (layer.intermediate is the identity): the FFN input.
+        if self.router == "mean":
+            self.probs = self.choice = None
+            return torch.stack([expert(hidden) for expert in self.experts]).mean(0)
         if self.route is None:
             index = 0 if self.router == "shared" else self._side_index()
             self.probs = None

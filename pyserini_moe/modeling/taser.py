@@ -7,7 +7,8 @@ initialised from the pretrained FFN (section 3, figure 1). With T = 2 that is la
 of BERT-base and 3, 6 of a 6-layer MiniLM. A router picks one expert per input: Det-R (questions
 -> expert 0, passages -> expert 1; the paper's default), Seq-R / Tok-R (learned, eq. 3, trained
 with an entropic regulariser, eq. 4-5, see :func:`~pyserini_moe.modeling.experts.balance_loss`)
-or none (TASER-shared, I = 1). Score: dot product of pooled vectors (eq. 1), trained with the
+or none (TASER-shared, I = 1; ``mean``: every expert on every input, averaged, the capacity
+control of the paper-protocol comparison). Score: dot product of pooled vectors (eq. 1), trained with the
 contrastive NLL of eq. 2 (the trainer's default loss).
 
 The regulariser of the learned routers comes in two forms (argument ``entropy``, see
@@ -54,7 +55,7 @@ def specialised_layers(num_layers: int, every: int) -> list[int]:
 class TaserEncoder(SingleBackboneModel):
     """TASER over any BERT-style backbone.
 
-    ``router``: det | seq | tok | shared; ``num_experts`` (I) defaults to what the router needs
+    ``router``: det | seq | tok | shared | mean; ``num_experts`` (I) defaults to what the router needs
     (2, or 1 for shared); ``every`` (T) shared blocks precede each specialised one. [CLS] pooling
     and an unnormalised dot product by default, as in the paper (BERT-base); recipes starting
     from a sentence-transformer use its own pooling (mean, L2-normalised). ``entropy_weight``
@@ -130,6 +131,9 @@ class TaserEncoder(SingleBackboneModel):
         self(**batch, side=side)
         mask = batch["attention_mask"].bool()
         out = []
+        if any(block.router == "mean" for block in self.expert_layers):
+            raise UserError("the mean router routes nothing: every input goes through every "
+                            "expert")
         for block in self.expert_layers:
             choice = block.choice
             if choice.dim() == 2 and block.router != "tok":

@@ -18,7 +18,7 @@ from pyserini_moe.sizes import parameter_counts
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-ROUTERS = ("det", "seq", "tok", "shared")
+ROUTERS = ("det", "seq", "tok", "shared", "mean")
 
 
 def taser(path, router: str, **kwargs) -> TaserEncoder:
@@ -257,11 +257,42 @@ def test_models_saved_without_the_entropy_arg_load_with_the_batch_form(tiny_bert
     assert load_model(tmp_path / "taser", device="cpu").entropy == "batch"
 
 
+def test_mean_router_averages_every_expert_for_both_sides(tiny_bert, texts):
+    """The capacity control: the experts' parameters on every input, no routing."""
+    model = taser(tiny_bert, "mean").eval()
+    (block,) = model.expert_layers
+    hidden = torch.randn(2, 5, model.backbone.config.hidden_size)
+    perturb_expert(model, 1)
+    expected = (block.experts[0](hidden) + block.experts[1](hidden)) / 2
+    torch.testing.assert_close(block(hidden, hidden), expected, rtol=0, atol=0)
+    q0, p0 = model.encode(texts, Side.QUERY).dense, model.encode(texts, Side.PASSAGE).dense
+    perturb_expert(model, 0)  # each expert is part of both sides' vectors
+    assert not torch.allclose(model.encode(texts, Side.QUERY).dense, q0)
+    assert not torch.allclose(model.encode(texts, Side.PASSAGE).dense, p0)
+    with pytest.raises(ValueError, match="routes nothing"):
+        model.route(texts, Side.QUERY)
+
+
+def test_mean_router_experts_drift_apart_in_training(tiny_bert, texts):
+    """Each copy has its own dropout, so the averaged pair is not one FFN once trained: the
+    control has the experts' capacity, which the Siamese model has not."""
+    model = taser(tiny_bert, "mean").train()
+    (block,) = model.expert_layers
+    q = model(**model.tokenize(texts, Side.QUERY, 16), side=Side.QUERY).dense
+    p = model(**model.tokenize(texts, Side.PASSAGE, 16), side=Side.PASSAGE).dense
+    contrastive_loss(q @ p.T, torch.arange(len(texts))).backward()
+    first, second = (e.intermediate.dense.weight.grad for e in block.experts)
+    assert first is not None and second is not None
+    assert first.abs().sum() > 0 and not torch.allclose(first, second)
+
+
 def test_bad_router_settings_are_refused(tiny_bert):
     with pytest.raises(ValueError, match="unknown router"):
         taser(tiny_bert, "random")
     with pytest.raises(ValueError, match="needs 2 expert"):
         taser(tiny_bert, "det", num_experts=3)
+    with pytest.raises(ValueError, match="mean router needs >= 2 experts"):
+        taser(tiny_bert, "mean", num_experts=1)
     with pytest.raises(ValueError, match="not a BERT-style encoder"):
         insert_experts(torch.nn.Linear(2, 2), [0], 2, "det")
 
