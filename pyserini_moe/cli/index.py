@@ -68,10 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_device_args(enc)
     enc.add_argument("--faiss", default="flat",
                      help="dense: flat | hnsw[M]; multivector: flat | ivf{nlist},pq{m} | hnsw[M]")
-    enc.add_argument("--compression", default="none", metavar="none|pq{m}",
-                     help="multivector: store each token as its centroid + an m-byte product-"
-                          "quantised residual (PLAID-style search) instead of float16, e.g. pq64 "
-                          "(66 bytes a token at 128 dimensions, float16 256)")
+    enc.add_argument("--compression", default="none", metavar="none|pq{m}[x{bits}]",
+                     help="multivector: store each token as its centroid + a product-quantised "
+                          "residual of m codes of bits bits (default 8) (PLAID-style search) "
+                          "instead of float16, e.g. pq64 (66 bytes a token at 128 dimensions, "
+                          "float16 256) or pq64x12 (98 bytes, a finer codec)")
     enc.add_argument("--doc-max-terms", type=int, default=None, metavar="N",
                      help="impact: keep each passage's N heaviest terms (static pruning; "
                           "the index records N and its mean terms per passage)")

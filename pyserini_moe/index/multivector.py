@@ -14,8 +14,8 @@ On disk an index folder holds:
 - ``tokens.faiss`` a Faiss inner-product index over all token vectors (candidate generation);
 - ``pyserini_moe_index.json`` which encoder built it (see :mod:`pyserini_moe.index.meta`).
 
-With ``compression="pq{m}"`` the vectors, the token map and the Faiss index give way to residual
-codes (``2 + m`` bytes a token instead of ``2 * dim``) and PLAID-style search stages: see
+With ``compression="pq{m}"`` (or ``"pq{m}x{bits}"``) the vectors, the token map and the Faiss index
+give way to residual codes (``2 + m * bits / 8`` bytes a token instead of ``2 * dim``) and PLAID-style search stages: see
 :mod:`pyserini_moe.index.residual`.
 
 Search is two-stage, like ColBERT v1: every query token fetches its nearest document tokens from
@@ -188,8 +188,8 @@ class MultiVectorIndexWriter:
         self.faiss_index = faiss_index
         self._factory = faiss_factory_string(faiss_index)  # fail before any indexing work
         self.compression = compression
-        self._pq_m = parse_compression(compression, self.dim)
-        if self._pq_m is not None and self._factory != "Flat":
+        self._pq = parse_compression(compression, self.dim)
+        if self._pq is not None and self._factory != "Flat":
             raise UserError(f"--faiss {faiss_index} has no effect on a compressed index "
                             "(its candidates come from the residual codec's centroids)")
         self.train_size = train_size
@@ -272,7 +272,7 @@ class MultiVectorIndexWriter:
         offsets = np.frombuffer(self._offsets, dtype=np.int64)
         np.save(self._tmp / OFFSETS_FILE, offsets)
         tokens = np.load(self._tmp / VECTORS_FILE, mmap_mode="r")
-        if self._pq_m is not None:
+        if self._pq is not None:
             self._compress(tokens, offsets)
             return
         index = faiss.index_factory(self.dim, self._factory, faiss.METRIC_INNER_PRODUCT)
@@ -294,9 +294,9 @@ class MultiVectorIndexWriter:
     def _compress(self, tokens: np.ndarray, offsets: np.ndarray) -> None:
         """Residual codes in place of the float16 vectors (see :mod:`.residual`)."""
         codec = ResidualCodec.train(self._sample(tokens), default_nlist(len(tokens)),
-                                    self._pq_m, self.seed)
+                                    self._pq, self.seed)
         cids = _NpyAppender(self._tmp / TOKEN_CENTROIDS_FILE, np.uint16)
-        codes = _NpyAppender(self._tmp / CODES_FILE, np.uint8, self._pq_m)
+        codes = _NpyAppender(self._tmp / CODES_FILE, np.uint8, codec.pq.code_size)
         for start in tqdm(range(0, len(tokens), self.add_chunk), desc="compress", unit="chunk",
                           disable=not self.progress):
             c, k = codec.encode(tokens[start:start + self.add_chunk])

@@ -1,8 +1,8 @@
 """Residual compression of token vectors for multi-vector indexes (PLAID's idea, Faiss's parts).
 
 A token vector is stored as the number of its nearest k-means centroid plus a product-quantised
-residual (``m`` one-byte codes): ``2 + m`` bytes where float16 needs ``2 * dim`` (256 at 128
-dimensions). Search then runs in PLAID's stages, in :class:`CompressedSearch`:
+residual (``m`` codes of ``bits`` bits, 8 unless ``pq{m}x{bits}`` says otherwise): ``2 + m * bits
+/ 8`` bytes where float16 needs ``2 * dim`` (256 at 128 dimensions). Search then runs in PLAID's stages, in :class:`CompressedSearch`:
 
 1. candidates: the documents with a token in one of each query token's ``nprobe`` best
    centroids (an inverted list centroid -> documents, built at indexing time);
@@ -19,6 +19,7 @@ import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import faiss
 import numpy as np
@@ -31,19 +32,34 @@ TOKEN_CENTROIDS_FILE = "token_centroids.npy"
 CODES_FILE = "codes.npy"
 LIST_OFFSETS_FILE = "centroid_offsets.npy"
 LIST_DOCS_FILE = "centroid_docs.npy"
-_SPEC = re.compile(r"pq(\d+)")
-MIN_TRAINING_TOKENS = 256
+_SPEC = re.compile(r"pq(\d+)(?:x(\d+))?")
+DEFAULT_BITS = 8
+MAX_BITS = 16  # Faiss's ProductQuantizer packs codes of up to 16 bits
 
 
-def parse_compression(spec: str | None, dim: int) -> int | None:
-    """``none`` / None -> None; ``pq{m}`` -> m, the residual's bytes per token (m divides dim)."""
+class Compression(NamedTuple):
+    """A ``pq{m}x{bits}`` setting: ``m`` sub-vectors, each a code of ``bits`` bits."""
+
+    m: int
+    bits: int = DEFAULT_BITS
+
+
+def parse_compression(spec: str | None, dim: int) -> Compression | None:
+    """``none`` / None -> None; ``pq{m}`` or ``pq{m}x{bits}`` -> (m, bits), m dividing ``dim``.
+
+    More bits a sub-vector is the cheaper way to a finer codec: 2 ** bits centroids in each
+    sub-space cut the quantisation error where more, shorter sub-vectors (a larger m) must split
+    the dimensions."""
     if spec is None or spec.lower() == "none":
         return None
     match = _SPEC.fullmatch(spec.lower())
-    if not match or not 0 < int(match[1]) <= dim or dim % int(match[1]):
-        raise UserError(f"--compression {spec!r}: expected 'none' or 'pq{{m}}' with m dividing "
-                        f"the {dim} dimensions (e.g. pq16, pq32, pq64)")
-    return int(match[1])
+    m = int(match[1]) if match else 0
+    bits = int(match[2] or DEFAULT_BITS) if match else 0
+    if not 0 < m <= dim or dim % m or not DEFAULT_BITS <= bits <= MAX_BITS:
+        raise UserError(f"--compression {spec!r}: expected 'none', 'pq{{m}}' or 'pq{{m}}x{{bits}}' "
+                        f"with m dividing the {dim} dimensions and bits in {DEFAULT_BITS}-"
+                        f"{MAX_BITS} (e.g. pq32, pq64, pq64x12)")
+    return Compression(m, bits)
 
 
 def default_nlist(n_tokens: int) -> int:
@@ -54,7 +70,7 @@ def default_nlist(n_tokens: int) -> int:
 
 
 class ResidualCodec:
-    """Nearest centroid + product-quantised residual, ``m`` sub-vectors of 8 bits."""
+    """Nearest centroid + product-quantised residual, ``m`` sub-vectors of ``bits`` bits."""
 
     def __init__(self, centroids: np.ndarray, pq: faiss.ProductQuantizer) -> None:
         self.centroids = np.ascontiguousarray(centroids, dtype=np.float32)
@@ -63,17 +79,19 @@ class ResidualCodec:
         self._assign.add(self.centroids)
 
     @classmethod
-    def train(cls, sample: np.ndarray, nlist: int, m: int, seed: int = 0) -> ResidualCodec:
+    def train(cls, sample: np.ndarray, nlist: int, compression: Compression,
+              seed: int = 0) -> ResidualCodec:
         sample = np.ascontiguousarray(sample, dtype=np.float32)
-        if len(sample) < MIN_TRAINING_TOKENS:  # each 8-bit sub-quantiser has 256 centroids
-            raise UserError(f"--compression needs at least {MIN_TRAINING_TOKENS} token vectors "
-                            f"to train its codec; this index has {len(sample)}: build it "
-                            "uncompressed")
+        m, bits = compression
+        if len(sample) < 2 ** bits:  # each sub-quantiser has 2 ** bits centroids to train
+            raise UserError(f"--compression pq{m}x{bits} needs at least {2 ** bits} token "
+                            f"vectors to train its codec; this index has {len(sample)}: use "
+                            "fewer bits or build it uncompressed")
         nlist = min(nlist, len(sample))
         kmeans = faiss.Kmeans(sample.shape[1], nlist, niter=20, seed=seed,
                               max_points_per_centroid=256)
         kmeans.train(sample)
-        codec = cls(kmeans.centroids, faiss.ProductQuantizer(sample.shape[1], m, 8))
+        codec = cls(kmeans.centroids, faiss.ProductQuantizer(sample.shape[1], m, bits))
         cids = codec.assign(sample)
         codec.pq.train(np.ascontiguousarray(sample - codec.centroids[cids]))
         return codec
@@ -86,7 +104,8 @@ class ResidualCodec:
         return self._assign.search(np.ascontiguousarray(x, dtype=np.float32), 1)[1][:, 0]
 
     def encode(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``x`` [n, dim] -> (centroid numbers [n] uint16, residual codes [n, m] uint8)."""
+        """``x`` [n, dim] -> (centroid numbers [n] uint16, residual codes [n, code bytes]
+        uint8, ``m * bits / 8`` bytes a token, packed by Faiss)."""
         x = np.ascontiguousarray(x, dtype=np.float32)
         cids = self.assign(x)
         codes = self.pq.compute_codes(np.ascontiguousarray(x - self.centroids[cids]))

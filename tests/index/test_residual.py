@@ -18,6 +18,7 @@ from pyserini_moe.index.multivector import (
     maxsim_numpy,
 )
 from pyserini_moe.index.residual import (
+    Compression,
     ResidualCodec,
     centroid_lists,
     default_nlist,
@@ -86,14 +87,32 @@ def test_centroid_lists_and_sizes() -> None:
     assert list_offsets.tolist() == [0, 1, 2, 4, 4]
     assert docs.tolist() == [0, 1, 0, 2]  # centroid 0: doc 0; 1: doc 1; 2: docs 0 and 2
     assert default_nlist(1_300_000) == 4096 and default_nlist(10) == 16
-    codec = ResidualCodec.train(np.random.default_rng(0).standard_normal((512, 8)), 4, 2)
+    codec = ResidualCodec.train(np.random.default_rng(0).standard_normal((512, 8)), 4,
+                                Compression(2))
     assert codec.bytes_per_token == 4
+
+
+def test_more_bits_a_code_make_a_finer_codec_in_packed_bytes() -> None:
+    sample = np.random.default_rng(0).standard_normal((8192, 16)).astype(np.float32)
+    errors, sizes = {}, {}
+    for bits in (8, 12):
+        codec = ResidualCodec.train(sample, 16, Compression(8, bits))
+        cids, codes = codec.encode(sample[:500])
+        assert codes.dtype == np.uint8 and codes.shape == (500, 8 * bits // 8)
+        decoded = codec.decode(cids, codes)
+        errors[bits] = float(((decoded - sample[:500]) ** 2).sum() / (sample[:500] ** 2).sum())
+        sizes[bits] = codec.bytes_per_token
+    assert sizes == {8: 2 + 8, 12: 2 + 12}
+    assert errors[12] < 0.5 * errors[8]
+    with pytest.raises(UserError, match="needs at least 4096 token vectors"):
+        ResidualCodec.train(sample[:1000], 16, Compression(8, 12))
 
 
 def test_bad_compression_settings(tmp_path: Path, corpus) -> None:  # noqa: F811
     assert parse_compression(None, DIM) is None and parse_compression("none", DIM) is None
-    assert parse_compression("PQ8", DIM) == 8
-    for spec in ("pq5", "pq0", "pq64", "zip"):
+    assert parse_compression("PQ8", DIM) == Compression(8, 8)
+    assert parse_compression("pq8x12", DIM) == Compression(8, 12)
+    for spec in ("pq5", "pq0", "pq64", "zip", "pq8x4", "pq8x17", "pq8x"):
         with pytest.raises(UserError, match="--compression"):
             parse_compression(spec, DIM)
     with pytest.raises(UserError, match="no effect on a compressed index"):
