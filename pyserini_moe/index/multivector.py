@@ -14,9 +14,9 @@ On disk an index folder holds:
 - ``tokens.faiss`` a Faiss inner-product index over all token vectors (candidate generation);
 - ``pyserini_moe_index.json`` which encoder built it (see :mod:`pyserini_moe.index.meta`).
 
-With ``compression="pq{m}"`` (or ``"pq{m}x{bits}"``) the vectors, the token map and the Faiss index
-give way to residual codes (``2 + m * bits / 8`` bytes a token instead of ``2 * dim``) and PLAID-style search stages: see
-:mod:`pyserini_moe.index.residual`.
+With ``compression="pq{m}"`` (or ``"pq{m}x{bits}"``) the vectors, the token map and the Faiss
+index give way to residual codes (``2 + m * bits / 8`` bytes a token instead of ``2 * dim``) and
+PLAID-style search stages: see :mod:`pyserini_moe.index.residual`.
 
 Search is two-stage, like ColBERT v1: every query token fetches its nearest document tokens from
 Faiss, their documents are the candidates, and the candidates are re-scored with *exact* MaxSim

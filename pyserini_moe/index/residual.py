@@ -2,7 +2,8 @@
 
 A token vector is stored as the number of its nearest k-means centroid plus a product-quantised
 residual (``m`` codes of ``bits`` bits, 8 unless ``pq{m}x{bits}`` says otherwise): ``2 + m * bits
-/ 8`` bytes where float16 needs ``2 * dim`` (256 at 128 dimensions). Search then runs in PLAID's stages, in :class:`CompressedSearch`:
+/ 8`` bytes where float16 needs ``2 * dim`` (256 at 128 dimensions). Search then runs in PLAID's
+stages, in :class:`CompressedSearch`:
 
 1. candidates: the documents with a token in one of each query token's ``nprobe`` best
    centroids (an inverted list centroid -> documents, built at indexing time);
