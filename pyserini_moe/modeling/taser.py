@@ -8,8 +8,8 @@ of BERT-base and 3, 6 of a 6-layer MiniLM. A router picks one expert per input: 
 -> expert 0, passages -> expert 1; the paper's default), Seq-R / Tok-R (learned, eq. 3, trained
 with an entropic regulariser, eq. 4-5, see :func:`~pyserini_moe.modeling.experts.balance_loss`)
 or none (TASER-shared, I = 1; ``mean``: every expert on every input, averaged, the capacity
-control of the paper-protocol comparison). Score: dot product of pooled vectors (eq. 1), trained with the
-contrastive NLL of eq. 2 (the trainer's default loss).
+control of the paper-protocol comparison). Score: dot product of pooled vectors (eq. 1), trained
+with the contrastive NLL of eq. 2 (the trainer's default loss).
 
 The regulariser of the learned routers comes in two forms (argument ``entropy``, see
 :meth:`TaserEncoder.regularization`): ``batch`` (ours, the default) on the batch-averaged routing
@@ -55,9 +55,9 @@ def specialised_layers(num_layers: int, every: int) -> list[int]:
 class TaserEncoder(SingleBackboneModel):
     """TASER over any BERT-style backbone.
 
-    ``router``: det | seq | tok | shared | mean; ``num_experts`` (I) defaults to what the router needs
-    (2, or 1 for shared); ``every`` (T) shared blocks precede each specialised one. [CLS] pooling
-    and an unnormalised dot product by default, as in the paper (BERT-base); recipes starting
+    ``router``: det | seq | tok | shared | mean; ``num_experts`` (I) defaults to what the router
+    needs (2, or 1 for shared); ``every`` (T) shared blocks precede each specialised one. [CLS]
+    pooling and an unnormalised dot product by default, as in the paper (BERT-base); recipes starting
     from a sentence-transformer use its own pooling (mean, L2-normalised). ``entropy_weight``
     (beta of eq. 5) and ``entropy`` (batch | per_input) set the learned routers' regulariser.
     """
@@ -127,13 +127,13 @@ class TaserEncoder(SingleBackboneModel):
     def route(self, texts: list[str], side: Side, max_length: int = 256) -> list[torch.Tensor]:
         """Expert chosen in each specialised block: one [B] (Det-R, Seq-R, shared) or [B, L]
         (Tok-R, padding = -1) tensor per block, for routing analyses."""
+        if self.args["router"] == "mean":
+            raise UserError("the mean router routes nothing: every input goes through every "
+                            "expert")
         batch = self.tokenize(texts, side, max_length)
         self(**batch, side=side)
         mask = batch["attention_mask"].bool()
         out = []
-        if any(block.router == "mean" for block in self.expert_layers):
-            raise UserError("the mean router routes nothing: every input goes through every "
-                            "expert")
         for block in self.expert_layers:
             choice = block.choice
             if choice.dim() == 2 and block.router != "tok":
