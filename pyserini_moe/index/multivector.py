@@ -377,18 +377,18 @@ class MultiVectorIndex:
                                                        self.score_chunk_tokens):
             total = int(lens.sum())
             if starts[-1] + lens[-1] - starts[0] == total:  # adjacent docs: one sequential read
-                tokens = self._tokens(slice(starts[0], starts[0] + total))
+                sims = self._similarities(q, slice(starts[0], starts[0] + total))
             else:
-                tokens = self._tokens(np.repeat(starts - within, lens) + np.arange(total))
-            sims = q @ tokens.T
+                sims = self._similarities(q, np.repeat(starts - within, lens) + np.arange(total))
             scores[lo:hi] = np.maximum.reduceat(sims, within, axis=1).sum(axis=0)
         return scores
 
-    def _tokens(self, index: np.ndarray | slice) -> np.ndarray:
-        """Token vectors at ``index`` in float32: stored, or decoded from residual codes."""
+    def _similarities(self, q: np.ndarray, index: np.ndarray | slice) -> np.ndarray:
+        """``q`` against the token vectors at ``index`` [Lq, tokens], in float32: the stored
+        vectors, or a compressed index's centroids and residual codes."""
         if self.compressed is not None:
-            return self.compressed.tokens(index)
-        return np.asarray(self.vectors[index], dtype=np.float32)
+            return self.compressed.similarities(q, index)
+        return q @ np.asarray(self.vectors[index], dtype=np.float32).T
 
     def _compressed_candidates(self, q: np.ndarray, k: int) -> np.ndarray:
         nprobe, ndocs = self._compressed_params

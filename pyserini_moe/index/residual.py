@@ -168,6 +168,15 @@ class CompressedSearch:
         """Decoded float32 token vectors at ``index`` (a slice or token numbers)."""
         return self.codec.decode(self.token_cids[index], self.codes[index])
 
+    def similarities(self, q: np.ndarray, index: np.ndarray | slice) -> np.ndarray:
+        """``q @ tokens(index).T`` [Lq, tokens] without decoding the centroids: a token is its
+        centroid plus its residual, so its score is the query's centroid score (one [Lq, nlist]
+        product, then a gather) plus the score of the decoded residual. Materialising the
+        centroid vectors cost as much as decoding the residuals."""
+        cids = np.asarray(self.token_cids[index], dtype=np.int64)
+        residuals = self.codec.pq.decode(np.ascontiguousarray(self.codes[index]))
+        return (q @ self.codec.centroids.T)[:, cids] + q @ residuals.T
+
     def candidates(self, q: np.ndarray, nprobe: int, ndocs: int) -> np.ndarray:
         """Stages 1-2: the (sorted) numbers of the best ``ndocs`` documents by centroid
         interaction among those in the query tokens' ``nprobe`` best centroids."""

@@ -45,7 +45,7 @@ def test_codes_replace_the_vectors(indexes, corpus) -> None:  # noqa: F811
     assert codes.shape == (meta["n_tokens"], 32) and codes.dtype == np.uint8
     index = MultiVectorIndex(folder)  # decoded tokens are close to the originals
     doc = index.docids.index("doc5")
-    decoded = index._tokens(slice(int(index.offsets[doc]), int(index.offsets[doc + 1])))
+    decoded = index.compressed.tokens(slice(int(index.offsets[doc]), int(index.offsets[doc + 1])))
     cosine = (decoded * corpus[0]["doc5"]).sum(1) / np.linalg.norm(decoded, axis=1)
     assert cosine.min() > 0.9
 
@@ -66,10 +66,13 @@ def test_scores_are_maxsim_of_the_decoded_tokens(indexes, corpus) -> None:  # no
     q = next(iter(corpus[1].values()))
     for docid, score in index.search(q, k=5):
         doc = index.docids.index(docid)
-        tokens = index._tokens(slice(int(index.offsets[doc]), int(index.offsets[doc + 1])))
+        tokens = index.compressed.tokens(slice(int(index.offsets[doc]), int(index.offsets[doc + 1])))
         assert score == pytest.approx(maxsim_numpy(q, tokens), rel=1e-5)
     batch = index.batch_search({"a": q}, k=5, progress=False)["a"]
     assert batch == dict(index.search(q, k=5))
+    scattered = np.array([7, 0, 3, int(index.offsets[-1]) - 1])  # centroid scores + residuals
+    np.testing.assert_allclose(index.compressed.similarities(q, scattered),
+                               q @ index.compressed.tokens(scattered).T, rtol=1e-5, atol=1e-5)
 
 
 def test_stage_parameters(indexes, corpus) -> None:  # noqa: F811
