@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.bench.processes import Indexes, folder_mb, run_process
+from pyserini_moe.bench.processes import Indexes, folder_mb, onnx_export, run_process
 from pyserini_moe.bench.report import Report
 
 # The targets of the performance issue: (description, ratio or value, threshold, higher is better)
@@ -162,19 +162,12 @@ def bench_onnx(report: Report, work: Path, indexes: Indexes, siamese: str, texts
     from pyserini_moe.runs import read_trec_run  # noqa: PLC0415
 
     encoders = {"pytorch": siamese}
-    for variant, extra in (("onnx-fp32", []), ("onnx-int8", ["--int8"])):
-        out = work / variant
-        if not out.exists():
-            run_process("pyserini_moe.export", ["--encoder", siamese, "--output", str(out),
-                         *extra])
-        encoders[variant] = str(out)
+    for variant in ("onnx-fp32", "onnx-int8"):
+        encoders[variant] = onnx_export(siamese, work / variant, int8=variant == "onnx-int8")
     timed = dict(encoders)
     if came is not None:
         timed["came"] = came
-        if not (work / "came-onnx-int8").exists():
-            run_process("pyserini_moe.export", ["--encoder", came, "--output",
-                                                str(work / "came-onnx-int8"), "--int8"])
-        timed["came-onnx-int8"] = str(work / "came-onnx-int8")
+        timed["came-onnx-int8"] = onnx_export(came, work / "came-onnx-int8", int8=True)
     models = {name: load_encoder(path, device="cpu") for name, path in timed.items()}
     speed: dict[str, float] = {}
     for _ in range(args.repeats):

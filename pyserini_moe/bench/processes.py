@@ -46,6 +46,15 @@ def run_process(module: str, args: list[str]) -> Process:
     return Process(time.perf_counter() - start, int(peaks[-1]) / 1024 if peaks else float("nan"))
 
 
+def onnx_export(encoder: str, out: Path, int8: bool) -> str:
+    """``encoder`` exported to ONNX (int8: onnxruntime's dynamic quantisation) into ``out``, in
+    a child process, once per bench folder."""
+    if not out.exists():
+        run_process("pyserini_moe.export", ["--encoder", encoder, "--output", str(out),
+                                            *(["--int8"] if int8 else [])])
+    return str(out)
+
+
 class Indexes:
     """Index builds of this run, each in its own process, keyed by what they encode: a section
     asking for an index another one built gets it back with its time and peak memory."""

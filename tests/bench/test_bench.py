@@ -138,11 +138,13 @@ def test_every_section_runs_and_reuses_the_indexes_it_shares(bert3, tiny_corpus,
     assert {"encoding", "onnx", "latency", "memory and size", "scaling", "approximate"} <= \
         set(sections)
     assert {row["retriever"] for row in sections["latency"]} == {
-        "bm25", "dense", "impact", "impact-q64", "multivector", "multivector-compressed",
-        "dense+bm25", "came-fused"}
+        "bm25", "dense", "impact", "impact-q64", "impact-int8-q64", "multivector",
+        "multivector-compressed", "dense+bm25", "came-fused"}
     sparsity = {row["index"].split()[0]: row for row in sections["sparsity"]}
     assert sparsity["impact"]["terms_per_query"] > 0 and sparsity["impact"]["postings"] > 0
     assert 0 < sparsity["impact-q64"]["terms_per_query"] <= 64
+    assert 0 < sparsity["impact-int8-q64"]["terms_per_query"] <= 64  # on its own int8 index
+    assert "impact-int8 index, 1000 docs" in {row["what"] for row in sections["memory and size"]}
     storage = {row["index"]: row for row in sections["multivector storage"]}
     assert storage["multivector-compressed"]["vector_bytes_per_token"] == 66  # 2 + pq64
     assert storage["multivector"]["vector_bytes_per_token"] == 256  # float16 x 128
