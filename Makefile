@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 WORK   ?= work
 
-.PHONY: setup demo lint test test-fast regress regress-dry regress-smoke bench bench-scaling clean
+.PHONY: setup demo lint test regress regress-dry regress-smoke bench bench-scaling clean
 
 setup: $(STAMP)
 
@@ -52,8 +52,11 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check pyserini_moe tests tools
 
+# Two pytest-xdist workers of one thread each (the tests' models are tiny: threads inside a
+# worker only contend); module-scoped fixtures stay on one worker (--dist loadscope).
+TEST_WORKERS ?= 2
 test: lint
-	$(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope
 
 regress: setup
 	$(BIN)/python -m pyserini_moe.regress --scale all regressions/*.yaml
