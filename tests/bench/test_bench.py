@@ -1,5 +1,7 @@
-"""The benchmark's own logic (targets, percentiles, corpus slices, child memory) and its encoding
-section end to end on tiny models; `make bench` runs every section on the real data."""
+"""The benchmark's own logic (targets, percentiles, corpus slices, child memory) and the sections
+that index the whole corpus end to end on tiny models (the encoding and latency sections have
+their own modules, test_encoding.py and test_search.py, so that xdist runs them side by side);
+`make bench` runs every section on the real data."""
 
 from __future__ import annotations
 
@@ -90,69 +92,22 @@ def test_child_processes_report_their_own_peak_memory(tmp_path, monkeypatch) -> 
 
 
 @pytest.mark.usefixtures("one_thread")
-def test_encoding_section_compares_every_model_with_its_backbone(bert3, tiny_corpus, tmp_path,
-                                                                 capsys) -> None:
-    backbone = bert3  # TASER's default (a specialised block every 3) needs 3 layers
-    assert main(["--backbone", str(backbone), "--corpus", str(tiny_corpus), "--topics",
-                 f"{tiny_corpus}:test", "--docs", "8", "--max-length", "16", "--batch-size", "4",
-                 "--repeats", "1", "--sections", "encoding", "--output-dir",
-                 str(tmp_path / "out")]) == 0
-    result = json.loads((tmp_path / "out" / "bench.json").read_text())
-    rows = {row["model"]: row for row in result["sections"]["encoding"]}
-    assert {"siamese", "taser", "cotmote", "sbmoe", "came"} <= set(rows)
-    assert rows["siamese"]["vs_backbone"] == 1.0 and all(r["docs_per_s"] > 0 for r in rows.values())
-    assert {t["target"].split()[0] for t in result["targets"]} == {"taser", "cotmote", "sbmoe",
-                                                                   "came", "our"}
-    # the peer: sentence-transformers' own encode on the same (Siamese) weights
-    assert rows["sentence-transformers"]["docs_per_s"] > 0
-    assert rows["sparse-encoder"]["docs_per_s"] > 0
-    assert {"our plain bi-encoder encodes at >= 1.0x sentence-transformers' encode",
-            "our SPLADE encodes at >= 1.0x sentence-transformers' SparseEncoder"} <= {
-        t["target"] for t in result["targets"]}
-    peers = {row["peer"]: row for row in result["sections"]["peers"]}
-    # the same weights through the peer library: the same vectors
-    assert peers["sentence-transformers"]["cosine"] > 0.9999
-    assert peers["sparse-encoder"]["cosine"] > 0.9999
-    # several representations: each alone too, against the plain model of its kind
-    assert rows["cotmote:sparse"]["vs_plain_model"].endswith("(splade)")
-    assert rows["came:multi"]["vs_plain_model"].endswith("(colbert)")
-    assert {"cotmote (dense) encodes at >= 0.9x siamese", "cotmote (sparse) encodes at >= 0.9x "
-            "splade", "came encodes at >= 0.55x its backbone"} <= {t["target"]
-                                                                   for t in result["targets"]}
-    assert "## targets" in capsys.readouterr().out
-
-
-@pytest.mark.usefixtures("one_thread")
-def test_every_section_runs_and_reuses_the_indexes_it_shares(bert3, tiny_corpus, tmp_path) -> None:
-    """All sections end to end on a tiny model and corpus: each index is built once (CAME's three
-    in one pass), and the scaling rows of indexes built earlier carry those builds' numbers."""
+def test_onnx_scaling_and_approximate_sections_share_the_corpus_dense_index(bert3, tiny_corpus,
+                                                                           tmp_path) -> None:
+    """The sections that index the whole corpus: the scaling rows of indexes built earlier carry
+    those builds' numbers."""
     out = tmp_path / "out"
     assert main(["--backbone", str(bert3), "--corpus", str(tiny_corpus), "--topics",
                  f"{tiny_corpus}:test", "--scaling-sizes", "all", "45", "--scaling-pool",
                  str(tiny_corpus), "--docs", "8",
                  "--max-length", "16", "--batch-size", "4", "--repeats", "1",
                  "--latency-queries", "3", "--multivector-faiss", "ivf2,pq4x4",
-                 "--output-dir", str(out)]) == 0
+                 "--sections", "onnx", "scaling", "approximate", "--output-dir", str(out)]) == 0
     result = json.loads((out / "bench.json").read_text())
     sections = result["sections"]
-    assert {"encoding", "onnx", "latency", "memory and size", "scaling", "approximate"} <= \
-        set(sections)
-    assert {row["retriever"] for row in sections["latency"]} == {
-        "bm25", "dense", "impact", "impact-q64", "impact-int8-q64", "multivector",
-        "multivector-compressed", "dense+bm25", "came-fused"}
-    sparsity = {row["index"].split()[0]: row for row in sections["sparsity"]}
-    assert sparsity["impact"]["terms_per_query"] > 0 and sparsity["impact"]["postings"] > 0
-    assert 0 < sparsity["impact-q64"]["terms_per_query"] <= 64
-    assert 0 < sparsity["impact-int8-q64"]["terms_per_query"] <= 64  # on its own int8 index
-    assert "impact-int8 index, 1000 docs" in {row["what"] for row in sections["memory and size"]}
-    storage = {row["index"]: row for row in sections["multivector storage"]}
-    assert storage["multivector-compressed"]["vector_bytes_per_token"] == 66  # 2 + pq64
-    assert storage["multivector"]["vector_bytes_per_token"] == 256  # float16 x 128
-    assert all(row["bytes_per_token"] > 0 for row in storage.values())
-    assert "multivector-compressed top-100 overlap with exact MaxSim >= 0.99" in {
-        t["target"] for t in result["targets"]}
+    assert {"onnx", "memory and size", "scaling", "scaling fit", "approximate"} <= set(sections)
+    assert "latency" not in sections
     memory = {row["what"]: row for row in sections["memory and size"]}
-    assert "came indexes, 1000 docs" in memory  # the tiny corpus's 30, all of them
     # scaling: every retriever at each size (a compressed index needs 256 tokens): all is the
     # corpus (30), 45 its 30 documents then 15 of the pool (the same tiny corpus again, ids
     # prefixed); the whole corpus's dense index is the onnx section's PyTorch one, not rebuilt
