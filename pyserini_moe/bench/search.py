@@ -68,8 +68,9 @@ def bench_latency(report: Report, work: Path, indexes: Indexes, paths: dict[str,
         report.add("latency", retriever=name, p50_ms=round(p50[name], 1),
                    p95_ms=round(percentile(times, 0.95) * 1000, 1),
                    batched_q_per_s=round(qps, 1), vs_bm25_p50=round(p50[name] / p50["bm25"], 2))
+    metas = {index: read_meta(built[f"latency-{index}"]) for index in ("impact", "impact-int8")}
     for name, index in (("impact", "impact"), (impact_cut, "impact"), (int8_cut, "impact-int8")):
-        impact_meta = read_meta(built[f"latency-{index}"])  # int8 encodes its own passages
+        impact_meta = metas[index]  # int8 encodes its own passages
         encoder = opened[name].query_encoder
         report.add("sparsity", index=f"{name} (CoT-MoTE's sparse side)",
                    terms_per_passage=impact_meta["terms_per_doc"],

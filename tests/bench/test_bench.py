@@ -12,7 +12,6 @@ import pytest
 from pyserini_moe.bench.corpora import pooled_corpus, subset
 from pyserini_moe.bench.processes import run_process
 from pyserini_moe.bench.report import Report, cpu_description, percentile
-from pyserini_moe.bench.run import main
 from pyserini_moe.bench.scaling import affine, scaling_fit
 
 
@@ -92,18 +91,13 @@ def test_child_processes_report_their_own_peak_memory(tmp_path, monkeypatch) -> 
 
 
 @pytest.mark.usefixtures("one_thread")
-def test_onnx_scaling_and_approximate_sections_share_the_corpus_dense_index(bert3, tiny_corpus,
-                                                                           tmp_path) -> None:
+def test_onnx_scaling_and_approximate_sections_share_the_corpus_dense_index(tiny_bench,
+                                                                           tiny_corpus) -> None:
     """The sections that index the whole corpus: the scaling rows of indexes built earlier carry
     those builds' numbers."""
-    out = tmp_path / "out"
-    assert main(["--backbone", str(bert3), "--corpus", str(tiny_corpus), "--topics",
-                 f"{tiny_corpus}:test", "--scaling-sizes", "all", "45", "--scaling-pool",
-                 str(tiny_corpus), "--docs", "8",
-                 "--max-length", "16", "--batch-size", "4", "--repeats", "1",
-                 "--latency-queries", "3", "--multivector-faiss", "ivf2,pq4x4",
-                 "--sections", "onnx", "scaling", "approximate", "--output-dir", str(out)]) == 0
-    result = json.loads((out / "bench.json").read_text())
+    result = tiny_bench("--scaling-sizes", "all", "45", "--scaling-pool", str(tiny_corpus),
+                        "--multivector-faiss", "ivf2,pq4x4",
+                        "--sections", "onnx", "scaling", "approximate")
     sections = result["sections"]
     assert {"onnx", "memory and size", "scaling", "scaling fit", "approximate"} <= set(sections)
     assert "latency" not in sections

@@ -3,22 +3,12 @@ the peer libraries on the same weights."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-
-from pyserini_moe.bench.run import main
 
 
 @pytest.mark.usefixtures("one_thread")
-def test_encoding_section_compares_every_model_with_its_backbone(bert3, tiny_corpus, tmp_path,
-                                                                 capsys) -> None:
-    backbone = bert3  # TASER's default (a specialised block every 3) needs 3 layers
-    assert main(["--backbone", str(backbone), "--corpus", str(tiny_corpus), "--topics",
-                 f"{tiny_corpus}:test", "--docs", "8", "--max-length", "16", "--batch-size", "4",
-                 "--repeats", "1", "--sections", "encoding", "--output-dir",
-                 str(tmp_path / "out")]) == 0
-    result = json.loads((tmp_path / "out" / "bench.json").read_text())
+def test_encoding_section_compares_every_model_with_its_backbone(tiny_bench, capsys) -> None:
+    result = tiny_bench("--sections", "encoding")
     rows = {row["model"]: row for row in result["sections"]["encoding"]}
     assert {"siamese", "taser", "cotmote", "sbmoe", "came"} <= set(rows)
     assert rows["siamese"]["vs_backbone"] == 1.0 and all(r["docs_per_s"] > 0 for r in rows.values())

@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
-
-from pyserini_moe.bench.run import main
 
 
 @pytest.mark.usefixtures("one_thread")
-def test_latency_section_times_every_retriever_on_indexes_built_once(bert3, tiny_corpus,
-                                                                     tmp_path) -> None:
+def test_latency_section_times_every_retriever_on_indexes_built_once(tiny_bench) -> None:
     """Every retriever is timed, CAME's three indexes come from one encoding pass, and the int8
     impact model is measured on its own index (int8 changes its vectors)."""
-    out = tmp_path / "out"
-    assert main(["--backbone", str(bert3), "--corpus", str(tiny_corpus), "--topics",
-                 f"{tiny_corpus}:test", "--docs", "8", "--max-length", "16", "--batch-size", "4",
-                 "--repeats", "1", "--latency-queries", "3", "--sections", "latency",
-                 "--output-dir", str(out)]) == 0
-    result = json.loads((out / "bench.json").read_text())
+    result = tiny_bench("--sections", "latency")
     sections = result["sections"]
     assert {"onnx", "scaling", "approximate"}.isdisjoint(sections)
     assert {row["retriever"] for row in sections["latency"]} == {
