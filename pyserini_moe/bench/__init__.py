@@ -15,8 +15,8 @@ since speed and memory do not depend on training):
 * memory and size: peak resident memory of every index build and search process, index sizes;
 * scaling: index time, peak memory, size and single-query latency of BM25, dense, impact and
   compressed multi-vector at ``--scaling-sizes`` documents (1k and 5k; 20k, the local
-  collections together, and 100k opt-in), a power law fitted to each and projected to MS
-  MARCO's 8.8M passages;
+  collections together, and 100k opt-in; points of earlier runs join with ``--scaling-from``), a
+  fixed plus per-document cost fitted to each and projected to MS MARCO's 8.8M passages;
 * approximate: HNSW recall@100 against the flat dense index, IVF-PQ multi-vector overlap with
   exact MaxSim.
 

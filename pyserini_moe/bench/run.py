@@ -12,7 +12,7 @@ from pyserini_moe.bench import __doc__ as PACKAGE_DOC
 from pyserini_moe.bench.encoding import bench_encoding, bench_onnx, sentence_transformer, sparse_encoder
 from pyserini_moe.bench.processes import Indexes
 from pyserini_moe.bench.report import Report, cpu_description, device_name
-from pyserini_moe.bench.scaling import bench_scaling, scaling_size
+from pyserini_moe.bench.scaling import bench_scaling, earlier_scaling, scaling_size
 from pyserini_moe.bench.search import bench_approximate, bench_latency
 from pyserini_moe.cli import HelpFormatter
 
@@ -54,6 +54,11 @@ def main(argv: list[str] | None = None) -> int:
                              "together) and 100000 are opt-in (make bench-scaling): by the 5k "
                              "point's rates they add about 20 minutes and a few hours on two "
                              "cores")
+    parser.add_argument("--scaling-from", type=Path, nargs="+", default=[], metavar="BENCH_JSON",
+                        help="bench.json files of earlier runs whose scaling rows join this "
+                             "run's fit at the sizes this run does not measure (e.g. 1000 all "
+                             "20000 in one sitting, then --scaling-sizes 100000 --scaling-from "
+                             "its bench.json); the fit notes points from another CPU")
     parser.add_argument("--scaling-pool", nargs="*", default=None,
                         help="collections that follow --corpus in the scaling corpora "
                              "(default: every other local collection)")
@@ -87,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyserini_moe.modeling.base import check_device  # noqa: PLC0415
 
     check_device(args.device)  # one error line when CUDA is asked for and absent
+    earlier = [earlier_scaling(path) for path in args.scaling_from]  # bad files fail first
     from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
     from pyserini_moe.io import atomic_path  # noqa: PLC0415
     from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
@@ -112,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     if "latency" in args.sections:
         bench_latency(report, work, indexes, paths, args)
     if "scaling" in args.sections:
-        bench_scaling(report, work, indexes, paths, args)
+        bench_scaling(report, work, indexes, paths, args, earlier)
     if "approximate" in args.sections:
         bench_approximate(report, work, indexes, paths, args)
     report.add("run", seconds=round(time.perf_counter() - started), cores=os.cpu_count(),

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 from typing import Any
 
 from pyserini_moe.bench.corpora import num_docs, pooled_corpus, subset
 from pyserini_moe.bench.processes import Indexes, folder_mb
-from pyserini_moe.bench.report import Report
+from pyserini_moe.bench.report import Report, cpu_description
 from pyserini_moe.bench.search import open_index, retriever_builds, single_query_times
 
 # MS MARCO passage's size, the paper-scale files' corpus; and their disk estimate where they make
@@ -17,17 +18,22 @@ MSMARCO_PASSAGES = 8_841_823
 PAPER_FILES_ESTIMATE = {"multivector-compressed": "float16 multivector: ~170 GB "
                                                   "(regressions/came-paper.yaml)"}
 SCALED = ("bm25", "dense", "impact", "multivector-compressed")
+METRICS = ("index_s", "index_mb", "build_peak_mb", "p50_ms")
+# An earlier run's CPU and its scaling points: (retriever, documents, {metric: value}).
+Earlier = tuple[str, list[tuple[str, int, dict[str, float]]]]
 
 
 def bench_scaling(report: Report, work: Path, indexes: Indexes, paths: dict[str, str],
-                  args: Any) -> None:
+                  args: Any, earlier: list[Earlier]) -> None:
     """Index time, peak memory, size and single-query latency of each retriever against corpus
     size, a fixed plus per-document cost fitted to each and its projection to MS MARCO.
 
     The corpora are the first n documents of ``--corpus`` then of ``--scaling-pool`` (perturbed
     copies past the pool's end), or ``--corpus`` whole (``all``); the 1k point is the latency
     section's corpus and ``all`` the onnx section's, so their indexes are reused with their
-    measurements."""
+    measurements. ``earlier`` holds the runs of ``--scaling-from`` (:func:`earlier_scaling`):
+    their rows join the fit where this run did not measure their size, so the largest points can
+    be run in a sitting of their own."""
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
 
     builds = retriever_builds(args)
@@ -55,9 +61,47 @@ def bench_scaling(report: Report, work: Path, indexes: Indexes, paths: dict[str,
             points[name].append((docs, row))
             report.add("scaling", retriever=name, docs=docs,
                        **{k: float(f"{v:.3g}") for k, v in row.items()})
+    other_cpus = join_earlier(report, points, dict(zip(args.scaling_from, earlier)))
     for name, rows in points.items():
         if len({docs for docs, _ in rows}) >= 2:
-            report.add("scaling fit", **scaling_fit(name, rows))
+            fit = scaling_fit(name, sorted(rows, key=lambda point: point[0]))
+            if other_cpus:
+                fit["note"] = "; ".join(filter(None, [fit["note"], "points from another CPU: "
+                                                      + ", ".join(sorted(other_cpus))]))
+            report.add("scaling fit", **fit)
+
+
+def join_earlier(report: Report, points: dict[str, list[tuple[int, dict[str, float]]]],
+                 earlier: dict[Path, Earlier]) -> set[str]:
+    """Add the earlier runs' points at sizes ``points`` does not have yet (this run's measurement
+    wins; the first file wins among files) to ``points`` and to the report's scaling table, each
+    row naming its file. Returns the CPUs of those points that are not this machine's."""
+    other_cpus = set()
+    for path, (cpu, rows) in earlier.items():
+        for name, docs, row in rows:
+            if name in points and docs not in {n for n, _ in points[name]}:
+                points[name].append((docs, row))
+                report.add("scaling", retriever=name, docs=docs, **row, measured_in=str(path))
+                other_cpus |= {cpu} - {cpu_description()}
+    return other_cpus
+
+
+def earlier_scaling(path: Path) -> Earlier:
+    """The CPU and the scaling rows (retriever, documents, measurements) of an earlier run's
+    ``bench.json``; rows an earlier run itself took from a file are left out (that file can be
+    named instead), so a point is never counted twice."""
+    from pyserini_moe.errors import UserError  # noqa: PLC0415
+
+    try:
+        sections = json.loads(Path(path).read_text())["sections"]
+        rows = [(row["retriever"], int(row["docs"]), {k: float(row[k]) for k in METRICS})
+                for row in sections.get("scaling", []) if "measured_in" not in row]
+        cpu = next((row.get("cpu", "unknown") for row in sections.get("run", [])), "unknown")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise UserError(f"--scaling-from {path}: not a readable bench.json ({exc!r})") from None
+    if not rows:
+        raise UserError(f"--scaling-from {path}: the file has no scaling rows")
+    return cpu, rows
 
 
 def scaling_fit(name: str, rows: list[tuple[int, dict[str, float]]]) -> dict[str, Any]:

@@ -12,7 +12,9 @@ import pytest
 from pyserini_moe.bench.corpora import pooled_corpus, subset
 from pyserini_moe.bench.processes import run_process
 from pyserini_moe.bench.report import Report, cpu_description, percentile
-from pyserini_moe.bench.scaling import affine, scaling_fit
+from pyserini_moe.bench.run import main
+from pyserini_moe.bench.scaling import affine, earlier_scaling, join_earlier, scaling_fit
+from pyserini_moe.cli import run_main
 
 
 def test_targets_say_met_or_by_how_much() -> None:
@@ -77,6 +79,51 @@ def test_scaling_fit_projects_the_per_document_rate_and_flags_a_flat_latency() -
     assert fit["msmarco_index_GB"] == pytest.approx(12.7, abs=0.1)
     assert fit["p50_ms_per_1k_docs"] == 0 and fit["note"].startswith("latency flat")
     assert fit["points"] == 2
+
+
+def _bench_json(path, cpu: str, rows: list[dict]) -> None:
+    path.write_text(json.dumps({"sections": {"scaling": rows, "run": [{"cpu": cpu}]},
+                                "targets": []}))
+
+
+def _point(retriever: str, docs: int, index_s: float, **extra) -> dict:
+    return {"retriever": retriever, "docs": docs, "index_s": index_s, "index_mb": docs / 1000,
+            "build_peak_mb": 900.0, "p50_ms": 9.0, **extra}
+
+
+def test_earlier_scaling_points_join_the_fit_where_this_run_has_no_point(tmp_path) -> None:
+    """A 100k point measured in a sitting of its own joins the 1k / 5k / 20k of an earlier run;
+    this run's own measurement of a size wins, and rows an earlier run took from a file are not
+    counted again."""
+    earlier = tmp_path / "bench.json"
+    _bench_json(earlier, cpu_description(), [
+        _point("dense", 1000, 999.0), _point("dense", 5000, 85.0), _point("dense", 20000, 340.0),
+        _point("dense", 100000, 1.0, measured_in="older.json"), _point("colbert", 1000, 1.0)])
+    cpu, rows = earlier_scaling(earlier)
+    assert cpu == cpu_description() and len(rows) == 4  # the measured_in row is left out
+    report = Report()
+    points = {"dense": [(1000, {"index_s": 17.0, "index_mb": 1.0, "p50_ms": 9.0}),
+                        (100000, {"index_s": 1700.0, "index_mb": 100.0, "p50_ms": 9.0})]}
+    assert join_earlier(report, points, {earlier: (cpu, rows)}) == set()
+    assert sorted(docs for docs, _ in points["dense"]) == [1000, 5000, 20000, 100000]
+    assert dict(points["dense"])[1000]["index_s"] == 17.0  # this run's, not the file's 999
+    assert [row["measured_in"] for row in report.sections["scaling"]] == [str(earlier)] * 2
+    fit = scaling_fit("dense", sorted(points["dense"], key=lambda point: point[0]))
+    assert fit["points"] == 4 and fit["index_s_per_1k_docs"] == pytest.approx(17.0, abs=0.1)
+    # another machine's points are named, so the fit can say its points mix CPUs
+    _bench_json(earlier, "Another CPU (avx2)", [_point("dense", 5000, 85.0)])
+    assert join_earlier(Report(), {"dense": []}, {earlier: earlier_scaling(earlier)}) == {
+        "Another CPU (avx2)"}
+
+
+def test_a_bad_scaling_from_file_fails_before_anything_is_built(tmp_path, capsys) -> None:
+    (tmp_path / "empty.json").write_text(json.dumps({"sections": {"onnx": []}, "targets": []}))
+    for name, message in (("missing.json", "not a readable bench.json"),
+                          ("empty.json", "has no scaling rows")):
+        out = tmp_path / "out"
+        assert run_main(main, ["--scaling-from", str(tmp_path / name),
+                               "--output-dir", str(out)]) == 2
+        assert message in capsys.readouterr().err and not out.exists()
 
 
 def test_child_processes_report_their_own_peak_memory(tmp_path, monkeypatch) -> None:
