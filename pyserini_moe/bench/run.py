@@ -51,9 +51,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="corpus sizes of the scaling section: the first N documents of "
                              "--corpus, then of --scaling-pool, then perturbed copies; all = "
                              "--corpus whole (default: 1000 all). 20000 (the local collections "
-                             "together) and 100000 are opt-in (make bench-scaling): by the 5k "
-                             "point's rates they add about 20 minutes and a few hours on two "
-                             "cores")
+                             "together) and 100000 are opt-in (make bench-scaling, make "
+                             "bench-scaling-100k): by the 5k point's rates about 30 minutes and "
+                             "2.3 hours on two cores")
     parser.add_argument("--scaling-from", type=Path, nargs="+", default=[], metavar="BENCH_JSON",
                         help="bench.json files of earlier runs whose scaling rows join this "
                              "run's fit at the sizes this run does not measure (e.g. 1000 all "
