@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyserini_moe.modeling.base import check_device  # noqa: PLC0415
 
     check_device(args.device)  # one error line when CUDA is asked for and absent
-    earlier = [earlier_scaling(path) for path in args.scaling_from]  # bad files fail first
+    earlier = {path: earlier_scaling(path) for path in args.scaling_from}  # bad files fail first
     from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
     from pyserini_moe.io import atomic_path  # noqa: PLC0415
     from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415

@@ -24,14 +24,14 @@ Earlier = tuple[str, list[tuple[str, int, dict[str, float]]]]
 
 
 def bench_scaling(report: Report, work: Path, indexes: Indexes, paths: dict[str, str],
-                  args: Any, earlier: list[Earlier]) -> None:
+                  args: Any, earlier: dict[Path, Earlier]) -> None:
     """Index time, peak memory, size and single-query latency of each retriever against corpus
     size, a fixed plus per-document cost fitted to each and its projection to MS MARCO.
 
     The corpora are the first n documents of ``--corpus`` then of ``--scaling-pool`` (perturbed
     copies past the pool's end), or ``--corpus`` whole (``all``); the 1k point is the latency
     section's corpus and ``all`` the onnx section's, so their indexes are reused with their
-    measurements. ``earlier`` holds the runs of ``--scaling-from`` (:func:`earlier_scaling`):
+    measurements. ``earlier`` holds the runs of ``--scaling-from`` by file (:func:`earlier_scaling`):
     their rows join the fit where this run did not measure their size, so the largest points can
     be run in a sitting of their own."""
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
@@ -61,10 +61,10 @@ def bench_scaling(report: Report, work: Path, indexes: Indexes, paths: dict[str,
             points[name].append((docs, row))
             report.add("scaling", retriever=name, docs=docs,
                        **{k: float(f"{v:.3g}") for k, v in row.items()})
-    other_cpus = join_earlier(report, points, dict(zip(args.scaling_from, earlier)))
+    other_cpus = join_earlier(report, points, earlier)
     for name, rows in points.items():
         if len({docs for docs, _ in rows}) >= 2:
-            fit = scaling_fit(name, sorted(rows, key=lambda point: point[0]))
+            fit = scaling_fit(name, rows)
             if other_cpus:
                 fit["note"] = "; ".join(filter(None, [fit["note"], "points from another CPU: "
                                                       + ", ".join(sorted(other_cpus))]))
@@ -76,13 +76,13 @@ def join_earlier(report: Report, points: dict[str, list[tuple[int, dict[str, flo
     """Add the earlier runs' points at sizes ``points`` does not have yet (this run's measurement
     wins; the first file wins among files) to ``points`` and to the report's scaling table, each
     row naming its file. Returns the CPUs of those points that are not this machine's."""
-    other_cpus = set()
+    here, other_cpus = cpu_description(), set()
     for path, (cpu, rows) in earlier.items():
         for name, docs, row in rows:
             if name in points and docs not in {n for n, _ in points[name]}:
                 points[name].append((docs, row))
                 report.add("scaling", retriever=name, docs=docs, **row, measured_in=str(path))
-                other_cpus |= {cpu} - {cpu_description()}
+                other_cpus |= {cpu} - {here}
     return other_cpus
 
 
