@@ -94,7 +94,6 @@ def main(argv: list[str] | None = None) -> int:
     check_device(args.device)  # one error line when CUDA is asked for and absent
     earlier = {path: earlier_scaling(path) for path in args.scaling_from}  # bad files fail first
     from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
-    from pyserini_moe.io import atomic_path  # noqa: PLC0415
     from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
 
     work = args.output_dir
@@ -118,17 +117,29 @@ def main(argv: list[str] | None = None) -> int:
     if "latency" in args.sections:
         bench_latency(report, work, indexes, paths, args)
     if "scaling" in args.sections:
-        bench_scaling(report, work, indexes, paths, args, earlier)
+        bench_scaling(report, work, indexes, paths, args, earlier,
+                      saved=lambda: save(report, work, args, started, complete=False))
     if "approximate" in args.sections:
         bench_approximate(report, work, indexes, paths, args)
-    report.add("run", seconds=round(time.perf_counter() - started), cores=os.cpu_count(),
-               cpu=cpu_description(), device=device_name(args.device), backbone=args.backbone,
-               corpus=args.corpus)
+    print(save(report, work, args, started, complete=True))
+    return 0
+
+
+def save(report: Report, work: Path, args: argparse.Namespace, started: float, *,
+         complete: bool) -> str:
+    """Write bench.md and bench.json (each whole or not at all) with the run's description last,
+    and return the markdown. The scaling section saves after each point too (``complete`` false),
+    so a 100k sitting cut short keeps the points it measured, for ``--scaling-from``."""
+    from pyserini_moe.io import atomic_path  # noqa: PLC0415
+
+    report.sections.pop("run", None)
+    report.add("run", seconds=round(time.perf_counter() - started), complete=complete,
+               cores=os.cpu_count(), cpu=cpu_description(), device=device_name(args.device),
+               backbone=args.backbone, corpus=args.corpus)
     text = report.markdown()
     with atomic_path(work / "bench.md") as tmp:
         tmp.write_text(text + "\n")
     with atomic_path(work / "bench.json") as tmp:
         tmp.write_text(json.dumps({"sections": report.sections, "targets": report.targets},
                                   indent=2) + "\n")
-    print(text)
-    return 0
+    return text

@@ -138,6 +138,38 @@ def test_child_processes_report_their_own_peak_memory(tmp_path, monkeypatch) -> 
 
 
 @pytest.mark.usefixtures("one_thread")
+def test_a_scaling_sitting_cut_short_keeps_the_points_it_measured(bert3, tiny_corpus, tmp_path,
+                                                                 monkeypatch) -> None:
+    """bench.json is written after each scaling point, marked incomplete, and an interrupted
+    100k sitting's points can join a later run through --scaling-from."""
+    import pyserini_moe.bench.scaling as scaling
+
+    timed = scaling.single_query_times
+    calls = []
+
+    def stop_at_the_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return timed(*args, **kwargs)
+
+    monkeypatch.setattr(scaling, "single_query_times", stop_at_the_second)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        main(["--backbone", str(bert3), "--corpus", str(tiny_corpus), "--topics",
+              f"{tiny_corpus}:test", "--max-length", "16", "--latency-queries", "3",
+              "--sections", "scaling", "--scaling-sizes", "all", "--output-dir", str(out)])
+    saved = json.loads((out / "bench.json").read_text())
+    assert [(row["retriever"], row["docs"]) for row in saved["sections"]["scaling"]] == [
+        ("bm25", 30)]
+    assert [row["complete"] for row in saved["sections"]["run"]] == [False]
+    assert "## scaling" in (out / "bench.md").read_text()
+    assert earlier_scaling(out / "bench.json")[1] == [
+        ("bm25", 30, {k: saved["sections"]["scaling"][0][k] for k in
+                      ("index_s", "index_mb", "build_peak_mb", "p50_ms")})]
+
+
+@pytest.mark.usefixtures("one_thread")
 def test_onnx_scaling_and_approximate_sections_share_the_corpus_dense_index(tiny_bench,
                                                                            tiny_corpus) -> None:
     """The sections that index the whole corpus: the scaling rows of indexes built earlier carry
@@ -169,3 +201,4 @@ def test_onnx_scaling_and_approximate_sections_share_the_corpus_dense_index(tiny
     assert "came through onnx-int8 encodes at >= 0.55x its PyTorch backbone" in {
         t["target"] for t in result["targets"]}
     assert all(0 <= row["recall_at_100"] <= 1 for row in sections["approximate"])
+    assert [row["complete"] for row in sections["run"]] == [True]  # one run row, the last
