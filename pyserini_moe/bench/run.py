@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
                              "together) and 100000 are opt-in (make bench-scaling, make "
                              "bench-scaling-100k): by the 5k point's rates about 30 minutes and "
                              "2.3 hours on two cores")
-    parser.add_argument("--scaling-from", type=Path, nargs="+", default=[], metavar="BENCH_JSON",
+    parser.add_argument("--scaling-from", type=Path, nargs="+", action="extend", default=[],
+                        metavar="BENCH_JSON",
                         help="bench.json files of earlier runs whose scaling rows join this "
                              "run's fit at the sizes this run does not measure (e.g. 1000 all "
                              "20000 in one sitting, then --scaling-sizes 100000 --scaling-from "
