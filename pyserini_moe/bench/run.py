@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_latency(report, work, indexes, paths, args)
     if "scaling" in args.sections:
         bench_scaling(report, work, indexes, paths, args, earlier,
-                      saved=lambda: save(report, work, args, started, complete=False))
+                      on_point=lambda: save(report, work, args, started, complete=False))
     if "approximate" in args.sections:
         bench_approximate(report, work, indexes, paths, args)
     print(save(report, work, args, started, complete=True))

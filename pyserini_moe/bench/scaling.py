@@ -26,7 +26,7 @@ Earlier = tuple[str, list[tuple[str, int, dict[str, float]]]]
 
 def bench_scaling(report: Report, work: Path, indexes: Indexes, paths: dict[str, str],
                   args: Any, earlier: dict[Path, Earlier],
-                  saved: Callable[[], object] = lambda: None) -> None:
+                  on_point: Callable[[], object] = lambda: None) -> None:
     """Index time, peak memory, size and single-query latency of each retriever against corpus
     size, a fixed plus per-document cost fitted to each and its projection to MS MARCO.
 
@@ -35,7 +35,7 @@ def bench_scaling(report: Report, work: Path, indexes: Indexes, paths: dict[str,
     section's corpus and ``all`` the onnx section's, so their indexes are reused with their
     measurements. ``earlier`` holds the runs of ``--scaling-from`` by file (:func:`earlier_scaling`):
     their rows join the fit where this run did not measure their size, so the largest points can
-    be run in a sitting of their own. ``saved`` is called after each point (the command writes its
+    be run in a sitting of their own. ``on_point`` is called after each point (the command writes its
     files then, so a long sitting cut short keeps what it measured)."""
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
 
@@ -64,7 +64,7 @@ def bench_scaling(report: Report, work: Path, indexes: Indexes, paths: dict[str,
             points[name].append((docs, row))
             report.add("scaling", retriever=name, docs=docs,
                        **{k: float(f"{v:.3g}") for k, v in row.items()})
-            saved()
+            on_point()
     other_cpus = join_earlier(report, points, earlier)
     for name, rows in points.items():
         if len({docs for docs, _ in rows}) >= 2:
