@@ -12,7 +12,7 @@ from pyserini_moe.bench import __doc__ as PACKAGE_DOC
 from pyserini_moe.bench.encoding import bench_encoding, bench_onnx, sentence_transformer, sparse_encoder
 from pyserini_moe.bench.processes import Indexes
 from pyserini_moe.bench.report import Report, cpu_description, device_name
-from pyserini_moe.bench.scaling import bench_scaling, earlier_scaling, scaling_size
+from pyserini_moe.bench.scaling import SCALED, bench_scaling, earlier_scaling, scaling_size
 from pyserini_moe.bench.search import bench_approximate, bench_latency
 from pyserini_moe.cli import HelpFormatter
 
@@ -60,6 +60,11 @@ def main(argv: list[str] | None = None) -> int:
                              "run's fit at the sizes this run does not measure (e.g. 1000 all "
                              "20000 in one sitting, then --scaling-sizes 100000 --scaling-from "
                              "its bench.json); the fit notes points from another CPU")
+    parser.add_argument("--scaling-retrievers", nargs="+", choices=SCALED, default=list(SCALED),
+                        help="the retrievers the scaling section measures (default: all); the "
+                             "--scaling-from rows of the others still join the report and fit, "
+                             "so one slow retriever's largest point can have a sitting of its "
+                             "own")
     parser.add_argument("--scaling-pool", nargs="*", default=None,
                         help="collections that follow --corpus in the scaling corpora "
                              "(default: every other local collection)")

@@ -51,7 +51,7 @@ def bench_scaling(report: Report, work: Path, indexes: Indexes, paths: dict[str,
         else:
             corpus = pooled_corpus([args.corpus, *args.scaling_pool], n, work / f"pool-{n}")
         docs = num_docs(str(corpus))
-        for name in SCALED:
+        for name in args.scaling_retrievers:
             kinds, model, extra = builds[name]
             [index], build = indexes.build(kinds, str(corpus), model and paths[model],
                                            [f"scale-{n}-{name}"], *extra)

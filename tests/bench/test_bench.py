@@ -141,7 +141,8 @@ def test_child_processes_report_their_own_peak_memory(tmp_path, monkeypatch) -> 
 def test_a_scaling_sitting_cut_short_keeps_the_points_it_measured(bert3, tiny_corpus, tmp_path,
                                                                  monkeypatch) -> None:
     """bench.json is written after each scaling point, marked incomplete, and an interrupted
-    100k sitting's points can join a later run through --scaling-from."""
+    100k sitting's points can join a later run through --scaling-from; --scaling-retrievers
+    measures only the retrievers it names."""
     import pyserini_moe.bench.scaling as scaling
 
     timed = scaling.single_query_times
@@ -158,7 +159,9 @@ def test_a_scaling_sitting_cut_short_keeps_the_points_it_measured(bert3, tiny_co
     with pytest.raises(KeyboardInterrupt):
         main(["--backbone", str(bert3), "--corpus", str(tiny_corpus), "--topics",
               f"{tiny_corpus}:test", "--max-length", "16", "--latency-queries", "3",
-              "--sections", "scaling", "--scaling-sizes", "all", "--output-dir", str(out)])
+              "--sections", "scaling", "--scaling-sizes", "all", "--scaling-retrievers", "bm25",
+              "impact", "--output-dir", str(out)])
+    assert (out / "scale-30-impact").is_dir() and not (out / "scale-30-dense").exists()
     saved = json.loads((out / "bench.json").read_text())
     assert [(row["retriever"], row["docs"]) for row in saved["sections"]["scaling"]] == [
         ("bm25", 30)]
