@@ -67,24 +67,28 @@ regress: setup
 bench: setup
 	$(BIN)/python -m pyserini_moe.bench --output-dir $(WORK)/bench
 
-# The scaling section alone with its opt-in points, one sitting each, in either order (estimates
-# from the 5k point's per-document rates on 2 idle cores, not timed yet): bench-scaling measures
-# 1k, 5k and ~20k documents (the local collections together), ~40 min; bench-scaling-100k
-# measures ~100k (word-shuffled copies past the local data), ~2.3 h. Each joins the other's
-# points to its fit when the other's bench.json is there (--scaling-from), or the files named by
-# SCALING_FROM=... (e.g. a committed docs/results/bench-scaling-*.json on a fresh machine).
-# Write $(WORK)/bench-scaling/ and $(WORK)/bench-scaling-100k/bench.{md,json}.
+# The scaling section alone with its opt-in points, one sitting each, in either order: bench-scaling
+# measures 1k, 5k and ~20k documents (the local collections together), ~40 min by the 5k point's
+# rates; bench-scaling-100k ~100k (word-shuffled copies past the local data): measured 2026-11-26
+# on 2 idle AVX2 cores, BM25 + dense + impact took 2.3 h and the compressed multi-vector index
+# needs about an hour more, so split it with RETRIEVERS=... (--scaling-retrievers). Each joins the
+# other's points to its fit when the other's bench.json is there (--scaling-from), or the files
+# named by SCALING_FROM=... (e.g. the committed docs/results/bench-scaling-*.json).
+# Write $(WORK)/bench-scaling/ and $(WORK)/bench-scaling-100k/bench.{md,json}, after every point.
 bench-scaling: setup
 	$(BIN)/python -m pyserini_moe.bench --sections scaling --scaling-sizes 1000 all 20000 \
-		$(call scaling_from,$(WORK)/bench-scaling-100k) --output-dir $(WORK)/bench-scaling
+		$(call scaling_from,$(WORK)/bench-scaling-100k) $(scaling_retrievers) \
+		--output-dir $(WORK)/bench-scaling
 
 bench-scaling-100k: setup
 	$(BIN)/python -m pyserini_moe.bench --sections scaling --scaling-sizes 100000 \
-		$(call scaling_from,$(WORK)/bench-scaling) --output-dir $(WORK)/bench-scaling-100k
+		$(call scaling_from,$(WORK)/bench-scaling) $(scaling_retrievers) \
+		--output-dir $(WORK)/bench-scaling-100k
 
 # --scaling-from SCALING_FROM, else the other sitting's bench.json in $(1) if there is one.
 scaling_from = $(call scaling_files,$(or $(SCALING_FROM),$(wildcard $(1)/bench.json)))
 scaling_files = $(if $(1),--scaling-from $(1))
+scaling_retrievers = $(if $(RETRIEVERS),--scaling-retrievers $(RETRIEVERS))
 
 # Every step of every paper-scale file, for real, on small stand-ins (a SciFact slice in the
 # files' data formats, a tiny random BERT, 2 training steps); fails naming file, condition, step.

@@ -52,8 +52,10 @@ def main(argv: list[str] | None = None) -> int:
                              "--corpus, then of --scaling-pool, then perturbed copies; all = "
                              "--corpus whole (default: 1000 all). 20000 (the local collections "
                              "together) and 100000 are opt-in (make bench-scaling, make "
-                             "bench-scaling-100k): by the 5k point's rates about 30 minutes and "
-                             "2.3 hours on two cores")
+                             "bench-scaling-100k): on two cores about 30 minutes (by the 5k "
+                             "point's rates) and, measured, 2.3 hours for BM25, dense and impact "
+                             "at 100000 plus about an hour for the compressed multi-vector index "
+                             "(split it with --scaling-retrievers)")
     parser.add_argument("--scaling-from", type=Path, nargs="+", action="extend", default=[],
                         metavar="BENCH_JSON",
                         help="bench.json files of earlier runs whose scaling rows join this "
