@@ -68,12 +68,12 @@ bench: setup
 	$(BIN)/python -m pyserini_moe.bench --output-dir $(WORK)/bench
 
 # The scaling section alone with its opt-in points, one sitting each, in either order: bench-scaling
-# measures 1k, 5k and ~20k documents (the local collections together), ~40 min by the 5k point's
-# rates; bench-scaling-100k ~100k (word-shuffled copies past the local data): measured 2026-11-26
-# on 2 idle AVX2 cores, BM25 + dense + impact took 2.3 h and the compressed multi-vector index
-# needs about an hour more, so split it with RETRIEVERS=... (--scaling-retrievers). Each joins the
-# other's points to its fit when the other's bench.json is there (--scaling-from), or the files
-# named by SCALING_FROM=... (e.g. the committed docs/results/bench-scaling-*.json).
+# measures 1k, 5k and ~20k documents (the local collections together), 58 min; bench-scaling-100k
+# ~100k (word-shuffled copies past the local data), 3.1 h (dense 40 min, impact 98, compressed
+# multi-vector 46; both measured 2026-11-26 on 2 idle AVX2 cores), so split it with RETRIEVERS=...
+# (--scaling-retrievers). Each joins the other's points to its fit when the other's bench.json is
+# there (--scaling-from), or the files named by SCALING_FROM=... (e.g. the committed
+# docs/results/bench-scaling-*.json).
 # Write $(WORK)/bench-scaling/ and $(WORK)/bench-scaling-100k/bench.{md,json}, after every point.
 bench-scaling: setup
 	$(BIN)/python -m pyserini_moe.bench --sections scaling --scaling-sizes 1000 all 20000 \
