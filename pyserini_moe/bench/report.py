@@ -31,9 +31,10 @@ class Report:
         lines = ["# pyserini-moe benchmark", ""]
         for section, rows in self.sections.items():
             lines += [f"## {section}", "", _table(rows), ""]
-        lines += ["## targets", "", _table([{**t, "met": "met" if t["met"] else
-                                             f"NOT met ({t['ratio_to_target']:.2f} of target)"}
-                                            for t in self.targets]), ""]
+        if self.targets:  # a sitting of sections without targets (e.g. scaling alone) has none
+            lines += ["## targets", "", _table([{**t, "met": "met" if t["met"] else
+                                                 f"NOT met ({t['ratio_to_target']:.2f} of target)"}
+                                                for t in self.targets]), ""]
         return "\n".join(lines)
 
 

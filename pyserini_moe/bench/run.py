@@ -52,10 +52,9 @@ def main(argv: list[str] | None = None) -> int:
                              "--corpus, then of --scaling-pool, then perturbed copies; all = "
                              "--corpus whole (default: 1000 all). 20000 (the local collections "
                              "together) and 100000 are opt-in (make bench-scaling, make "
-                             "bench-scaling-100k): on two cores about 30 minutes (by the 5k "
-                             "point's rates) and, measured, 2.3 hours for BM25, dense and impact "
-                             "at 100000 plus about an hour for the compressed multi-vector index "
-                             "(split it with --scaling-retrievers)")
+                             "bench-scaling-100k); measured on two AVX2 cores: 1000 all 20000 in "
+                             "an hour, 100000 in 3.1 hours (dense 40 min, impact 98, compressed "
+                             "multi-vector 46: split it with --scaling-retrievers)")
     parser.add_argument("--scaling-from", type=Path, nargs="+", action="extend", default=[],
                         metavar="BENCH_JSON",
                         help="bench.json files of earlier runs whose scaling rows join this "

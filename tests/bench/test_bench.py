@@ -27,6 +27,12 @@ def test_targets_say_met_or_by_how_much() -> None:
     assert "NOT met (0.50 of target)" in text and "| small enough | 1.5 | GB | <= 3.0 | met |" in text
 
 
+def test_a_report_without_targets_has_no_targets_table() -> None:
+    report = Report()
+    report.add("scaling", retriever="bm25", docs=1000)
+    assert "## scaling" in report.markdown() and "## targets" not in report.markdown()
+
+
 def test_cpu_description_names_the_model_and_the_instruction_sets_that_matter(tmp_path) -> None:
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\nmodel name\t: Some CPU 9000\n"
