@@ -59,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "learning-rate schedule is sized for the shorter run)")
     parser.add_argument("--epochs", type=_positive_int, metavar="N",
                         help="overrides training.epochs")
+    parser.add_argument("--seed", type=int, metavar="N",
+                        help="the training seed (overrides training.seed): initialisation of new "
+                             "modules, batch order, negatives drawn and dropout; the held-out "
+                             "queries stay those of data.seed, so every seed validates alike")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"),
                         help="overrides training.device (auto: CUDA when present)")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
@@ -86,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
 
     config = load_config(args.config).with_overrides(
         output_dir=args.output_dir, max_steps=args.max_steps, epochs=args.epochs,
-        device=args.device).with_settings(args.set)
+        device=args.device, seed=args.seed).with_settings(args.set)
     refuse_input_as_output([str(config.output_dir)],
                            [config.model.backbone, config.data.collection,
                             str(config.data.negatives.run or ""),

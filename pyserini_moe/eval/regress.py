@@ -29,6 +29,25 @@ A regression file (``regressions/<name>.yaml``)::
         metrics: {top20: 0.836, top100: 0.886}
         source: "TASER table A2"
 
+A condition that trains may name several training seeds; its steps, run and paths are then
+run once per seed with ``{seed}`` filled in, and its expected values are means over the seeds
+with the per-seed values beside them::
+
+      - name: taser-detr.scifact.test
+        seeds: [42, 43, 44]
+        steps:
+          - "{python} -m pyserini_moe.train --config ... --seed {seed} --output-dir {work}/detr-s{seed}"
+          - ...
+        run: "{work}/detr-s{seed}.test.trec"
+        qrels: scifact:test
+        metrics:
+          ndcg@10: {expected: 0.7201, sd: 0.0100, seeds: [0.7101, 0.7201, 0.7301],
+                    tolerance: spread}
+
+The runner checks the mean over the seeds it measures against ``expected``; ``tolerance: spread``
+derives the tolerance from the recorded per-seed values (``pyserini_moe.eval.seeds.TOLERANCE_RULE``).
+``expected`` and ``sd`` must be the mean and standard deviation of ``seeds`` (to 4 decimals).
+
 A metric whose expected value is ``null`` has not been measured yet: the runner reports what it
 measures with status ``UNSET`` (neither pass nor fail), so a new condition can be run once and its
 values copied into the file.
@@ -38,8 +57,8 @@ A condition has either ``qrels`` (metrics ndcg@k, recall@k, mrr@k, map, ...) or 
 matched as DPR and Pyserini's ``evaluate_dpr_retrieval`` match them).
 
 Placeholders in steps and paths: ``{python}`` (this interpreter), ``{work}`` (the work folder of
-this file), ``{data}`` (the shared data folder), ``{root}`` (the repository root); environment
-variables (``$BEIR_DIR``) are expanded too.
+this file), ``{data}`` (the shared data folder), ``{root}`` (the repository root), ``{seed}`` (in
+a condition with ``seeds``); environment variables (``$BEIR_DIR``) are expanded too.
 """
 
 from __future__ import annotations
@@ -56,6 +75,7 @@ from pathlib import Path
 from typing import Any
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.eval.seeds import TOLERANCE_RULE, SeedSummary, tolerance_from_spread
 from pyserini_moe.io import atomic_path, read_yaml
 from pyserini_moe.paths import shared_data_root
 from pyserini_moe.validate import ConfigError, convert
@@ -75,8 +95,9 @@ class RegressionSpecError(ConfigError):
 @dataclasses.dataclass
 class MetricCheck:
     metric: str
-    expected: float | None  # None: not measured yet (status UNSET)
+    expected: float | None  # None: not measured yet (status UNSET); a multi-seed row's mean
     tolerance: float
+    seeds: tuple[float, ...] = ()  # a multi-seed row's recorded per-seed values
 
 
 @dataclasses.dataclass
@@ -90,12 +111,17 @@ class Condition:
     answers: str | None = None  # DPR-style answer accuracy instead of qrels
     passages: str | None = None
     regex: bool = False
+    seeds: tuple[int, ...] = ()  # training seeds: steps and run once per seed ({seed})
 
-    def evaluate(self, work: Path) -> dict[str, float]:
-        """The metrics of this condition's run, from its qrels or from its answers."""
+    def runs_per_seed(self) -> list[int | None]:
+        """The seeds to run (``[None]``: a condition without seeds runs once)."""
+        return list(self.seeds) or [None]
+
+    def evaluate(self, work: Path, seed: int | None = None) -> dict[str, float]:
+        """The metrics of this condition's run (of ``seed``), from its qrels or its answers."""
         from pyserini_moe.runs import read_trec_run  # noqa: PLC0415
 
-        run = read_trec_run(expand(self.run, work))
+        run = read_trec_run(expand(self.run, work, seed))
         if self.answers is None:
             from pyserini_moe.data.topics import load_qrels  # noqa: PLC0415
             from pyserini_moe.eval.metrics import evaluate  # noqa: PLC0415
@@ -133,6 +159,11 @@ class Outcome:
     tolerance: float | None
     status: str  # OK, FAIL, SKIP, ERROR
     note: str = ""
+    seeds: dict[int, float] = dataclasses.field(default_factory=dict)  # per seed, when seeded
+
+    @property
+    def sd(self) -> float | None:
+        return SeedSummary(tuple(self.seeds.values())).sd if len(self.seeds) > 1 else None
 
 
 def _require(mapping: dict, key: str, where: str, kind: type | tuple[type, ...]) -> Any:
@@ -201,6 +232,65 @@ def _check_metric(metric: str, by_answers: bool, where: str) -> None:
         raise RegressionSpecError(f"{where}: {e}") from None
 
 
+def _seeds(raw: Any, where: str) -> tuple[int, ...]:
+    if raw is None:
+        return ()
+    if (not isinstance(raw, list) or not raw or len(set(raw)) != len(raw)
+            or not all(isinstance(s, int) and not isinstance(s, bool) for s in raw)):
+        raise RegressionSpecError(f"{where}: 'seeds' must be a list of distinct integers")
+    return tuple(raw)
+
+
+def _metric_check(metric: str, spec: Any, default_tol: float | str, n_seeds: int,
+                  where: str) -> MetricCheck:
+    """One metric's expectation: a number, or a mapping (expected, tolerance; with seeds: sd,
+    seeds, and ``tolerance: spread``), checked for consistency with the condition's seeds."""
+    if not isinstance(spec, dict):
+        if n_seeds > 1 and spec is not None:
+            raise RegressionSpecError(f"{where}: a condition with seeds records each seed's value: "
+                                      "{expected: MEAN, sd: SD, seeds: [...], tolerance: ...}")
+        spec = {"expected": spec}
+    expected = _expected(spec.get("expected"), f"{where}.expected")
+    values = tuple(_number(v, f"{where}.seeds") for v in spec.get("seeds") or ())
+    if values and len(values) != n_seeds:
+        raise RegressionSpecError(f"{where}.seeds: {len(values)} value(s) for the condition's "
+                                  f"{n_seeds} seed(s)")
+    if n_seeds > 1 and expected is not None and not values:
+        raise RegressionSpecError(f"{where}: a condition with seeds records each seed's value "
+                                  "('seeds': [...])")
+    if values:
+        summary = SeedSummary(values)
+        if expected is None or round(abs(summary.mean - expected), 6) > DEFAULT_TOLERANCE:
+            raise RegressionSpecError(f"{where}.expected: {expected} is not the mean of its seeds "
+                                      f"({summary.mean:.4f})")
+        sd = _expected(spec.get("sd"), f"{where}.sd")
+        if sd is None or round(abs(summary.sd - sd), 6) > DEFAULT_TOLERANCE:
+            raise RegressionSpecError(f"{where}.sd: {sd} is not the standard deviation of its "
+                                      f"seeds ({summary.sd:.4f})")
+    tolerance = spec.get("tolerance", default_tol)
+    if tolerance == "spread":
+        if len(values) < 2:
+            raise RegressionSpecError(f"{where}: 'tolerance: spread' needs the values of at least "
+                                      "2 seeds")
+        tol = tolerance_from_spread(SeedSummary(values).sd, len(values))
+    else:
+        tol = _number(tolerance, f"{where}.tolerance")
+    if tol < 0:
+        raise RegressionSpecError(f"{where}: tolerance must be >= 0")
+    return MetricCheck(metric, expected, tol, values)
+
+
+def _check_seed_placeholder(raw: dict, seeded: bool, where: str) -> None:
+    """A multi-seed condition keeps each seed's outputs apart; ``{seed}`` means nothing without."""
+    texts = [*(raw.get("steps") or []), raw.get("run", "")]
+    uses = any("{seed}" in t for t in texts)
+    if seeded and "{seed}" not in raw.get("run", ""):
+        raise RegressionSpecError(f"{where}: a condition with 'seeds' needs '{{seed}}' in its run "
+                                  "path (one run per seed)")
+    if uses and not seeded:
+        raise RegressionSpecError(f"{where}: '{{seed}}' is used but the condition names no 'seeds'")
+
+
 def load_regression(path: str | os.PathLike) -> Regression:
     """Parse and validate a regression file (every error names the file and the field)."""
     path = Path(path)
@@ -228,27 +318,23 @@ def load_regression(path: str | os.PathLike) -> Regression:
         if cname in seen:
             raise RegressionSpecError(f"{where}: duplicate condition name")
         seen.add(cname)
-        default_tol = _number(raw.get("tolerance", doc.get("tolerance", DEFAULT_TOLERANCE)),
-                              f"{where}: tolerance")
+        default_tol = raw.get("tolerance", doc.get("tolerance", DEFAULT_TOLERANCE))
+        if default_tol != "spread":  # 'spread': each metric's from its own seeds
+            default_tol = _number(default_tol, f"{where}: tolerance")
         qrels, answers, passages, regex = _judgments(raw, where)
+        seeds = _seeds(raw.get("seeds"), where)
         checks = []
         for metric, spec in _require(raw, "metrics", where, dict).items():
             _check_metric(metric, answers is not None, where)
-            if isinstance(spec, dict):
-                expected = _expected(spec.get("expected"), f"{where}: {metric}.expected")
-                tol = _number(spec.get("tolerance", default_tol), f"{where}: {metric}.tolerance")
-            else:
-                expected, tol = _expected(spec, f"{where}: {metric}"), default_tol
-            if tol < 0:
-                raise RegressionSpecError(f"{where}: {metric}: tolerance must be >= 0")
-            checks.append(MetricCheck(metric, expected, tol))
+            checks.append(_metric_check(metric, spec, default_tol, len(seeds), f"{where}: {metric}"))
         if not checks:
             raise RegressionSpecError(f"{where}: 'metrics' is empty")
+        _check_seed_placeholder(raw, bool(seeds), where)
         conditions.append(Condition(
             name=cname, steps=_steps(raw.get("steps"), where),
             run=_require(raw, "run", where, str), qrels=qrels, checks=checks,
             source=_require(raw, "source", where, str), answers=answers, passages=passages,
-            regex=regex))
+            regex=regex, seeds=seeds))
     return Regression(path=path, name=name, description=str(doc.get("description", "")),
                       scale=scale, requires=requires, steps=_steps(doc.get("steps"), str(path)),
                       conditions=conditions)
@@ -276,15 +362,17 @@ def missing_requirements(reg: Regression) -> list[str]:
     return missing
 
 
-def expand(text: str, work: Path) -> str:
+def expand(text: str, work: Path, seed: int | None = None) -> str:
     """Fill the placeholders, then environment variables (``$BEIR_DIR``) as a shell would."""
     data = shared_data_root()
-    return os.path.expandvars(text).format(python=shlex.quote(sys.executable), work=work, root=REPO_ROOT,
-                       data=data if data is not None else "<no shared data>")
+    seeded = {} if seed is None else {"seed": seed}
+    return os.path.expandvars(text).format(python=shlex.quote(sys.executable), work=work,
+                                           root=REPO_ROOT, **seeded,
+                                           data=data if data is not None else "<no shared data>")
 
 
-def run_step(command: str, work: Path, dry_run: bool) -> None:
-    cmd = expand(command, work)
+def run_step(command: str, work: Path, dry_run: bool, seed: int | None = None) -> None:
+    cmd = expand(command, work, seed)
     print(f"$ {cmd}", flush=True)
     if dry_run:
         return
@@ -294,6 +382,7 @@ def run_step(command: str, work: Path, dry_run: bool) -> None:
 
 
 def check(measured: float, c: MetricCheck) -> str:
+    """OK / FAIL of a measured value (a multi-seed row's mean) against its expectation."""
     if c.expected is None:
         return "UNSET"
     # Rounding drops float noise, so a delta exactly at the tolerance passes.
@@ -314,8 +403,12 @@ def run_regression(reg: Regression, work: Path, dry_run: bool = False,
         rows = [Outcome(c.name, k.metric, k.expected, None, k.tolerance, "SKIP", reason)
                 for c in conditions for k in c.checks]
         if dry_run:
-            for step in reg.steps + [s for c in conditions for s in c.steps]:
+            for step in reg.steps:
                 print(f"$ {expand(step, work)}")
+            for c in conditions:
+                for seed in c.runs_per_seed():
+                    for step in c.steps:
+                        print(f"$ {expand(step, work, seed)}")
         return rows, {}
     work.mkdir(parents=True, exist_ok=True)
     rows: list[Outcome] = []
@@ -331,20 +424,32 @@ def run_regression(reg: Regression, work: Path, dry_run: bool = False,
     for c in conditions:
         t0 = time.perf_counter()
         try:
-            for step in [] if evaluate_only else c.steps:
-                run_step(step, work, dry_run)
+            per_seed = {}
+            for seed in c.runs_per_seed():
+                for step in [] if evaluate_only else c.steps:
+                    run_step(step, work, dry_run, seed)
+                if not dry_run:
+                    per_seed[seed] = c.evaluate(work, seed)
             if dry_run:
                 continue
-            measured = c.evaluate(work)
         except (RuntimeError, ValueError, OSError) as e:
             rows += [Outcome(c.name, k.metric, k.expected, None, k.tolerance, "ERROR", str(e))
                      for k in c.checks]
             continue
         finally:
             times[c.name] = time.perf_counter() - t0 + (shared if c is conditions[0] else 0.0)
-        rows += [Outcome(c.name, k.metric, k.expected, measured[k.metric], k.tolerance,
-                         check(measured[k.metric], k), c.source) for k in c.checks]
+        rows += [_outcome(c, k, per_seed) for k in c.checks]
     return rows, times
+
+
+def _outcome(c: Condition, k: MetricCheck,
+             per_seed: dict[int | None, dict[str, float]]) -> Outcome:
+    """A table row: the value, or a seeded condition's mean with its per-seed values."""
+    values = {seed: measured[k.metric] for seed, measured in per_seed.items()}
+    mean = SeedSummary(tuple(values.values())).mean
+    seeds = {} if c.seeds == () else values
+    return Outcome(c.name, k.metric, k.expected, mean, k.tolerance, check(mean, k), c.source,
+                   seeds)
 
 
 def format_table(rows: list[Outcome], times: dict[str, float]) -> str:
@@ -362,7 +467,12 @@ def format_table(rows: list[Outcome], times: dict[str, float]) -> str:
                f"{delta:>8} {num(r.tolerance) if r.tolerance is not None else '-':>6} {t:>7}  {r.status}"
         if r.status in ("SKIP", "ERROR"):
             line += f"  ({r.note})"
+        elif r.seeds:
+            line += (f"  (mean of {len(r.seeds)} seeds, sd {r.sd or 0:.4f}: "
+                     + ", ".join(f"{s}: {v:.4f}" for s, v in r.seeds.items()) + ")")
         lines.append(line)
+    if any(r.seeds for r in rows):
+        lines.append(f"tolerance 'spread' of a multi-seed row: {TOLERANCE_RULE}")
     return "\n".join(lines)
 
 

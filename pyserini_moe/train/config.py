@@ -16,7 +16,7 @@ Schema (defaults in brackets; see ``encoders/*.yaml`` for commented examples)::
       collection: scifact                    # required: name or BEIR folder
       split: train                           # [train] qrels split the examples come from
       validation_fraction: 0.05              # [0.05] held-out QUERIES for validation loss
-      seed: 42                               # [42] validation split and negative sampling
+      seed: 42                               # [42] which queries are held out
       num_negatives: 1                       # [1] hard negatives per query per step
       positives: all                         # [all] all: an example per (query, positive) pair;
                                              # first: the query's first positive (DPR's gold);
@@ -46,8 +46,11 @@ Schema (defaults in brackets; see ``encoders/*.yaml`` for commented examples)::
       flops_weight: {query: 0.0, passage: 0.0}  # [0] FLOPS on sparse outputs (or one number)
       flops_warmup_ratio: 0.0                # [0] quadratic ramp of the FLOPS weight (SPLADE)
       max_grad_norm: 1.0                     # [1.0] null = no clipping
-      seed: 42                               # [42] python / numpy / torch
+      seed: 42                               # [42] the run's seed: initialisation of new
+                                             #   modules, data order, negatives, dropout
       eval_every: null                       # [once per epoch] optimizer steps
+      keep_snapshots: false                  # [false] also save the model of every validation
+                                             #   to snapshots/step-N/ (checkpoint studies)
       device: auto                           # [auto] auto | cpu | cuda | cuda:N
 """
 
@@ -174,6 +177,7 @@ class TrainingConfig:
     max_grad_norm: float | None = field(default=1.0, metadata=check(positive))
     seed: int = 42
     eval_every: int | None = field(default=None, metadata=check(positive))
+    keep_snapshots: bool = False
     device: str = field(default="auto", metadata=check(_device))
 
 
@@ -194,7 +198,8 @@ class TrainConfig:
         return out
 
     def with_overrides(self, **overrides: Any) -> TrainConfig:
-        """Copy with command-line overrides (``output_dir``, ``epochs``, ``max_steps``, ``device``),
+        """Copy with command-line overrides (``output_dir``, ``epochs``, ``max_steps``, ``device``,
+        ``seed``),
         validated like the file."""
         raw = self.to_dict()
         for key, value in overrides.items():

@@ -60,9 +60,11 @@ class TrainingData:
     validation_pairs: list[tuple[str, str]]
     candidates: dict[str, list[str]]  # qid -> ranked hard-negative candidates (no positives)
     num_negatives: int
-    seed: int
+    seed: int  # the training seed: batch order and negatives of every epoch
     num_random_filled: int = 0  # queries whose candidates were topped up with random passages
     sample_positives: bool = False  # one pair per query per epoch, drawn by the epoch's seed
+    split_seed: int | None = None  # the held-out split's seed (default ``seed``): it also fixes
+    # the validation batches, so every training seed of a recipe validates on the same batches
 
     def __post_init__(self) -> None:
         self._doc_ids = sorted(self.passages)
@@ -88,11 +90,16 @@ class TrainingData:
         by_query: dict[str, list[str]] = {}
         for qid, doc in pairs:
             by_query.setdefault(qid, []).append(doc)
-        rng = random.Random(f"{self.seed}/{epoch}/positives")
+        rng = random.Random(f"{self._seed(epoch)}/{epoch}/positives")
         return [(qid, rng.choice(docs)) for qid, docs in by_query.items()]
 
+    def _seed(self, epoch: int) -> int:
+        if epoch == VALIDATION_EPOCH and self.split_seed is not None:
+            return self.split_seed
+        return self.seed
+
     def _rng(self, epoch: int) -> random.Random:
-        return random.Random(f"{self.seed}/{epoch}")
+        return random.Random(f"{self._seed(epoch)}/{epoch}")
 
     def _batches(self, pairs: list[tuple[str, str]], epoch: int,
                  batch_size: int) -> list[list[Example]]:
@@ -164,8 +171,12 @@ def split_queries(qids: list[str], fraction: float, seed: int) -> tuple[list[str
 
 
 def load_training_data(config: DataConfig, workdir: Path, reuse_mined: bool = False,
-                       progress: bool = True) -> TrainingData:
+                       progress: bool = True, sampling_seed: int | None = None) -> TrainingData:
     """Read the split, hold out validation queries, get hard-negative candidates.
+
+    ``config.seed`` chooses the held-out queries; ``sampling_seed`` (the training seed; default
+    ``config.seed``) the batch order and the negatives drawn, so the training seeds of one recipe
+    share one validation split and differ in everything a training run samples.
 
     The candidate run is written to ``workdir/negatives.trec`` (provenance, and reused when
     ``reuse_mined``, e.g. on resume, so a resumed run sees the same negatives).
@@ -199,8 +210,9 @@ def load_training_data(config: DataConfig, workdir: Path, reuse_mined: bool = Fa
         log.warning("%d of %d queries have fewer than %d hard negatives; random passages fill in",
                     filled, len(positives), config.num_negatives)
     return TrainingData(queries, passages, positives, pairs(train_qids), pairs(validation_qids),
-                        candidates, config.num_negatives, config.seed, filled,
-                        sample_positives=config.positives == "sample")
+                        candidates, config.num_negatives,
+                        config.seed if sampling_seed is None else sampling_seed, filled,
+                        sample_positives=config.positives == "sample", split_seed=config.seed)
 
 
 def _candidates(run: Run, positives: dict[str, frozenset[str]], passages: dict[str, str],

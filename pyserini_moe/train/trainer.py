@@ -13,7 +13,8 @@ contract of :class:`~pyserini_moe.modeling.base.RetrievalModel`, with plain defa
 Outputs in ``output_dir``: ``recipe.yaml``, ``dev_topics.tsv`` + ``dev_qrels.txt`` (the held-out
 queries), ``train_log.jsonl`` (one JSON line per optimizer step:
 step, epoch, loss and its parts, lr, elapsed, val_loss when validated), ``best/`` (the lowest
-validation loss; the final model when nothing is held out), ``last/``, ``checkpoint/`` (written at
+validation loss; the final model when nothing is held out), ``last/``, ``snapshots/step-N/`` (the
+model at every validation, with ``training.keep_snapshots``), ``checkpoint/`` (written at
 every validation: model, optimizer, scheduler, step, RNG states; ``resume=True`` continues from
 it exactly) and ``train_summary.json`` (recipe + final metrics).
 """
@@ -64,10 +65,11 @@ DEV_TOPICS_FILE = "dev_topics.tsv"  # held-out validation queries, for tuning on
 DEV_QRELS_FILE = "dev_qrels.txt"
 RECIPE_FILE = "recipe.yaml"
 CHECKPOINT_DIR = "checkpoint"
+SNAPSHOTS_DIR = "snapshots"  # snapshots/step-N/: the model at every validation (keep_snapshots)
 STATE_FILE = "state.pt"
 PROGRESS_FILE = "progress.json"
 # Recipe fields that may change when resuming: they extend or relocate the run, not redefine it.
-RESUMABLE_CHANGES = {"epochs", "max_steps", "device", "eval_every"}
+RESUMABLE_CHANGES = {"epochs", "max_steps", "device", "eval_every", "keep_snapshots"}
 
 
 def build_model(config: ModelConfig, device: str | torch.device) -> RetrievalModel:
@@ -196,7 +198,8 @@ class Trainer:
 
     def _data(self) -> TrainingData:
         if self.data is None:
-            self.data = load_training_data(self.config.data, self.out, progress=self.progress)
+            self.data = load_training_data(self.config.data, self.out, progress=self.progress,
+                                           sampling_seed=self.cfg.seed)
         return self.data
 
     # -- the loop --------------------------------------------------------------------------
@@ -247,12 +250,14 @@ class Trainer:
                                   "output directory")
         if overwrite and not resume and self.is_main:
             shutil.rmtree(checkpoint, ignore_errors=True)  # never resume the replaced run
+            shutil.rmtree(self.out / SNAPSHOTS_DIR, ignore_errors=True)  # nor keep its models
         self.out.mkdir(parents=True, exist_ok=True)
         if self.data is None:
             if not self.is_main:  # the main rank mines first (and fills the shared caches)
                 barrier(self.ranks)
             self.data = load_training_data(self.config.data, self.out, reuse_mined=resume,
-                                           progress=self.progress and self.is_main)
+                                           progress=self.progress and self.is_main,
+                                           sampling_seed=self.cfg.seed)
             if self.is_main:
                 barrier(self.ranks)
         if not self.data.train_pairs:
@@ -330,7 +335,10 @@ class Trainer:
                          else lambda: sum_gradients(self.model))
 
     def _validate(self, state: dict[str, Any]) -> float | None:
-        """Validation loss now; saves ``best/`` when it is the lowest so far."""
+        """Validation loss now; saves ``best/`` when it is the lowest so far (and this step's
+        snapshot with ``keep_snapshots``: what a study of checkpoint selection evaluates later)."""
+        if self.cfg.keep_snapshots:
+            self.model.save(self.out / SNAPSHOTS_DIR / f"step-{state['step']}")
         val_loss = self.evaluate()
         state["val_loss"] = val_loss
         if val_loss is not None and (state["best_val_loss"] is None

@@ -232,3 +232,78 @@ def test_topk_metric_with_qrels_is_rejected(files):
         condition(files, 0.75, regex=True)]})
     with pytest.raises(RegressionSpecError, match="'regex' goes with 'answers'"):
         load_regression(path)
+
+
+def seeded(files: Path, metrics: dict, seeds: list[int], **extra) -> dict:
+    """A condition whose steps write one run per seed: seed 1 finds q2's doc at rank 2, seed 2
+    at rank 1 (MRR@10 0.75 and 1.0)."""
+    ranks = {1: RUN, 2: RUN.replace("q2 Q0 d1 1 3.0", "q2 Q0 d1 1 1.0")}
+    write = ("{python} -c \"import sys, shutil; shutil.copy(sys.argv[1] + '/run-s{seed}.trec', "
+             "'{work}/made-s{seed}.trec')\" " + str(files))
+    for seed, text in ranks.items():
+        (files / f"run-s{seed}.trec").write_text(text)
+    return {"name": "seeded", "seeds": seeds, "steps": [write], "run": "{work}/made-s{seed}.trec",
+            "qrels": str(files / "qrels.txt"), "metrics": metrics, "source": "hand-computed",
+            **extra}
+
+
+def test_a_multi_seed_condition_runs_every_seed_and_checks_the_mean(files, capsys):
+    spec = {"mrr@10": {"expected": 0.875, "sd": 0.1768, "seeds": [0.75, 1.0],
+                       "tolerance": "spread"}}
+    reg = load_regression(write_yaml(files, {"name": "r", "conditions": [
+        seeded(files, spec, [1, 2])]}))
+    check = reg.conditions[0].checks[0]
+    # 2 seeds: 1.96 * 0.1768 * sqrt(2 / 2) = 0.3465
+    assert check.seeds == (0.75, 1.0) and check.tolerance == pytest.approx(0.3465)
+    rows, _ = run_regression(reg, files / "work")
+    assert statuses(rows) == ["OK"]
+    assert rows[0].measured == pytest.approx(0.875)
+    assert rows[0].seeds == {1: pytest.approx(0.75), 2: pytest.approx(1.0)}
+    assert rows[0].sd == pytest.approx(0.1768, abs=1e-4)
+    assert (files / "work" / "made-s1.trec").is_file() and (files / "work" / "made-s2.trec").is_file()
+    from pyserini_moe.eval.regress import format_table
+
+    table = format_table(rows, {})
+    assert "mean of 2 seeds, sd 0.1768: 1: 0.7500, 2: 1.0000" in table
+    assert "tolerance 'spread'" in table
+    # the mean against the file: one seed alone (0.75) would fail a tighter file
+    reg = load_regression(write_yaml(files, {"name": "r", "conditions": [seeded(files, {
+        "mrr@10": {"expected": 0.95, "sd": 0.0707, "seeds": [0.9, 1.0], "tolerance": 0.01}},
+        [1, 2])]}, name="tight.yaml"))
+    assert statuses(run_regression(reg, files / "work")[0]) == ["FAIL"]
+
+
+def test_dry_run_prints_each_seed_s_steps(files, capsys):
+    reg = load_regression(write_yaml(files, {"name": "r", "conditions": [
+        seeded(files, {"mrr@10": None}, [7, 8])]}))
+    run_regression(reg, files / "work", dry_run=True)
+    out = capsys.readouterr().out
+    assert "made-s7.trec" in out and "made-s8.trec" in out and "{seed}" not in out
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"seeds": [1, 1]}, "distinct integers"),
+    ({"seeds": []}, "distinct integers"),
+    ({"run": "{work}/made.trec"}, "needs '{seed}' in its run"),
+    ({"metrics": {"mrr@10": 0.8}}, "records each seed's value"),
+    ({"metrics": {"mrr@10": {"expected": 0.8, "sd": 0.1768, "seeds": [0.75, 1.0]}}},
+     "is not the mean of its seeds"),
+    ({"metrics": {"mrr@10": {"expected": 0.875, "sd": 0.1, "seeds": [0.75, 1.0]}}},
+     "is not the standard deviation"),
+    ({"metrics": {"mrr@10": {"expected": 0.875, "sd": 0.1768, "seeds": [0.75, 1.0, 1.0]}}},
+     "3 value"),
+])
+def test_multi_seed_rows_are_checked_for_consistency(files, change, message):
+    spec = {"mrr@10": {"expected": 0.875, "sd": 0.1768, "seeds": [0.75, 1.0]}}
+    doc = {"name": "r", "conditions": [{**seeded(files, spec, [1, 2]), **change}]}
+    with pytest.raises(RegressionSpecError, match=message.replace("{", "\\{").replace("}", "\\}")):
+        load_regression(write_yaml(files, doc))
+
+
+def test_seed_placeholder_without_seeds_is_refused(files):
+    doc = {"name": "r", "conditions": [condition(files, 0.75, run="{work}/x-s{seed}.trec")]}
+    with pytest.raises(RegressionSpecError, match="names no 'seeds'"):
+        load_regression(write_yaml(files, doc))
+    doc = {"name": "r", "conditions": [condition(files, None, tolerance="spread")]}
+    with pytest.raises(RegressionSpecError, match="needs the values of at least 2 seeds"):
+        load_regression(write_yaml(files, doc))

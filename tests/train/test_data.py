@@ -277,3 +277,18 @@ def test_model_negatives_are_what_the_model_retrieves(collection, tiny_bert, tmp
     assert list(mined["q4"]) == list(expected["q4"]) and len(mined["q4"]) == 4
     for qid, candidates in data.candidates.items():
         assert not set(candidates) & data.positives[qid]
+
+
+def test_a_training_seed_resamples_batches_but_keeps_the_split_and_validation(collection,
+                                                                             tmp_path):
+    run = every_doc_ranked(tmp_path / "run.trec")
+    cfg = config(collection, validation_fraction=0.2, negatives={"source": "run", "run": str(run)})
+    by_seed = {seed: load_training_data(cfg, tmp_path / str(seed), sampling_seed=seed)
+               for seed in (cfg.seed, 7, 8)}
+    base = by_seed[cfg.seed]
+    assert load_training_data(cfg, tmp_path / "default").epoch_batches(0, 3) == \
+        base.epoch_batches(0, 3)  # the data seed is the default training seed
+    for data in by_seed.values():
+        assert data.validation_pairs == base.validation_pairs
+        assert data.validation_batches(3) == base.validation_batches(3)
+    assert by_seed[7].epoch_batches(0, 3) != by_seed[8].epoch_batches(0, 3)

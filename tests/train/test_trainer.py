@@ -289,3 +289,26 @@ def test_held_out_queries_are_written_as_a_dev_split(toy, tiny_bert, tmp_path):
                                      "--max-steps", "1", "--device", "cpu", "--quiet"]) == 0
     topics, qrels = load_topics(str(out / "dev_topics.tsv")), load_qrels(str(out / "dev_qrels.txt"))
     assert topics and set(topics) == set(qrels)
+
+
+def test_keep_snapshots_saves_the_model_of_every_validation(toy, tiny_bert, tmp_path):
+    out = tmp_path / "run"
+    make(toy, out, tiny_bert, epochs=2, eval_every=2, keep_snapshots=True).train()
+    steps = [e["step"] for e in read_log(out) if "val_loss" in e]
+    assert sorted(p.name for p in (out / "snapshots").iterdir()) == \
+        sorted(f"step-{s}" for s in steps)
+    last = load_model(out / "last", device="cpu").state_dict()
+    final = load_model(out / "snapshots" / f"step-{steps[-1]}", device="cpu").state_dict()
+    assert all(torch.equal(last[k], final[k]) for k in last)
+    make(toy, out, tiny_bert, epochs=1).train(overwrite=True)  # a new run drops the old ones
+    assert not (out / "snapshots").exists()
+
+
+def test_cli_seed_overrides_the_training_seed(toy, tiny_bert, tmp_path):
+    raw = recipe(toy, tmp_path / "run", epochs=1)
+    raw["model"]["backbone"] = str(tiny_bert)
+    path = tmp_path / "recipe.yaml"
+    path.write_text(json.dumps(raw))
+    assert run_main(train_cli.main, ["--config", str(path), "--seed", "5", "--quiet"]) == 0
+    saved = json.loads((tmp_path / "run" / "train_summary.json").read_text())
+    assert saved["recipe"]["training"]["seed"] == 5 and saved["recipe"]["data"]["seed"] == 3

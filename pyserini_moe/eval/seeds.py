@@ -1,0 +1,151 @@
+"""Results over training seeds: summaries, regression tolerances, and a test that sees both query
+and seed variance.
+
+A trained condition is a distribution, not a number: re-training with another seed (another
+initialisation of new modules, batch order, negatives and dropout) moves SciFact nDCG@10 by a few
+hundredths, as much as the effects the papers' claims rest on. A per-query paired t-test between
+two single runs sees only query variance, so it calls a difference significant that another seed
+would reverse. :func:`compare_seeded` compares two conditions, each given as a (seeds x queries)
+matrix of per-query scores, under the two-way model
+
+    score[c, s, q] = mu_c + a_q + (ca)_cq + b_cs + e_csq
+
+(query difficulty ``a_q`` shared by both conditions and cancelling in the difference; a
+condition-by-query interaction ``(ca)_cq``, the query variance a paired t-test sees; a seed effect
+``b_cs`` shared by every query of one training run; residual noise ``e_csq``). The difference of
+the conditions' grand means then has variance
+
+    Var(d) = Var((ca)_A - (ca)_B + mean_s e) / Q  +  sigma_b,A^2 / n_A  +  sigma_b,B^2 / n_B
+
+estimated by the method of moments: the first term as the paired t-test's squared standard error
+on seed-averaged per-query scores; each seed component from the spread of that condition's
+seed means, less the share of residual noise that spread carries (``Var(e) / Q``, from the
+seeds x queries residuals), floored at 0. The t statistic uses Welch-Satterthwaite degrees of
+freedom over the three components. A condition with one seed contributes no seed variance: right
+for what does not train (BM25, a zero-shot model: the same run every time), an understatement
+for one training run, which :meth:`SeedComparison.seeds_estimated` flags. The tests
+(tests/eval/test_seeds.py) check on simulated data that the false-positive rate stays near the
+nominal level where a paired t-test's is several times it, and that a large effect is found.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+# How a multi-seed regression row's tolerance is set (tolerance_from_spread); the files quote it.
+TOLERANCE_RULE = ("max(sd, 1.96 * sd * sqrt(2 / n)), rounded up to 4 decimals: the 95% bound on "
+                  "the difference of two n-seed means whose seeds spread by sd, never tighter "
+                  "than one seed's spread")
+
+
+@dataclass(frozen=True)
+class SeedSummary:
+    """One metric of one condition over its seeds."""
+
+    values: tuple[float, ...]  # per seed, in the seeds' order
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.values))
+
+    @property
+    def sd(self) -> float:
+        """Sample standard deviation over seeds (0 for one seed)."""
+        return float(np.std(self.values, ddof=1)) if self.n > 1 else 0.0
+
+
+def tolerance_from_spread(sd: float, n: int) -> float:
+    """The regression tolerance of an ``n``-seed mean whose seeds spread by ``sd``.
+
+    A re-run's n-seed mean differs from the file's by at most 1.96 * sd * sqrt(2 / n) 19 times in
+    20 (two independent means); below 8 seeds that exceeds sd, from 8 seeds on the rule keeps sd
+    itself, so a row is never tighter than its measured spread. Rounded up to the fourth decimal,
+    the precision the files write. ``n`` < 2 has no spread: ValueError.
+    """
+    if n < 2:
+        raise ValueError("a tolerance from the spread needs at least 2 seeds")
+    bound = max(sd, 1.96 * sd * math.sqrt(2.0 / n))
+    return max(1e-4, math.ceil(round(bound * 1e4, 6)) / 1e4)
+
+
+@dataclass(frozen=True)
+class SeedComparison:
+    """Condition A against condition B over queries and seeds."""
+
+    effect: float  # mean(A) - mean(B)
+    ci_low: float  # 95% interval of the effect (or 1 - alpha)
+    ci_high: float
+    p_value: float  # two-sided
+    df: float
+    se_query: float  # the parts of the standard error: query (paired) ...
+    se_seed: float  # ... and seed (both conditions' seed components)
+    n_a: int
+    n_b: int
+    queries: int
+
+    def seeds_estimated(self, trained: tuple[bool, bool] = (True, True)) -> bool:
+        """Whether every trained side had seeds enough (>= 2) to estimate its seed variance (an
+        untrained side, BM25 or a zero-shot model, has none to estimate)."""
+        return all(n > 1 or not t for n, t in zip((self.n_a, self.n_b), trained))
+
+
+def _seed_component(scores: np.ndarray) -> tuple[float, int]:
+    """(sigma_b^2 / n, n - 1): a condition's seed variance component of its grand mean."""
+    n, q = scores.shape
+    if n < 2:
+        return 0.0, 0
+    seed_means = scores.mean(axis=1)
+    residual = scores - seed_means[:, None] - scores.mean(axis=0)[None, :] + scores.mean()
+    noise = float((residual ** 2).sum()) / ((n - 1) * (q - 1)) if q > 1 else 0.0
+    sigma2 = max(0.0, float(np.var(seed_means, ddof=1)) - noise / q)
+    return sigma2 / n, n - 1
+
+
+def compare_seeded(a: np.ndarray | Sequence[Sequence[float]],
+                   b: np.ndarray | Sequence[Sequence[float]],
+                   alpha: float = 0.05) -> SeedComparison:
+    """Condition ``a`` against ``b``: per-query scores as (seeds x queries) matrices, the queries
+    in the same order in both. See the module docstring for the model and the estimator."""
+    a, b = np.atleast_2d(np.asarray(a, dtype=float)), np.atleast_2d(np.asarray(b, dtype=float))
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"the conditions have scores for {a.shape[1]} and {b.shape[1]} queries")
+    q = a.shape[1]
+    if q < 2:
+        raise ValueError("a comparison needs at least 2 queries")
+    diff = a.mean(axis=0) - b.mean(axis=0)
+    effect = float(diff.mean())
+    v_query = float(np.var(diff, ddof=1)) / q
+    (v_a, df_a), (v_b, df_b) = _seed_component(a), _seed_component(b)
+    variance = v_query + v_a + v_b
+    if variance == 0.0:  # identical runs
+        return SeedComparison(effect, effect, effect, 1.0 if effect == 0 else 0.0, math.inf,
+                              0.0, 0.0, a.shape[0], b.shape[0], q)
+    parts = [(v_query, q - 1), (v_a, df_a), (v_b, df_b)]
+    df = variance ** 2 / sum(v ** 2 / d for v, d in parts if d > 0 and v > 0)
+    se = math.sqrt(variance)
+    t = effect / se
+    p = float(2 * stats.t.sf(abs(t), df))
+    half = float(stats.t.ppf(1 - alpha / 2, df)) * se
+    return SeedComparison(effect, effect - half, effect + half, p, float(df),
+                          math.sqrt(v_query), math.sqrt(v_a + v_b), a.shape[0], b.shape[0], q)
+
+
+def verdict(comparison: SeedComparison, claimed_sign: int = 1, max_p: float = 0.05,
+            trained: tuple[bool, bool] = (True, True)) -> str:
+    """``held`` / ``reversed`` / ``not shown`` for the claim that the effect has ``claimed_sign``
+    (+1: A beats B). A claim with a trained side of one seed is never ``held`` nor ``reversed``
+    (its training noise is unmeasured): it reads ``not shown (1 seed)`` however small its p."""
+    if comparison.p_value > max_p or comparison.effect == 0:
+        return "not shown"
+    if not comparison.seeds_estimated(trained):
+        return "not shown (1 seed)"
+    return "reversed" if (comparison.effect > 0) != (claimed_sign > 0) else "held"
