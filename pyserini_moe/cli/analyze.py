@@ -9,7 +9,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from pyserini_moe.analyze import came, cotmote, sbmoe, taser
+from pyserini_moe.analyze import came, checkpoints, cotmote, sbmoe, taser
 from pyserini_moe.cli import output_file, refuse_input_as_output
 
 
@@ -143,7 +143,39 @@ def _came_parsers(sub: Any, _encoding: argparse.ArgumentParser) -> dict[str, Cal
     return {"came": came.run_came, "came-competition": came.run_competition}
 
 
-ANALYSES = (_taser_parsers, _sbmoe_parsers, _cotmote_parsers, _came_parsers)
+def _checkpoint_parsers(sub: Any,
+                        _encoding: argparse.ArgumentParser) -> dict[str, Callable[..., int]]:
+    """``checkpoints``: any model, so it sits beside the four systems' analyses."""
+    parser = sub.add_parser(
+        "checkpoints", help="checkpoint selection across training seeds (snapshots/step-N)",
+        description="Index and search every snapshot a training kept (training.keep_snapshots) "
+                    "as the regression files do, on its held-out dev queries and on test "
+                    "queries, then report which step each selection rule keeps for each seed "
+                    "(lowest validation loss, best dev metric, last step) and what that step "
+                    "scores on test: the spread a rule leaves between seeds. Test queries are "
+                    "a diagnosis; no rule looks at them. Each training's evaluation is cached in "
+                    "its snapshots/evaluation.json.")
+    parser.add_argument("--train-dir", nargs="+", required=True, metavar="[SEED=]DIR",
+                        help="training output folders, one per seed, e.g. 42=work/detr-s42")
+    parser.add_argument("--corpus", required=True, help="collection the snapshots search")
+    parser.add_argument("--test", default=None,
+                        help="test topics and qrels, `collection:split` (default: "
+                             "<corpus>:test)")
+    parser.add_argument("--metric", default="ndcg@10", help="test metric of the report")
+    parser.add_argument("--dev-metric", default="ndcg@10",
+                        help="retrieval metric of the dev-<metric> rule")
+    parser.add_argument("--kind", default="dense", choices=("dense", "impact", "multivector"),
+                        help="index kind the snapshots are searched with")
+    parser.add_argument("--max-length", type=int, default=256,
+                        help="passage tokens of the snapshots' indexes (the regressions': 256)")
+    parser.add_argument("--title", default="Checkpoint selection", help="report heading")
+    parser.add_argument("--output", type=output_file, help="also write the Markdown here")
+    parser.add_argument("--plot", help="PNG of the first seed's metrics against the step")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    return {"checkpoints": checkpoints.run_checkpoints}
+
+
+ANALYSES = (_taser_parsers, _sbmoe_parsers, _cotmote_parsers, _came_parsers, _checkpoint_parsers)
 
 
 def main(argv: list[str] | None = None) -> int:

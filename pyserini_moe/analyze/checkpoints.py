@@ -1,0 +1,240 @@
+"""Checkpoint selection studied after the fact: which step each rule keeps, across seeds.
+
+A training run with ``training.keep_snapshots`` leaves the model of every validation in
+``snapshots/step-N/``. Each snapshot is indexed and searched here exactly as a regression file
+does (``index.encoded.build_indexes`` + ``search.dispatch.search_topics``, exact search) on the
+held-out dev queries, which a selection rule may look at, and on test queries, which only the
+diagnosis may (the table and the plot of test nDCG@10 against the step). The rules compared:
+
+* ``val-loss``: the lowest contrastive validation loss on the held-out queries (the trainer's
+  ``best/``);
+* ``dev-<metric>``: the best retrieval metric of the held-out queries over the whole corpus
+  (ties: the earlier step);
+* ``last``: the end of the recipe's schedule.
+
+Per training the evaluation is cached in ``snapshots/evaluation.json`` (keyed by the settings),
+so adding a seed re-evaluates only that seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyserini_moe.errors import UserError
+
+SNAPSHOT = re.compile(r"step-([0-9]+)")
+CACHE_FILE = "evaluation.json"
+DEV = "dev"  # the held-out queries' name in reports
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One validation of one training: its step, validation loss and measured metrics."""
+
+    step: int
+    val_loss: float | None
+    metrics: dict[str, dict[str, float]]  # topic set (dev, scifact:test, ...) -> metric -> value
+
+
+def snapshot_folders(train_dir: Path) -> dict[int, Path]:
+    """``{step: folder}`` of a training's ``snapshots/``; UserError when it kept none."""
+    folder = train_dir / "snapshots"
+    found = {int(m.group(1)): p for p in folder.glob("step-*")
+             if p.is_dir() and (m := SNAPSHOT.fullmatch(p.name))} if folder.is_dir() else {}
+    if not found:
+        raise UserError(f"{train_dir}: no snapshots/step-N folders (train with --set "
+                        "training.keep_snapshots=true)")
+    return dict(sorted(found.items()))
+
+
+def validation_losses(train_dir: Path) -> dict[int, float]:
+    """``{step: val_loss}`` from the training log."""
+    path = train_dir / "train_log.jsonl"
+    if not path.is_file():
+        raise UserError(f"{train_dir}: no train_log.jsonl (not a training output folder?)")
+    entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {e["step"]: e["val_loss"] for e in entries if e.get("val_loss") is not None}
+
+
+def evaluate_training(train_dir: Path, corpus: str, test_sets: list[str], metrics: list[str],
+                      kind: str = "dense", max_length: int = 256,
+                      progress: bool = True,
+                      searcher: Callable[..., dict[str, dict[str, float]]] | None = None
+                      ) -> list[Snapshot]:
+    """Every snapshot of ``train_dir`` on its dev split and on ``test_sets`` (cached)."""
+    settings = {"corpus": corpus, "test_sets": test_sets, "metrics": metrics, "kind": kind,
+                "max_length": max_length}
+    cache_path = train_dir / "snapshots" / CACHE_FILE
+    cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
+    if cache.get("settings") != settings:
+        cache = {"settings": settings, "steps": {}}
+    losses = validation_losses(train_dir)
+    topic_sets = {DEV: (train_dir / "dev_topics.tsv", train_dir / "dev_qrels.txt")}
+    topic_sets.update({name: (name, name) for name in test_sets})
+    evaluate = searcher or _index_and_search
+    out = []
+    for step, folder in snapshot_folders(train_dir).items():
+        key = str(step)
+        if key not in cache["steps"]:
+            cache["steps"][key] = evaluate(folder, corpus, topic_sets, metrics, kind, max_length,
+                                           progress)
+            _write_json(cache_path, cache)
+        out.append(Snapshot(step, losses.get(step), cache["steps"][key]))
+    return out
+
+
+def _index_and_search(model: Path, corpus: str, topic_sets: dict[str, tuple[Any, Any]],
+                      metrics: list[str], kind: str, max_length: int,
+                      progress: bool) -> dict[str, dict[str, float]]:
+    """One snapshot indexed into a temporary folder, searched and scored as the regressions do."""
+    from pyserini_moe.data.topics import load_qrels, load_topics  # noqa: PLC0415
+    from pyserini_moe.eval.metrics import evaluate  # noqa: PLC0415
+    from pyserini_moe.index.encoded import build_indexes  # noqa: PLC0415
+    from pyserini_moe.search.dispatch import SearchSettings, search_topics  # noqa: PLC0415
+
+    scratch = Path(tempfile.mkdtemp(prefix="snapshot-index-"))
+    try:
+        index = scratch / "index"
+        build_indexes(corpus, str(model), {kind: index}, max_length=max_length,
+                      progress=progress)
+        settings = SearchSettings(retriever=kind, index=str(index), quiet=not progress)
+        return {name: evaluate(search_topics(settings, load_topics(str(topics))).run,
+                               load_qrels(str(qrels)), metrics)
+                for name, (topics, qrels) in topic_sets.items()}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _write_json(path: Path, value: Any) -> None:
+    from pyserini_moe.io import atomic_path  # noqa: PLC0415
+
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(value, indent=1) + "\n")
+
+
+def select(snapshots: list[Snapshot], dev_metric: str) -> dict[str, int]:
+    """The step each rule keeps: ``val-loss``, ``dev-<metric>``, ``last``."""
+    rules = {"last": snapshots[-1].step}
+    with_loss = [s for s in snapshots if s.val_loss is not None]
+    if with_loss:
+        rules["val-loss"] = min(with_loss, key=lambda s: (s.val_loss, s.step)).step
+    rules[f"dev-{dev_metric}"] = max(snapshots, key=lambda s: (s.metrics[DEV][dev_metric],
+                                                               -s.step)).step
+    return rules
+
+
+@dataclass(frozen=True)
+class RuleOutcome:
+    """One rule across seeds: the steps it kept and what those steps score on a test set."""
+
+    rule: str
+    steps: dict[str, int]  # seed label -> step kept
+    scores: dict[str, float]  # seed label -> test metric at that step
+
+    @property
+    def mean(self) -> float:
+        return sum(self.scores.values()) / len(self.scores)
+
+    @property
+    def sd(self) -> float:
+        n = len(self.scores)
+        if n < 2:
+            return 0.0
+        return math.sqrt(sum((v - self.mean) ** 2 for v in self.scores.values()) / (n - 1))
+
+
+def compare_rules(trainings: dict[str, list[Snapshot]], test_set: str, metric: str,
+                  dev_metric: str) -> list[RuleOutcome]:
+    """Each rule's kept step and test score for every seed (``trainings``: label -> snapshots)."""
+    chosen = {label: select(snaps, dev_metric) for label, snaps in trainings.items()}
+    rules = list(next(iter(chosen.values())))
+    out = []
+    for rule in rules:
+        steps = {label: chosen[label][rule] for label in trainings}
+        scores = {label: next(s for s in trainings[label] if s.step == steps[label])
+                  .metrics[test_set][metric] for label in trainings}
+        out.append(RuleOutcome(rule, steps, scores))
+    return out
+
+
+def report(trainings: dict[str, list[Snapshot]], test_set: str, metric: str,
+           dev_metric: str, title: str) -> str:
+    """Markdown: the rules across seeds, then every snapshot of every seed."""
+    from pyserini_moe.eval.metrics import format_table  # noqa: PLC0415
+
+    outcomes = compare_rules(trainings, test_set, metric, dev_metric)
+    rows = [[o.rule, ", ".join(f"{s}: {o.steps[s]}" for s in trainings),
+             ", ".join(f"{o.scores[s]:.4f}" for s in trainings), f"{o.mean:.4f}", f"{o.sd:.4f}",
+             f"{min(o.scores.values()):.4f}-{max(o.scores.values()):.4f}"]
+            for o in outcomes]
+    best = [[label, f"{max(s.metrics[test_set][metric] for s in snaps):.4f}"]
+            for label, snaps in trainings.items()]
+    parts = [f"### {title}", "",
+             f"{len(trainings)} training seed(s); each rule's kept step and its {test_set} "
+             f"{metric} (test queries are never looked at by a rule).", "",
+             format_table(["rule", "step kept, per seed", f"{metric}, per seed", "mean", "sd",
+                           "range"], rows), "",
+             f"For reference, the best {test_set} {metric} any snapshot reached (an oracle no rule "
+             "can use):", "", format_table(["seed", f"best {metric}"], best), ""]
+    for label, snaps in trainings.items():
+        sets = list(snaps[0].metrics)
+        headers = ["step", "val loss", *[f"{name} {m}" for name in sets
+                                         for m in snaps[0].metrics[name]]]
+        table = [[str(s.step), "-" if s.val_loss is None else f"{s.val_loss:.4f}",
+                  *[f"{s.metrics[name][m]:.4f}" for name in sets for m in s.metrics[name]]]
+                 for s in snaps]
+        parts += [f"#### seed {label}", "", format_table(headers, table), ""]
+    return "\n".join(parts)
+
+
+def plot(snapshots: list[Snapshot], test_set: str, metric: str, dev_metric: str,
+         title: str, path: str | Path) -> None:
+    """Test and dev metric against the step, validation loss on a second axis (one seed)."""
+    from pyserini_moe.analyze.common import figure, save_png  # noqa: PLC0415
+
+    fig, (ax,) = figure()
+    steps = [s.step for s in snapshots]
+    ax.plot(steps, [s.metrics[test_set][metric] for s in snapshots], "o-",
+            label=f"{test_set} {metric} (diagnosis)")
+    ax.plot(steps, [s.metrics[DEV][dev_metric] for s in snapshots], "s--",
+            label=f"dev {dev_metric}")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("metric")
+    losses = [(s.step, s.val_loss) for s in snapshots if s.val_loss is not None]
+    if losses:
+        twin = ax.twinx()
+        twin.plot(*zip(*losses), "^:", color="grey", label="validation loss")
+        twin.set_ylabel("validation loss")
+        twin.legend(loc="lower right")
+    ax.legend(loc="lower left")
+    ax.set_title(title)
+    save_png(fig, path)
+
+
+def run_checkpoints(args: argparse.Namespace) -> int:
+    """The ``checkpoints`` subcommand."""
+    from pyserini_moe.analyze.common import emit  # noqa: PLC0415
+
+    test = args.test or f"{args.corpus}:test"
+    metrics = list(dict.fromkeys([args.metric, args.dev_metric]))
+    trainings = {}
+    for item in args.train_dir:
+        label, sep, path = item.partition("=")
+        folder = Path(path if sep else label)
+        trainings[label if sep else folder.name] = evaluate_training(
+            folder, args.corpus, [test], metrics, args.kind, args.max_length, not args.quiet)
+    emit(report(trainings, test, args.metric, args.dev_metric, args.title), args.output)
+    if args.plot:
+        first = next(iter(trainings))
+        plot(trainings[first], test, args.metric, args.dev_metric,
+             f"{args.title}, seed {first}", args.plot)
+    return 0

@@ -1,0 +1,85 @@
+"""Checkpoint-selection study: snapshots indexed and searched for real, rules across seeds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from pyserini_moe.analyze import checkpoints
+from pyserini_moe.analyze.checkpoints import Snapshot, compare_rules, evaluate_training, select
+from pyserini_moe.cli import run_main
+from pyserini_moe.cli.analyze import main as analyze_main
+from pyserini_moe.errors import UserError
+from pyserini_moe.modeling.biencoder import SiameseBiEncoder
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def training_folder(root: Path, tiny_bert: Path, losses: dict[int, float]) -> Path:
+    """A training output folder as the trainer leaves it with keep_snapshots: one snapshot per
+    validation (the tiny BERT, perturbed per step), its log, its dev split."""
+    torch.manual_seed(0)
+    model = SiameseBiEncoder.from_backbone(str(tiny_bert), device="cpu", pooling="mean")
+    for step in losses:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.05 * torch.randn_like(p))
+        model.save(root / "snapshots" / f"step-{step}")
+    (root / "train_log.jsonl").write_text("".join(
+        json.dumps({"step": s, "loss": 1.0, **({"val_loss": v} if v is not None else {})}) + "\n"
+        for s, v in losses.items()))
+    (root / "dev_topics.tsv").write_text("q0\twhat is dense retrieval\nq1\tcat sat on the mat\n")
+    (root / "dev_qrels.txt").write_text("q0 0 d0 1\nq1 0 d1 1\n")
+    return root
+
+
+def test_every_snapshot_is_indexed_searched_and_cached(tiny_bert, tiny_corpus, tmp_path,
+                                                      capsys):
+    folder = training_folder(tmp_path / "s1", tiny_bert, {2: 0.5, 4: 0.4})
+    test = f"{tiny_corpus}:test"
+    snaps = evaluate_training(folder, str(tiny_corpus), [test], ["ndcg@10"], progress=False)
+    assert [(s.step, s.val_loss) for s in snaps] == [(2, 0.5), (4, 0.4)]
+    assert set(snaps[0].metrics) == {"dev", test}
+    assert all(0 <= s.metrics[test]["ndcg@10"] <= 1 for s in snaps)
+    assert snaps[0].metrics != snaps[1].metrics  # two different models, measured each
+
+    def never(*_args: object) -> dict:
+        raise AssertionError("a cached snapshot was evaluated again")
+
+    again = evaluate_training(folder, str(tiny_corpus), [test], ["ndcg@10"], searcher=never)
+    assert again == snaps
+    # the command: a report with every rule, and a plot
+    out, png = tmp_path / "report.md", tmp_path / "curve.png"
+    assert run_main(analyze_main, ["checkpoints", "--train-dir", f"1={folder}", "--corpus",
+                                   str(tiny_corpus), "--test", test, "--output", str(out),
+                                   "--plot", str(png), "--quiet"]) == 0
+    text = out.read_text()
+    assert "| val-loss " in text and "| last " in text and "| dev-ndcg@10 " in text
+    assert "#### seed 1" in text and png.stat().st_size > 0
+
+
+def fake(values: dict[int, tuple[float | None, float, float]]) -> list[Snapshot]:
+    """Snapshots from ``{step: (val_loss, dev ndcg, test ndcg)}``."""
+    return [Snapshot(step, loss, {"dev": {"ndcg@10": dev}, "t": {"ndcg@10": test}})
+            for step, (loss, dev, test) in values.items()]
+
+
+def test_rules_pick_their_steps_and_report_the_spread_across_seeds():
+    a = fake({10: (0.30, 0.50, 0.70), 20: (0.29, 0.55, 0.72), 30: (0.31, 0.55, 0.74)})
+    b = fake({10: (0.28, 0.40, 0.60), 20: (0.30, 0.60, 0.73), 30: (0.32, 0.50, 0.74)})
+    assert select(a, "ndcg@10") == {"last": 30, "val-loss": 20, "dev-ndcg@10": 20}  # tie: earlier
+    rules = {o.rule: o for o in compare_rules({"1": a, "2": b}, "t", "ndcg@10", "ndcg@10")}
+    assert rules["val-loss"].steps == {"1": 20, "2": 10}
+    assert rules["val-loss"].scores == {"1": 0.72, "2": 0.60}
+    assert rules["val-loss"].sd == pytest.approx(0.0849, abs=1e-4)
+    assert rules["last"].mean == pytest.approx(0.74) and rules["last"].sd == 0.0
+    assert rules["dev-ndcg@10"].steps == {"1": 20, "2": 20}
+
+
+def test_a_training_without_snapshots_is_one_error_line(tmp_path):
+    (tmp_path / "train_log.jsonl").write_text("")
+    with pytest.raises(UserError, match="keep_snapshots"):
+        checkpoints.snapshot_folders(tmp_path)
