@@ -11,6 +11,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import sys
 from pathlib import Path
@@ -30,6 +31,7 @@ from pyserini_moe.eval.metrics import (
     parse_metrics,
     trec_eval,
 )
+from pyserini_moe.eval.seeds import compare_groups, format_seeded
 from pyserini_moe.io import atomic_path
 from pyserini_moe.runs import Run, read_nonempty_run
 
@@ -48,7 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--run", nargs="+", required=True, metavar="RUN",
                         help="TREC run file(s); a run is named by its file name (by its path "
-                             "when two file names clash)")
+                             "when two file names clash). NAME=PATTERN names a condition "
+                             "trained with several seeds: the run files PATTERN matches (a glob, "
+                             "e.g. 'detr=work/detr-s*.test.trec'; quote it), one per seed. With "
+                             "several seeds anywhere, the comparison reports mean ± sd over "
+                             "seeds and a t-test over queries and seeds (effect, 95%% interval, "
+                             "p), not the paired test of --stat-test")
     parser.add_argument("--qrels", required=True,
                         help="`<collection>:<split>` (e.g. scifact:test), a qrels file (TREC "
                              "`qid 0 docid rel` or BEIR TSV), or a Pyserini qrels name "
@@ -80,6 +87,50 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def run_groups(specs: list[str]) -> dict[str, list[str]]:
+    """``{condition: [run file per seed]}``: a plain path is a one-seed condition named by its
+    file; ``NAME=PATTERN`` the files a glob matches (sorted)."""
+    groups: dict[str, list[str]] = {}
+    plain = [s for s in specs if not _is_group(s)]
+    for spec, name in zip(plain, run_names(plain)):
+        groups[name] = [spec]
+    for spec in filter(_is_group, specs):
+        name, _, pattern = spec.partition("=")
+        files = sorted(glob.glob(pattern))
+        if not files:
+            raise FileNotFoundError(f"--run {spec}: no run file matches {pattern}")
+        if name in groups:
+            raise UserError(f"--run {spec}: the name {name!r} is taken")
+        groups[name] = files
+    return {name: groups[name] for name in _in_given_order(specs, groups)}
+
+
+def _is_group(spec: str) -> bool:
+    """``NAME=PATTERN``: a name without a path separator before '=' (a path with '=' in it stays a
+    path when the file exists)."""
+    name, sep, _ = spec.partition("=")
+    return bool(sep and name and "/" not in name and not Path(spec).is_file())
+
+
+def _in_given_order(specs: list[str], groups: dict[str, list[str]]) -> list[str]:
+    order = []
+    for spec in specs:
+        name = spec.partition("=")[0] if _is_group(spec) else next(
+            n for n, files in groups.items() if files == [spec])
+        order.append(name)
+    return order
+
+
+def _baseline(given: str | None, groups: dict[str, list[str]]) -> str:
+    """The condition named by ``--baseline`` (its name, or the path of its one run)."""
+    if given is None:
+        return next(iter(groups))
+    matches = [n for n, files in groups.items() if given == n or given in files]
+    if not matches:
+        raise UserError(f"--baseline {given!r} is none of the runs: {', '.join(groups)}")
+    return matches[0]
+
+
 def run_names(paths: list[str]) -> list[str]:
     """File names, or the paths as given when two runs share a file name."""
     names = [Path(p).name for p in paths]
@@ -99,22 +150,20 @@ def main(argv: list[str] | None = None) -> int:
     """The command; user errors propagate (``run_main`` prints them as one line, exit 2)."""
     args = build_parser().parse_args(argv)
     metrics = [m.name for m in parse_metrics(args.metrics)]
-    for path in args.run:
+    groups = run_groups(args.run)
+    paths = [path for files in groups.values() for path in files]
+    for path in paths:
         if not Path(path).is_file():
             raise FileNotFoundError(f"run file not found: {path}")
-    refuse_input_as_output([args.output, args.table, args.per_query], [*args.run, args.qrels])
-    names = run_names(args.run)
-    baseline = names[0]
-    if args.baseline is not None:
-        matches = [n for n, p in zip(names, args.run) if args.baseline in (n, p)]
-        if not matches:
-            raise UserError(f"--baseline {args.baseline!r} is none of the runs: "
-                            f"{', '.join(names)}")
-        baseline = matches[0]
+    refuse_input_as_output([args.output, args.table, args.per_query], [*paths, args.qrels])
+    # one name per file: the condition's, or condition/file for each seed of a seeded condition
+    names = [name if len(files) == 1 else f"{name}/{Path(path).name}"
+             for name, files in groups.items() for path in files]
+    baseline = _baseline(args.baseline, groups)
     if not 0 < args.max_p < 1:
         raise UserError("--max-p must be between 0 and 1")
     runs: dict[str, Run] = {name: read_nonempty_run(path, "evaluate")
-                            for name, path in zip(names, args.run)}
+                            for name, path in zip(names, paths)}
     from pyserini_moe.data.topics import load_qrels, qrels_file  # noqa: PLC0415
 
     qrels = load_qrels(args.qrels)
@@ -123,16 +172,23 @@ def main(argv: list[str] | None = None) -> int:
     means = {name: evaluate(run, qrels, metrics) for name, run in runs.items()}
     result: dict[str, Any] = {"qrels": args.qrels, "queries": len(qrels), "metrics": metrics,
                     "runs": {name: {"path": path, "metrics": means[name]}
-                             for name, path in zip(names, args.run)}}
+                             for name, path in zip(names, paths)}}
     tables = []
-    if len(runs) > 1:
+    if any(len(files) > 1 for files in groups.values()):
+        by_file = iter(runs.values())
+        per_query = {name: [evaluate_per_query(next(by_file), qrels, metrics) for _ in files]
+                     for name, files in groups.items()}
+        seeded = compare_groups(per_query, metrics, baseline, args.max_p)
+        result["comparison"] = seeded.to_dict()
+        tables.append(format_seeded(seeded, args.format))
+    elif len(runs) > 1:
         comparison = compare(runs, qrels, metrics, baseline, args.stat_test, args.max_p)
         result["comparison"] = comparison.to_dict()
         tables.append(format_comparison(comparison, args.format))
     if args.trec_eval:
         rows = []
         qrels_path = qrels_file(args.qrels)  # trec_eval reads TREC format only
-        for name, path in zip(names, args.run):
+        for name, path in zip(names, paths):
             reference = trec_eval(path, qrels_path, metrics)
             result["runs"][name]["trec_eval"] = reference
             for m in metrics:

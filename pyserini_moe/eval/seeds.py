@@ -149,3 +149,69 @@ def verdict(comparison: SeedComparison, claimed_sign: int = 1, max_p: float = 0.
     if not comparison.seeds_estimated(trained):
         return "not shown (1 seed)"
     return "reversed" if (comparison.effect > 0) != (claimed_sign > 0) else "held"
+
+
+@dataclass(frozen=True)
+class SeededComparison:
+    """Conditions of one or more seeds each, against a baseline condition, per metric."""
+
+    metrics: list[str]
+    baseline: str
+    max_p: float
+    summaries: dict[str, dict[str, SeedSummary]]  # condition -> metric -> over its seeds
+    tests: dict[str, dict[str, SeedComparison]]  # condition but the baseline -> metric -> test
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        return {
+            "metrics": self.metrics, "baseline": self.baseline, "max_p": self.max_p,
+            "test": "two-way (query and seed variance) t-test, pyserini_moe.eval.seeds",
+            "conditions": {name: {m: {"mean": s.mean, "sd": s.sd, "seeds": list(s.values)}
+                                  for m, s in by_metric.items()}
+                           for name, by_metric in self.summaries.items()},
+            "tests": {name: {m: {"effect": t.effect, "ci95": [t.ci_low, t.ci_high],
+                                 "p_value": t.p_value, "df": t.df, "seeds": [t.n_a, t.n_b]}
+                             for m, t in by_metric.items()}
+                      for name, by_metric in self.tests.items()},
+        }
+
+
+def compare_groups(per_query: dict[str, list[dict[str, dict[str, float]]]], metrics: list[str],
+                   baseline: str, max_p: float = 0.05) -> SeededComparison:
+    """``per_query``: condition -> one ``{metric: {qid: value}}`` per seed (every seed over the
+    same queries, as ``evaluate_per_query`` gives them for one qrels)."""
+    def matrix(name: str, metric: str) -> np.ndarray:
+        return np.array([[values[metric][q] for q in values[metric]]
+                         for values in per_query[name]])
+
+    summaries = {name: {m: SeedSummary(tuple(float(v) for v in matrix(name, m).mean(axis=1)))
+                        for m in metrics} for name in per_query}
+    tests = {name: {m: compare_seeded(matrix(name, m), matrix(baseline, m), alpha=0.05)
+                    for m in metrics} for name in per_query if name != baseline}
+    return SeededComparison(metrics, baseline, max_p, summaries, tests)
+
+
+def format_seeded(comparison: SeededComparison, style: str = "markdown") -> str:
+    """One row per condition: mean +- sd over its seeds, then effect, 95% interval and p against
+    the baseline; a legend saying what the test accounts for."""
+    from pyserini_moe.eval.metrics import format_table  # noqa: PLC0415
+
+    rows = []
+    for name, by_metric in comparison.summaries.items():
+        n = next(iter(by_metric.values())).n
+        cells = [f"{name} (baseline)" if name == comparison.baseline else name, str(n)]
+        for m in comparison.metrics:
+            s = by_metric[m]
+            cell = f"{s.mean:.4f}" + (f" ± {s.sd:.4f}" if s.n > 1 else "")
+            if name != comparison.baseline:
+                t = comparison.tests[name][m]
+                mark = ("▲" if t.effect > 0 else "▼") if t.p_value <= comparison.max_p else ""
+                p = "p<0.001" if t.p_value < 0.001 else f"p={t.p_value:.3f}"
+                cell += f"{mark} ({t.effect:+.4f} [{t.ci_low:+.4f}, {t.ci_high:+.4f}], {p})"
+            cells.append(cell)
+        rows.append(cells)
+    legend = (f"mean ± sd over seeds; (effect against {comparison.baseline} [95% interval], p): "
+              "a t-test over queries and seeds (pyserini_moe.eval.seeds; a 1-seed row adds no "
+              f"seed variance: right for an untrained run, not for one training); ▲/▼: p <= "
+              f"{comparison.max_p:g}")
+    return format_table(["run", "seeds", *comparison.metrics], rows, style) + "\n\n" + legend

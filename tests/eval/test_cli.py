@@ -118,3 +118,43 @@ def test_malformed_run_exits_2(files, capsys):
     (files / "bad.trec").write_text("q1 Q0 d1 1 high t\n")
     assert main(["--run", str(files / "bad.trec"), "--qrels", str(files / "qrels.txt")]) == 2
     assert "bad.trec:1" in capsys.readouterr().err
+
+
+def seeded_runs(root: Path, name: str, shifts: list[float], queries: int = 30) -> None:
+    """One run per seed: query i ranks its relevant document d{i} at rank 1 or 2 by a fixed
+    per-query pattern, each seed moving a share of the queries (``shift``) down one rank."""
+    for seed, shift in enumerate(shifts):
+        lines = []
+        for i in range(queries):
+            first = f"x{i}" if (i * 7 % queries) < shift * queries else f"d{i}"
+            second = f"d{i}" if first != f"d{i}" else f"x{i}"
+            lines += [f"q{i} Q0 {first} 1 2.0 t", f"q{i} Q0 {second} 2 1.0 t"]
+        (root / f"{name}-s{seed}.trec").write_text("\n".join(lines) + "\n")
+
+
+def test_seeded_conditions_are_compared_over_queries_and_seeds(tmp_path, capsys):
+    (tmp_path / "qrels.txt").write_text("".join(f"q{i} 0 d{i} 1\n" for i in range(30)))
+    seeded_runs(tmp_path, "base", [0.5])  # untrained: one run
+    seeded_runs(tmp_path, "moe", [0.1, 0.2, 0.3])
+    out = tmp_path / "out.json"
+    assert main(["--run", str(tmp_path / "base-s0.trec"), f"moe={tmp_path}/moe-s*.trec",
+                 "--qrels", str(tmp_path / "qrels.txt"), "--metrics", "mrr@10",
+                 "--output", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "| moe " in text and "over queries and seeds" in text
+    result = json.loads(out.read_text())
+    moe = result["comparison"]["conditions"]["moe"]["mrr@10"]
+    assert len(moe["seeds"]) == 3 and moe["mean"] == pytest.approx(sum(moe["seeds"]) / 3)
+    test = result["comparison"]["tests"]["moe"]["mrr@10"]
+    base = result["comparison"]["conditions"]["base-s0.trec"]["mrr@10"]["mean"]
+    assert test["effect"] == pytest.approx(moe["mean"] - base)
+    assert test["ci95"][0] < test["effect"] < test["ci95"][1] and test["seeds"] == [3, 1]
+    assert set(result["runs"]) == {"base-s0.trec", "moe/moe-s0.trec", "moe/moe-s1.trec",
+                                   "moe/moe-s2.trec"}
+
+
+def test_a_seed_pattern_matching_nothing_is_one_error_line(tmp_path, capsys):
+    (tmp_path / "qrels.txt").write_text("q0 0 d0 1\n")
+    assert main(["--run", f"moe={tmp_path}/none-s*.trec", "--qrels",
+                 str(tmp_path / "qrels.txt")]) == 2
+    assert "no run file matches" in capsys.readouterr().err
