@@ -26,6 +26,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where indexes, runs and reports go (one subfolder per file)")
     parser.add_argument("--condition", action="append", default=None,
                         help="run only this condition (repeatable)")
+    parser.add_argument("--seed", type=int, action="append", default=None,
+                        help="run a multi-seed condition for this seed only (repeatable): two "
+                             "queues share a condition's seeds; their rows say SEEDS (no verdict "
+                             "on a partial mean) until --evaluate-only scores every seed")
     parser.add_argument("--scale", choices=("local", "paper", "all"), default="all",
                         help="run only files of this scale")
     parser.add_argument("--dry-run", action="store_true",
@@ -64,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(args.work_dir) / reg.name
         print(f"== {reg.name} ({reg.scale}): {reg.description}", flush=True)
         rows, times = run_regression(reg, work, dry_run=args.dry_run, only=args.condition,
-                                     evaluate_only=args.evaluate_only)
+                                     evaluate_only=args.evaluate_only, only_seeds=args.seed)
         if args.dry_run:
             continue
         print(format_table(rows, times), flush=True)

@@ -157,7 +157,7 @@ class Outcome:
     expected: float | None
     measured: float | None
     tolerance: float | None
-    status: str  # OK, FAIL, SKIP, ERROR
+    status: str  # OK, FAIL, SKIP, ERROR, UNSET; SEEDS: some of a multi-seed row's seeds only
     note: str = ""
     seeds: dict[int, float] = dataclasses.field(default_factory=dict)  # per seed, when seeded
 
@@ -390,12 +390,15 @@ def check(measured: float, c: MetricCheck) -> str:
 
 
 def run_regression(reg: Regression, work: Path, dry_run: bool = False,
-                   only: list[str] | None = None,
-                   evaluate_only: bool = False) -> tuple[list[Outcome], dict[str, float]]:
+                   only: list[str] | None = None, evaluate_only: bool = False,
+                   only_seeds: list[int] | None = None) -> tuple[list[Outcome], dict[str, float]]:
     """Run ``reg``; returns the table rows and each condition's wall time in seconds.
 
     ``evaluate_only`` runs no step and evaluates the runs already in ``work``: for steps run by
-    hand, e.g. split over parallel job queues, then checked against the file in one table."""
+    hand, e.g. split over parallel job queues, then checked against the file in one table.
+    ``only_seeds`` runs the seeded conditions for these of their seeds only (two queues share a
+    condition's seeds); their rows report the seeds run, status SEEDS, without a verdict on the
+    mean, which ``evaluate_only`` gives once every seed's run is there."""
     conditions = [c for c in reg.conditions if not only or c.name in only]
     missing = missing_requirements(reg)
     if missing:
@@ -426,6 +429,8 @@ def run_regression(reg: Regression, work: Path, dry_run: bool = False,
         try:
             per_seed = {}
             for seed in c.runs_per_seed():
+                if seed is not None and only_seeds and seed not in only_seeds:
+                    continue
                 for step in [] if evaluate_only else c.steps:
                     run_step(step, work, dry_run, seed)
                 if not dry_run:
@@ -448,8 +453,9 @@ def _outcome(c: Condition, k: MetricCheck,
     values = {seed: measured[k.metric] for seed, measured in per_seed.items()}
     mean = SeedSummary(tuple(values.values())).mean
     seeds = {} if c.seeds == () else values
-    return Outcome(c.name, k.metric, k.expected, mean, k.tolerance, check(mean, k), c.source,
-                   seeds)
+    partial = len(values) < len(c.runs_per_seed())
+    return Outcome(c.name, k.metric, k.expected, mean, k.tolerance,
+                   "SEEDS" if partial else check(mean, k), c.source, seeds)
 
 
 def format_table(rows: list[Outcome], times: dict[str, float]) -> str:

@@ -307,3 +307,16 @@ def test_seed_placeholder_without_seeds_is_refused(files):
     doc = {"name": "r", "conditions": [condition(files, None, tolerance="spread")]}
     with pytest.raises(RegressionSpecError, match="needs the values of at least 2 seeds"):
         load_regression(write_yaml(files, doc))
+
+
+def test_two_queues_share_a_condition_s_seeds_then_evaluate_only_checks_the_mean(files):
+    spec = {"mrr@10": {"expected": 0.875, "sd": 0.1768, "seeds": [0.75, 1.0],
+                       "tolerance": "spread"}}
+    reg = load_regression(write_yaml(files, {"name": "r", "conditions": [
+        seeded(files, spec, [1, 2])]}))
+    rows, _ = run_regression(reg, files / "work", only_seeds=[2])
+    assert statuses(rows) == ["SEEDS"] and rows[0].seeds == {2: pytest.approx(1.0)}
+    assert not (files / "work" / "made-s1.trec").exists()
+    run_regression(reg, files / "work", only_seeds=[1])
+    rows, _ = run_regression(reg, files / "work", evaluate_only=True)
+    assert statuses(rows) == ["OK"] and rows[0].measured == pytest.approx(0.875)
