@@ -16,17 +16,23 @@ from pyserini_moe.representation import INDEX_META_FILE
 INDEX_MARKER = INDEX_META_FILE
 
 
-def load_encoder(spec: str, device: str | torch.device | None = None, pooling: str = "mean",
-                 normalize: bool = True, options: dict[str, Any] | None = None,
-                 precision: str = "fp32") -> TextEncoder:
+def load_encoder(spec: str, device: str | torch.device | None = None,
+                 pooling: str | None = None, normalize: bool | None = None,
+                 options: dict[str, Any] | None = None, precision: str = "fp32",
+                 query_prefix: str | None = None,
+                 passage_prefix: str | None = None) -> TextEncoder:
     """A saved pyserini-moe model folder, an ONNX export of one (run by onnxruntime), or a
     backbone used zero-shot as a Siamese bi-encoder, with its encode-time ``options`` set (e.g.
     ``{"inference": "all"}`` for SB-MoE), encoding at ``precision`` (see
     :meth:`~pyserini_moe.modeling.base.RetrievalModel.set_precision`; PyTorch models only).
 
-    The zero-shot default (mean pooling, L2-normalised) is how sentence-transformers models such
-    as the packaged all-MiniLM-L6-v2 are meant to be used.
+    A backbone zero-shot is encoded as its sentence-transformers configuration says (pooling,
+    normalisation, query / passage prompts), or as ``pooling``, ``normalize``, ``query_prefix``
+    and ``passage_prefix`` say where given (see ``SiameseBiEncoder.zero_shot``); these apply to
+    backbones only: a trained model encodes as it was trained.
     """
+    zero_shot = {"pooling": pooling, "normalize": normalize, "query_prefix": query_prefix,
+                 "passage_prefix": passage_prefix}
     from pyserini_moe.modeling.onnx import OnnxModel, is_onnx_export  # noqa: PLC0415
 
     if (Path(spec) / INDEX_MARKER).is_file():
@@ -34,6 +40,11 @@ def load_encoder(spec: str, device: str | torch.device | None = None, pooling: s
         raise UserError(f"{spec} is a {meta.get('kind')!r} index, not a model: pass the model "
                         f"that built it ({meta.get('encoder', 'see its ' + INDEX_MARKER)})")
 
+    given = sorted(k for k, v in zero_shot.items() if v is not None)
+    if given and (is_onnx_export(spec) or is_saved_model(spec)):
+        raise UserError(f"{spec} is a trained model: it encodes as it was trained, so "
+                        f"{', '.join(given)} cannot be set (they are for backbones used "
+                        "zero-shot)")
     if is_onnx_export(spec):
         if precision != "fp32":
             raise UserError(f"--{precision} applies to PyTorch models; {spec} is an ONNX export "
@@ -44,6 +55,5 @@ def load_encoder(spec: str, device: str | torch.device | None = None, pooling: s
     else:
         from pyserini_moe.modeling.biencoder import SiameseBiEncoder  # noqa: PLC0415
 
-        model = SiameseBiEncoder.from_backbone(spec, pooling=pooling, normalize=normalize)
-        model = model.to(check_device(device)).eval()
+        model = SiameseBiEncoder.zero_shot(spec, device=check_device(device), **zero_shot).eval()
     return model.configure(**(options or {})).set_precision(precision)

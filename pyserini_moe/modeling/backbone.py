@@ -77,6 +77,21 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
     return _HUB_REACHABLE
 
 
+def model_file(name_or_path: str | os.PathLike, filename: str) -> Path | None:
+    """One file of a model: from its folder (the packaged MiniLM's too), else from the hub or
+    its local cache; None when the model has no such file or it cannot be fetched."""
+    name = resolve_backbone(name_or_path)
+    if Path(name).exists():
+        path = Path(name) / filename
+        return path if path.is_file() else None
+    from huggingface_hub import hf_hub_download  # noqa: PLC0415
+
+    try:
+        return Path(hf_hub_download(name, filename, local_files_only=not _hub_reachable()))
+    except Exception:  # noqa: BLE001 - absent, gated or unreachable: the file is not there
+        return None
+
+
 def load_tokenizer(name_or_path: str | os.PathLike = DEFAULT_BACKBONE) -> Any:
     from transformers import AutoTokenizer  # noqa: PLC0415
 

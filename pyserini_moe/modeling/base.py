@@ -219,7 +219,7 @@ class RetrievalModel(nn.Module, ABC):
         return q.dense @ p.dense.T
 
     def tokenize(self, texts: list[str], side: Side, max_length: int) -> dict[str, torch.Tensor]:
-        batch = tokenize(self.tokenizer, texts, side, max_length, "pt")
+        batch = tokenize(self.tokenizer, texts, side, max_length, "pt", text_prefix(self.args, side))
         return {k: v.to(self.device) for k, v in batch.items()}
 
     @torch.inference_mode()
@@ -312,12 +312,21 @@ class RetrievalModel(nn.Module, ABC):
                   "type": "pyserini_moe.sentence_transformers.MoeRetriever"}], indent=2))
 
 
+def text_prefix(args: dict[str, Any], side: Side) -> str:
+    """What a model puts before every text of ``side``: its ``query_prefix`` / ``passage_prefix``
+    argument (E5's ``query: ``, a sentence-transformers model's prompts), else nothing."""
+    return args.get(f"{side.value}_prefix") or ""
+
+
 def tokenize(tokenizer: Any, texts: list[str], side: Side, max_length: int,
-             tensors: str) -> dict[str, Any]:
+             tensors: str, prefix: str = "") -> dict[str, Any]:
     """``input_ids`` and ``attention_mask`` of a padded, truncated batch (``tensors``: "pt" or
-    "np"). An empty passage is legal (Cranfield has two); an empty query is a user error."""
+    "np"), each text after ``prefix``. An empty passage is legal (Cranfield has two); an empty
+    query is a user error."""
     if side is Side.QUERY and any(not t or not t.strip() for t in texts):
         raise UserError("cannot encode an empty query")
+    if prefix:
+        texts = [prefix + t for t in texts]
     batch = tokenizer(texts, padding=True, truncation=True, max_length=max_length,
                       return_tensors=tensors)
     return {k: batch[k] for k in ("input_ids", "attention_mask")}

@@ -55,13 +55,34 @@ class SiameseBiEncoder(SingleBackboneModel):
     hf_prefix = "backbone."
 
     def __init__(self, backbone: nn.Module, tokenizer: Any, pooling: str = "mean",
-                 normalize: bool = True) -> None:
-        super().__init__(tokenizer, {"pooling": pooling, "normalize": normalize})
+                 normalize: bool = True, query_prefix: str = "",
+                 passage_prefix: str = "") -> None:
+        # prefixes are recorded only when set: a model without them keeps the arguments (and the
+        # fingerprint its indexes recorded) it had before prefixes existed
+        prefixes = {k: v for k, v in (("query_prefix", query_prefix),
+                                      ("passage_prefix", passage_prefix)) if v}
+        super().__init__(tokenizer, {"pooling": pooling, "normalize": normalize, **prefixes})
         if pooling not in POOLINGS:
             raise UserError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
         self.backbone = backbone
         self.pooling = pooling
         self.normalize = normalize
+
+    @classmethod
+    def zero_shot(cls, name: str | os.PathLike, device: str | torch.device | None = None,
+                  pooling: str | None = None, normalize: bool | None = None,
+                  query_prefix: str | None = None,
+                  passage_prefix: str | None = None) -> SiameseBiEncoder:
+        """A backbone used as it was published: pooling, normalisation and prompts from its
+        sentence-transformers configuration where it has one (``modules.json``, the Pooling
+        module's config, ``config_sentence_transformers.json``'s prompts), each overridden by
+        the argument given; without one, mean pooling and L2 normalisation (all-MiniLM-L6-v2's)
+        and no prefixes. Pyserini's ``--encoder-class auto`` flags are the arguments."""
+        given = {"pooling": pooling, "normalize": normalize, "query_prefix": query_prefix,
+                 "passage_prefix": passage_prefix}
+        args = sentence_transformers_settings(name, **{k: v for k, v in given.items()
+                                                       if v is not None})
+        return cls.from_backbone(name, device=device, **args)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 side: Side) -> Encoded:
@@ -82,6 +103,11 @@ class SiameseBiEncoder(SingleBackboneModel):
         limit = getattr(self.backbone.config, "max_position_embeddings", 512)
         (folder / "sentence_bert_config.json").write_text(json.dumps(
             {"max_seq_length": min(limit, 512), "do_lower_case": False}, indent=2))
+        prompts = {side: self.args[f"{side}_prefix"] for side in ("query", "passage")
+                   if f"{side}_prefix" in self.args}
+        if prompts:  # SentenceTransformer.encode(..., prompt_name="query") adds them
+            (folder / ST_CONFIG_FILE).write_text(json.dumps(
+                {"prompts": prompts, "default_prompt_name": None}, indent=2))
         (folder / "1_Pooling").mkdir()
         (folder / "1_Pooling" / "config.json").write_text(json.dumps({
             "word_embedding_dimension": self.backbone.config.hidden_size,
@@ -89,6 +115,63 @@ class SiameseBiEncoder(SingleBackboneModel):
             "pooling_mode_mean_tokens": self.pooling == "mean",
             "pooling_mode_max_tokens": self.pooling == "max",
             "pooling_mode_mean_sqrt_len_tokens": False}, indent=2))
+
+
+ST_CONFIG_FILE = "config_sentence_transformers.json"
+_ST_PASSAGE_PROMPTS = ("passage", "document", "corpus")  # names models give the passage prompt
+
+
+def sentence_transformers_settings(name: str | os.PathLike, **given: Any) -> dict[str, Any]:
+    """``pooling``, ``normalize``, ``query_prefix``, ``passage_prefix`` as the model's
+    sentence-transformers files state them (those it states; none without such files), each
+    replaced by the one ``given``: a setting given is never read, so a configuration this
+    encoder cannot follow is refused only where it would be used."""
+    modules = _read_model_file(name, "modules.json")
+    if not isinstance(modules, list):
+        return given
+    kinds = {str(m.get("type", "")).rsplit(".", 1)[-1]: m for m in modules if isinstance(m, dict)}
+    found: dict[str, Any] = {"normalize": "Normalize" in kinds}
+    pooling = {}
+    if "Pooling" in kinds:
+        pooling = _read_model_file(name, f"{kinds['Pooling'].get('path', '')}/config.json") or {}
+        if "pooling" not in given:
+            found["pooling"] = _st_pooling(pooling, name)
+    prompts = (_read_model_file(name, ST_CONFIG_FILE) or {}).get("prompts") or {}
+    found["query_prefix"] = prompts.get("query")
+    found["passage_prefix"] = next((prompts[k] for k in _ST_PASSAGE_PROMPTS if prompts.get(k)),
+                                   None)
+    settings = {k: v for k, v in {**found, **given}.items() if v is not None}
+    if pooling.get("include_prompt") is False and (settings.get("query_prefix")
+                                                   or settings.get("passage_prefix")):
+        raise UserError(f"{name}: its pooling leaves the prompt's tokens out (include_prompt: "
+                        "false), which this toolkit's encoders do not do")
+    return settings
+
+
+def _st_pooling(config: dict[str, Any], name: str | os.PathLike) -> str | None:
+    """The one pooling mode of a Pooling module's config (sentence-transformers >= 6 writes
+    ``pooling_mode``; earlier versions one ``pooling_mode_*`` flag per mode)."""
+    mode = config.get("pooling_mode")
+    if mode is None:
+        modes = [key.removeprefix("pooling_mode_").removesuffix("_tokens").removesuffix("_token")
+                 for key, on in config.items() if key.startswith("pooling_mode_") and on]
+    else:
+        modes = [mode] if isinstance(mode, str) else list(mode)
+    if not modes:
+        return None
+    if len(modes) > 1 or modes[0] not in POOLINGS:
+        raise UserError(f"{name}: sentence-transformers pooling {'+'.join(modes)} is not one of "
+                        f"{', '.join(POOLINGS)}; pass --pooling to choose one")
+    return modes[0]
+
+
+def _read_model_file(name: str | os.PathLike, filename: str) -> Any:
+    """A JSON file of a model folder or hub model (None when it has none)."""
+    from pyserini_moe.io import read_json  # noqa: PLC0415
+    from pyserini_moe.modeling.backbone import model_file  # noqa: PLC0415
+
+    path = model_file(name, filename.lstrip("/"))
+    return None if path is None else read_json(path, f"{name}'s {filename}")
 
 
 @register

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, tokenize
+from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, text_prefix, tokenize
 
 ONNX_FILE = "pyserini_moe_onnx.json"
 FORMAT = "pyserini-moe-onnx/1"
@@ -228,7 +228,7 @@ class OnnxModel:
         return self
 
     def tokenize(self, texts: list[str], side: Side, max_length: int) -> dict[str, np.ndarray]:
-        batch = tokenize(self.tokenizer, texts, side, max_length, "np")
+        batch = tokenize(self.tokenizer, texts, side, max_length, "np", text_prefix(self.args, side))
         return {k: v.astype(np.int64) for k, v in batch.items()}
 
     def encode(self, texts: list[str], side: Side, max_length: int = 256,
