@@ -20,7 +20,7 @@ import sys
 
 from pyserini_moe.cli import HelpFormatter, output_file, refuse_input_as_output
 from pyserini_moe.errors import UserError
-from pyserini_moe.runs import read_nonempty_run, write_trec_run
+from pyserini_moe.runs import Run, read_nonempty_run, write_trec_run
 from pyserini_moe.search.fusion import CAME_METHODS, FUSIONS, RANX_METHODS, RANX_NORMS
 
 METHODS = FUSIONS + ("hybrid",)
@@ -44,6 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="wsum/linear weights, one per run (or tune them with --dev-runs)")
     parser.add_argument("--rrf-k", type=int, default=60,
                         help="rrf's k: 1 / (k + rank), k >= 1")
+    parser.add_argument("--remove-query", action="store_true",
+                        help="drop each query's own id from the runs first, as if each was "
+                             "searched with --remove-query (BEIR ArguAna, Quora); runs searched "
+                             "so already lack it, and fusion only ranks their union, so the "
+                             "fused run cannot bring it back")
     hyb = parser.add_argument_group("hybrid")
     hyb.add_argument("--alpha", type=float, default=1.0, help="weight of the second (sparse) run")
     hyb.add_argument("--hybrid-normalize", action="store_true",
@@ -59,6 +64,16 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--dev-qrels", default=None, help="qrels of the dev queries")
     dev.add_argument("--metric", default="ndcg@10", help="metric maximised on dev")
     return parser
+
+
+def _read(path: str, remove_query: bool) -> Run:
+    """A run to fuse, its queries' own ids dropped with ``--remove-query``."""
+    run = read_nonempty_run(path, "fuse")
+    if not remove_query:
+        return run
+    from pyserini_moe.search.base import remove_query as drop_query  # noqa: PLC0415
+
+    return drop_query(run)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,12 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.weights is not None and len(args.weights) != len(args.runs):
         raise UserError(f"--weights needs {len(args.runs)} values, one per run")
     refuse_input_as_output([args.output], [*args.runs, *(args.dev_runs or []), args.dev_qrels])
-    runs = [read_nonempty_run(p, "fuse") for p in args.runs]
+    runs = [_read(p, args.remove_query) for p in args.runs]
     dev = None
     if args.dev_runs is not None:
         from pyserini_moe.data.topics import load_qrels  # noqa: PLC0415
 
-        dev = ([read_nonempty_run(p, "fuse") for p in args.dev_runs], load_qrels(args.dev_qrels))
+        dev = ([_read(p, args.remove_query) for p in args.dev_runs], load_qrels(args.dev_qrels))
     tuned: dict = {}
     if args.method == "hybrid":
         from pyserini_moe.search.fusion import top_k  # noqa: PLC0415

@@ -3,6 +3,8 @@
 Examples::
 
     python -m pyserini_moe.index --retriever bm25 --corpus scifact --index indexes/scifact-bm25
+    python -m pyserini_moe.index --retriever bm25 --corpus arguana --layout multifield \
+        --index indexes/arguana-bm25-multifield     # search with --fields contents=1.0 title=1.0
     python -m pyserini_moe.index --retriever dense --corpus scifact --index indexes/scifact-minilm \
         --encoder all-minilm-l6-v2
     python -m pyserini_moe.index --retriever impact --corpus scifact --index indexes/scifact-splade \
@@ -51,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="output index folder (one per --retriever kind)")
     parser.add_argument("--threads", type=int, default=1, help="indexing threads (Lucene)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing index")
+    parser.add_argument("--layout", choices=("flat", "multifield"), default="flat",
+                        help="bm25: Pyserini's BEIR index forms: flat, contents = title + ' ' + "
+                             "text in one field (beir-v1.0.0-*.flat); multifield, contents = "
+                             "text and a `title` field of its own (beir-v1.0.0-*.multifield), "
+                             "searched with --fields contents=1.0 title=1.0")
     enc = parser.add_argument_group("model-based indexes (dense, impact, multivector)")
     enc.add_argument("--encoder", default=None,
                      help="a model folder saved by `python -m pyserini_moe.train`, or a Hugging Face "
@@ -112,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError("--compression applies to multivector indexes")
     if args.doc_max_terms is not None and "impact" not in kinds:
         raise UserError("--doc-max-terms applies to impact indexes")
+    if args.layout != "flat" and kinds != ["bm25"]:
+        raise UserError("--layout applies to BM25 indexes: a model encodes title + ' ' + text")
     if args.precision != "fp32" and kinds == ["bm25"]:
         raise UserError(f"--{args.precision} applies to model encoders; BM25 has none")
     refuse_input_as_output(args.index, [args.corpus, args.encoder])
@@ -120,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         from pyserini_moe.index.lucene import build_bm25_index  # noqa: PLC0415
 
         build_bm25_index(args.corpus, args.index[0], threads=args.threads,
-                         overwrite=args.overwrite)
+                         overwrite=args.overwrite, layout=args.layout)
     else:
         if not args.encoder:
             raise UserError(f"--encoder is required for a {' + '.join(kinds)} index")

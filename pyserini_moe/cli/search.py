@@ -6,6 +6,11 @@ Examples::
         --topics scifact:test --output runs/bm25.scifact.test.trec --hits 1000
     python -m pyserini_moe.search --retriever bm25 --index indexes/scifact-bm25 \\
         --topics beir-v1.0.0-scifact-test --output run.trec
+    # ArguAna: every query is a corpus document; drop it (Pyserini's 2CR does)
+    python -m pyserini_moe.search --retriever bm25 --index indexes/arguana-bm25 \\
+        --topics arguana:test --output runs/bm25.arguana.test.trec --remove-query
+    python -m pyserini_moe.search --retriever bm25 --index indexes/arguana-bm25-multifield \\
+        --topics arguana:test --output run.trec --remove-query --fields contents=1.0 title=1.0
     python -m pyserini_moe.search --retriever dense --index indexes/scifact-minilm \\
         --topics scifact:test --output runs/minilm.trec     # encoder read from the index
     # one model, several indexes (CoT-MoTE dense + sparse; CAME's three experts), fused
@@ -113,13 +118,36 @@ def build_parser() -> argparse.ArgumentParser:
     bm25 = parser.add_argument_group("bm25")
     bm25.add_argument("--k1", type=float, default=0.9, help="BM25 k1")
     bm25.add_argument("--b", type=float, default=0.4, help="BM25 b")
+    bm25.add_argument("--fields", nargs="+", type=field_weight, default=None,
+                      metavar="FIELD=WEIGHT",
+                      help="Pyserini's flag: search these fields of a multifield index (`index "
+                           "--layout multifield`) with these weights, e.g. contents=1.0 "
+                           "title=1.0 (Pyserini's BEIR multifield runs); default: contents")
     out = parser.add_argument_group("output, as Pyserini's search commands")
     out.add_argument("--output-format", choices=("trec", "msmarco"), default="trec",
                      help="trec: qid Q0 docid rank score tag; msmarco: qid<TAB>docid<TAB>rank")
     out.add_argument("--remove-query", action="store_true",
-                     help="drop a hit whose docid is the query's id (BEIR ArguAna, Quora)")
+                     help="drop the hit whose docid is the query's own id, keeping --hits hits "
+                          "(one more is searched; Pyserini keeps the --hits - 1 left): needed "
+                          "for BEIR ArguAna (and Quora), whose queries are corpus documents that "
+                          "retrieve themselves first; BEIR and Pyserini's 2CR drop them, and the "
+                          "regression files pass it for ArguAna (regressions/bm25-beir.yaml: "
+                          "2CR's BM25 rows). Any retriever; with --expert-runs, theirs too")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
+
+
+def field_weight(value: str) -> tuple[str, float]:
+    """argparse type of ``--fields``: ``FIELD=WEIGHT`` (Pyserini's form), weight a number >= 0."""
+    name, sep, weight = value.partition("=")
+    try:
+        number = float(weight)
+    except ValueError:
+        number = -1.0
+    if not sep or not name.strip() or not number >= 0:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected FIELD=WEIGHT with a weight >= 0, "
+                                         "e.g. title=1.0")
+    return name.strip(), number
 
 
 def run_tag(s: SearchSettings) -> str:
@@ -153,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(f"--{args.precision} applies to model encoders; BM25 has none")
     if args.bm25_index and args.retriever == "bm25":
         raise UserError("--bm25-index fuses a model's run with BM25; use a model --retriever")
+    if args.fields and args.retriever != "bm25" and not args.bm25_index:
+        raise UserError("--fields searches fields of a BM25 index (--retriever bm25, or the "
+                        "BM25 side of a hybrid)")
     if args.alpha < 0:
         raise UserError(f"--alpha must be >= 0 (the weight of the BM25 scores), got {args.alpha}")
     refuse_input_as_output([args.output], [args.topics, *args.index])
@@ -171,16 +202,14 @@ def main(argv: list[str] | None = None) -> int:
         args.encoder = _backend_encoder(args)
     if args.retriever != "fused":
         args.index = args.index[0]
+    if args.fields:
+        args.fields = dict(args.fields)
     settings = SearchSettings(**{f.name: getattr(args, f.name) for f in fields(SearchSettings)})
-    if args.remove_query:  # one more, so that dropping the query itself still leaves --hits
-        settings.hits += 1
     outcome = search_topics(settings, topics)
     run, elapsed = outcome.run, outcome.search_seconds
     for kind, expert_run in outcome.expert_runs.items() if args.expert_runs else ():
         write_trec_run(expert_run, f"{args.expert_runs}.{kind}.trec", tag=kind,
                        hits=args.candidates)
-    if args.remove_query:
-        run = {qid: {d: v for d, v in hits.items() if d != qid} for qid, hits in run.items()}
     if args.output_format == "msmarco":
         write_msmarco_run(run, args.output, hits=args.hits)
     else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
 import urllib.error
 import urllib.request
@@ -33,6 +34,8 @@ BEIR_DATASETS = (
 #: BEIR data sets that must be obtained under their own licence and built locally.
 BEIR_RESTRICTED = ("bioasq", "signal1m", "trec-news", "robust04")
 QRELS_HEADER = ("query-id", "corpus-id", "score")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -178,8 +181,11 @@ def read_beir_qrels(path: Path, query_ids: Collection[str] | None = None,
                     doc_ids: Collection[str] | None = None) -> dict[str, dict[str, int]]:
     """BEIR qrels TSV (header ``query-id<TAB>corpus-id<TAB>score``) as ``{qid: {docid: score}}``.
 
-    With ``query_ids``/``doc_ids`` every row must name a known query and document: a typo'd id would
-    otherwise just count as an unretrievable relevant document and quietly lower every metric.
+    With ``query_ids`` every row must name a known query: a typo'd query id would otherwise be a
+    judged query no run can answer. With ``doc_ids``, judged documents the corpus lacks are kept
+    and said once (:func:`warn_unknown_documents`): released collections have them (BEIR's
+    ArguAna judges 5 documents its corpus lacks), and trec_eval and BEIR count them in every
+    recall denominator, so dropping them would move the published numbers.
     Queries keep their order of first appearance.
     """
     lines = iter_lines(path)
@@ -192,6 +198,7 @@ def read_beir_qrels(path: Path, query_ids: Collection[str] | None = None,
         raise DataFormatError(path, f"bad header {header!r}: expected "
                                     "'query-id<TAB>corpus-id<TAB>score'", lineno)
     qrels: dict[str, dict[str, int]] = {}
+    unknown: dict[str, int] = {}  # judged documents the corpus lacks -> first line
     for lineno, line in lines:
         cols = [c.strip() for c in line.split("\t")]
         if len(cols) != 3:
@@ -202,12 +209,33 @@ def read_beir_qrels(path: Path, query_ids: Collection[str] | None = None,
             raise DataFormatError(path, f"unknown query id {qid!r} (not in the collection's queries)",
                                   lineno)
         if doc_ids is not None and docid not in doc_ids:
-            raise DataFormatError(path, f"unknown document id {docid!r} (not in the collection's "
-                                        "corpus)", lineno)
+            unknown.setdefault(docid, lineno)
         add_judgment(qrels, path, lineno, qid, docid, score)
     if not qrels:
         raise DataFormatError(path, "no judgments")
+    if unknown:
+        warn_unknown_documents(path, unknown)
     return qrels
+
+
+_WARNED: set[Path] = set()  # qrels files whose unknown documents were already said
+
+
+def warn_unknown_documents(path: Path, unknown: dict[str, int]) -> None:
+    """Say, once per qrels file and process, that it judges documents the corpus lacks.
+
+    Not an error: no run can retrieve them, yet they count, as in trec_eval and BEIR (a relevant
+    document missing from the corpus lowers recall, exactly as in the published numbers). Said
+    rather than silent because a typo'd docid has the same effect.
+    """
+    if path.resolve() in _WARNED:
+        return
+    _WARNED.add(path.resolve())
+    docid, lineno = next(iter(unknown.items()))
+    log.warning("%s: %d judged document%s not in the corpus (e.g. %r, line %d); the judgments "
+                "are kept and count in every metric (trec_eval, BEIR), though no run can "
+                "retrieve them", path, len(unknown), " is" if len(unknown) == 1 else "s are",
+                docid, lineno)
 
 
 # --------------------------------------------------------------------------- locating collections
@@ -403,7 +431,8 @@ class BeirCollection:
         return self._qrels[split]
 
     def qrels(self, split: str) -> dict[str, dict[str, int]]:
-        """``{qid: {docid: score}}`` of one split, checked against the queries and the corpus."""
+        """``{qid: {docid: score}}`` of one split, checked against the queries (judged documents the
+        corpus lacks are kept, with a warning: see :func:`read_beir_qrels`)."""
         return {qid: dict(judged) for qid, judged in self._qrels_map(split).items()}
 
     def topics(self, split: str) -> dict[str, str]:

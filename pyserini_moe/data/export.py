@@ -22,23 +22,35 @@ def _checked_id(value: str, kind: str) -> str:
     return value
 
 
-def write_json_collection(docs: Iterable[Document], out_dir: str | os.PathLike) -> Path:
+def write_json_collection(docs: Iterable[Document], out_dir: str | os.PathLike,
+                          multifield: bool = False) -> Path:
     """Write ``docs`` as a Pyserini JsonCollection: ``out_dir/docs.jsonl``, one ``{"id", "contents"}``
     per line. ``out_dir`` is replaced atomically, so an indexer never sees a half-written collection.
 
-    Returns ``out_dir``. Raises ValueError if ``docs`` is empty (Anserini would build an empty index).
+    ``multifield`` writes Pyserini's BEIR "multifield" form instead (Anserini's
+    ``BeirMultifieldCollection``): ``contents`` is the text alone and the title a field of its
+    own, ``{"id", "contents", "title"}``, which ``IndexCollection -fields title`` indexes apart.
+
+    Returns ``out_dir``. Raises UserError if ``docs`` is empty (Anserini would build an empty index).
     """
     out_dir = Path(out_dir)
     with atomic_path(out_dir, directory=True) as tmp:
         count = 0
         with (tmp / "docs.jsonl").open("w", encoding="utf-8") as f:
             for doc in docs:
-                record = {"id": _checked_id(doc.id, "document"), "contents": doc.contents}
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+                f.write(json.dumps(_json_record(doc, multifield), ensure_ascii=False) + "\n")
                 count += 1
         if count == 0:
             raise UserError(f"no documents to write to {out_dir}")
     return out_dir
+
+
+def _json_record(doc: Document, multifield: bool) -> dict[str, str]:
+    """One JsonCollection record: flat ``contents`` = title + " " + text, or multifield."""
+    docid = _checked_id(doc.id, "document")
+    if multifield:
+        return {"id": docid, "contents": doc.text, "title": doc.title}
+    return {"id": docid, "contents": doc.contents}
 
 
 def write_topics_tsv(topics: Mapping[str, str], path: str | os.PathLike) -> Path:

@@ -34,26 +34,39 @@ def run_index_collection(args: list[str]) -> None:
         raise IndexingError(f"Anserini IndexCollection failed: {e.innermessage or e}") from None
 
 
-def build_bm25_index(corpus: str, index_dir: str | os.PathLike, threads: int = 1,
-                     overwrite: bool = False) -> Path:
-    """Index ``corpus`` (a collection name or BEIR folder) for BM25; contents = title + " " + text.
+#: What ``contents`` holds in each BM25 index layout (recorded in the index), and the Lucene
+#: fields besides it. Pyserini's BEIR indexes come in both: ``beir-v1.0.0-<name>.flat`` and
+#: ``.multifield`` (searched with ``--fields contents=1.0 title=1.0``).
+LAYOUTS = {"flat": ("title + ' ' + text", ()), "multifield": ("text", ("title",))}
 
-    This is how Pyserini's BEIR "flat" indexes are built, so BM25 (k1=0.9, b=0.4) reproduces
-    their published numbers. The index is written to a temporary folder and renamed at the end.
+
+def build_bm25_index(corpus: str, index_dir: str | os.PathLike, threads: int = 1,
+                     overwrite: bool = False, layout: str = "flat") -> Path:
+    """Index ``corpus`` (a collection name or BEIR folder) for BM25, in Pyserini's BEIR ``layout``.
+
+    ``flat``: contents = title + " " + text, one field; ``multifield``: contents = text and the
+    title in a ``title`` field of its own. These are how Pyserini's BEIR flat and multifield
+    indexes are built, so BM25 (k1=0.9, b=0.4) reproduces their published numbers. The index is
+    written to a temporary folder and renamed at the end.
     """
+    if layout not in LAYOUTS:
+        raise UserError(f"unknown BM25 index layout {layout!r}; choose from {', '.join(LAYOUTS)}")
+    contents, fields = LAYOUTS[layout]
     index_dir = Path(index_dir)
     if index_dir.exists() and not overwrite:
         raise FileExistsError(f"{index_dir} already exists; pass --overwrite to rebuild it")
     collection = open_corpus(corpus)
     with tempfile.TemporaryDirectory(prefix="pyserini-moe-json-") as tmp:
         json_dir = Path(tmp) / "collection"
-        write_json_collection(collection.corpus(), json_dir)
+        write_json_collection(collection.corpus(), json_dir, multifield=layout == "multifield")
         with atomic_path(index_dir, directory=True, overwrite=overwrite) as out:
             run_index_collection([
                 "-collection", "JsonCollection", "-input", str(json_dir), "-index", str(out),
                 "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads),
                 "-storePositions", "-storeDocvectors", "-storeRaw", "-quiet",
+                *(["-fields", *fields] if fields else []),
             ])
             write_meta(out, "bm25", collection=collection.name, source=str(collection.root),
-                       num_docs=collection.num_docs(), contents="title + ' ' + text")
+                       num_docs=collection.num_docs(), layout=layout, contents=contents,
+                       fields=["contents", *fields])
     return index_dir

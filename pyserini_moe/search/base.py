@@ -9,7 +9,7 @@ from typing import TypeVar
 from tqdm import tqdm
 
 from pyserini_moe.index.meta import IndexMismatchError
-from pyserini_moe.runs import Run
+from pyserini_moe.runs import Run, ranked
 
 T = TypeVar("T")
 
@@ -48,3 +48,16 @@ def open_lucene(make: Callable[[], T], index: Path) -> T:
         reason = (e.classname or "Java error").rsplit(".", 1)[-1]
         raise IndexMismatchError(f"{index}: Lucene cannot open the index ({reason}); it is "
                                  "damaged: build it again") from None
+
+
+def remove_query(run: Run, hits: int | None = None) -> Run:
+    """Each query's hits less the document whose docid is the query's own id (Pyserini's
+    ``--remove-query``), the best ``hits`` kept (all with None).
+
+    In ArguAna (and Quora) every query is itself a corpus document and retrieves itself first;
+    BEIR (``ignore_identical_ids``) and Pyserini's 2CR drop that hit. Search ``hits + 1`` deep
+    and pass ``hits`` to keep ``hits`` per query. Fusing runs that lack the query's own id
+    (``python -m pyserini_moe.fuse``) cannot bring it back: fusion only ranks the union.
+    """
+    return {qid: dict(ranked({d: s for d, s in docs.items() if d != qid})[:hits])
+            for qid, docs in run.items()}

@@ -6,20 +6,34 @@ import os
 from pathlib import Path
 
 from pyserini_moe import _java
-from pyserini_moe.index.meta import check_kind
+from pyserini_moe.errors import UserError
+from pyserini_moe.index.meta import IndexMismatchError, check_kind
 from pyserini_moe.runs import Run
 from pyserini_moe.search.base import batched_search, open_lucene
 
 
 class Bm25Searcher:
-    """Batched BM25 over a Lucene index (ours, any Pyserini index folder, or a prebuilt name)."""
+    """Batched BM25 over a Lucene index (ours, any Pyserini index folder, or a prebuilt name).
 
-    def __init__(self, index: str | os.PathLike, k1: float = 0.9, b: float = 0.4) -> None:
+    ``fields`` (Pyserini's ``--fields contents=1.0 title=1.0``) searches several fields of a
+    multifield index, each term's BM25 summed over the fields with those weights; without it the
+    ``contents`` field alone is searched.
+
+    Long queries: Anserini's bag-of-words query has one clause per distinct analysed term and
+    field, and Lucene refuses more than 1024 clauses (Anserini 1.7.1 keeps that limit). ArguAna's
+    longest query (868 words) has 383 distinct terms, 766 clauses over two fields, and searches
+    as it is; a query past the limit is named in one error line (Pyserini's own search fails on
+    it with a Java stack trace).
+    """
+
+    def __init__(self, index: str | os.PathLike, k1: float = 0.9, b: float = 0.4,
+                 fields: dict[str, float] | None = None) -> None:
         _java.bootstrap()
         from pyserini.search.lucene import LuceneSearcher  # noqa: PLC0415
 
         if Path(index).is_dir():
-            check_kind(index, "bm25")
+            meta = check_kind(index, "bm25")
+            _check_fields(index, meta, fields)
             self.searcher = open_lucene(lambda: LuceneSearcher(str(index)), Path(index))
         else:
             try:
@@ -31,11 +45,52 @@ class Bm25Searcher:
             if self.searcher is None:
                 raise FileNotFoundError(f"{index} is neither an index folder nor a prebuilt index")
         self.searcher.set_bm25(k1, b)
+        self.fields = dict(fields or {})
 
     def search(self, topics: dict[str, str], hits: int = 1000, threads: int = 1,
                batch_size: int = 64, progress: bool = True) -> Run:
         """Search every topic; returns ``{qid: {docid: score}}`` in input order."""
         return batched_search(
-            topics, lambda texts, qids: self.searcher.batch_search(texts, qids, k=hits, threads=threads),
+            topics, lambda texts, qids: self._batch(texts, qids, hits, threads),
             batch_size, "bm25", progress)
 
+    def _batch(self, texts: list[str], qids: list[str], hits: int, threads: int) -> dict:
+        """Lucene's batch search; Anserini's batch search reports a failed query only as
+        "queryCount = N is not equal to completedTaskCount = M", so a failed batch is searched
+        again one query at a time to name the query and Lucene's reason."""
+        from jnius import JavaException  # noqa: PLC0415 - after pyserini: the JVM is running
+
+        try:
+            return self.searcher.batch_search(texts, qids, k=hits, threads=threads,
+                                              fields=self.fields)
+        except JavaException as e:
+            if "completedTaskCount" not in str(e):
+                raise
+        return {qid: self._one(text, qid, hits) for text, qid in zip(texts, qids)}
+
+    def _one(self, text: str, qid: str, hits: int) -> list:
+        """One query's hits, or a user error naming it (too many clauses: a long query)."""
+        from jnius import JavaException  # noqa: PLC0415
+
+        try:
+            return self.searcher.search(text, k=hits, fields=self.fields)
+        except JavaException as e:
+            reason = (e.classname or "Java error").rsplit(".", 1)[-1].split("$")[-1]
+            raise UserError(f"Lucene refused BM25 query {qid!r} ({reason}: {e.innermessage}): a "
+                            "query has one clause per distinct term and field searched; shorten "
+                            "it or search fewer --fields") from None
+
+
+def _check_fields(index: str | os.PathLike, meta: dict | None,
+                  fields: dict[str, float] | None) -> None:
+    """A field the index does not have would score nothing, silently: refused for our indexes
+    (which record their fields; Pyserini's own indexes are searched as asked)."""
+    if not fields or meta is None:
+        return
+    have = meta.get("fields", ["contents"])  # flat indexes built before layouts were recorded
+    missing = [f for f in fields if f not in have]
+    if missing:
+        raise IndexMismatchError(
+            f"{index} has no {', '.join(missing)} field (its fields: {', '.join(have)}); build "
+            "one with `python -m pyserini_moe.index --retriever bm25 --layout multifield` for "
+            "--fields contents=1.0 title=1.0")

@@ -14,6 +14,7 @@ from typing import Any
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.runs import Run
+from pyserini_moe.search.base import remove_query
 
 
 @dataclasses.dataclass
@@ -42,6 +43,8 @@ class SearchSettings:
     weight_on_dense: bool = False
     k1: float = 0.9
     b: float = 0.4
+    fields: dict[str, float] | None = None  # BM25: Pyserini's --fields (a multifield index)
+    remove_query: bool = False  # Pyserini's --remove-query: drop the hit that is the query itself
     quiet: bool = False
 
 
@@ -59,11 +62,16 @@ class SearchOutcome:
 
 def search_topics(s: SearchSettings, topics: dict[str, str]) -> SearchOutcome:
     """The run of ``topics`` (``hits`` per query), and for ``fused`` each index's own run
-    (``candidates`` deep)."""
+    (``candidates`` deep).
+
+    With ``remove_query`` the searcher is asked for one hit more and the query's own id is
+    dropped from every run (the fused one, each expert's, a hybrid's), so ``hits`` remain.
+    """
     clock = time.perf_counter()
     searchers = _open(s)
     opened = time.perf_counter()
-    depth = s.candidates if s.bm25_index else s.hits
+    hits = s.hits + 1 if s.remove_query else s.hits
+    depth = s.candidates if s.bm25_index else hits
     expert_runs: dict[str, Run] = {}
     main, bm25 = searchers
     if s.retriever == "fused":
@@ -72,7 +80,7 @@ def search_topics(s: SearchSettings, topics: dict[str, str]) -> SearchOutcome:
                                        method=s.fusion, params=params, threads=s.threads,
                                        batch_size=s.batch_size, progress=not s.quiet)
     elif s.exhaustive:
-        run = main.search(topics, hits=s.hits, batch_size=s.batch_size, progress=not s.quiet,
+        run = main.search(topics, hits=hits, batch_size=s.batch_size, progress=not s.quiet,
                           exhaustive=True)
     else:
         run = main.search(topics, hits=depth, threads=s.threads, batch_size=s.batch_size,
@@ -82,7 +90,10 @@ def search_topics(s: SearchSettings, topics: dict[str, str]) -> SearchOutcome:
 
         bm25_run = bm25.search(topics, hits=s.candidates, threads=s.threads,
                                batch_size=s.batch_size, progress=not s.quiet)
-        run = hybrid(run, bm25_run, s.alpha, s.hybrid_normalize, s.weight_on_dense, k=s.hits)
+        run = hybrid(run, bm25_run, s.alpha, s.hybrid_normalize, s.weight_on_dense, k=hits)
+    if s.remove_query:
+        run = remove_query(run, s.hits)
+        expert_runs = {kind: remove_query(r) for kind, r in expert_runs.items()}
     encoder = getattr(main, "query_encoder", None)
     terms = encoder.terms / encoder.queries if getattr(encoder, "queries", 0) else None
     return SearchOutcome(run, expert_runs, opened - clock, time.perf_counter() - opened, terms)
@@ -98,7 +109,7 @@ def _open(s: SearchSettings) -> tuple[Any, Any]:
         return main, None
     from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
 
-    return main, Bm25Searcher(s.bm25_index, k1=s.k1, b=s.b)
+    return main, Bm25Searcher(s.bm25_index, k1=s.k1, b=s.b, fields=s.fields)
 
 
 def open_any(s: SearchSettings) -> Any:  # a Bm25Searcher or one of search.encoded's
@@ -106,7 +117,7 @@ def open_any(s: SearchSettings) -> Any:  # a Bm25Searcher or one of search.encod
     if s.retriever == "bm25":
         from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
 
-        return Bm25Searcher(s.index, k1=s.k1, b=s.b)
+        return Bm25Searcher(s.index, k1=s.k1, b=s.b, fields=s.fields)
     from pyserini_moe.search.encoded import open_searcher  # noqa: PLC0415
 
     return open_searcher(s.retriever, s.index, s.encoder, s.device, s.query_max_length,

@@ -10,12 +10,18 @@ from pathlib import Path
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.runs import Run
+from pyserini_moe.search.base import remove_query as remove_query_hits
 
 
 def retrieve(encoder: str, corpus: str, topics: dict[str, str], kind: str, hits: int,
              workdir: Path, batch_size: int = 32, max_length: int = 256,
-             device: str | None = None) -> Run:
-    """Index ``corpus`` with ``encoder`` (``kind``: dense, impact or multivector) and search."""
+             device: str | None = None, remove_query: bool = False) -> Run:
+    """Index ``corpus`` with ``encoder`` (``kind``: dense, impact or multivector) and search.
+
+    ``remove_query``: a collection whose queries are corpus documents (ArguAna, Quora) would
+    mine each query itself as its hardest "negative"; this drops it (``search.base.
+    remove_query``), ``hits`` still kept.
+    """
     from pyserini_moe.index.encoded import BUILDERS  # noqa: PLC0415
     from pyserini_moe.search.encoded import SEARCHERS  # noqa: PLC0415
 
@@ -24,4 +30,7 @@ def retrieve(encoder: str, corpus: str, topics: dict[str, str], kind: str, hits:
     index = Path(workdir) / f"mining-{kind}-index"
     BUILDERS[kind](corpus, encoder, index, batch_size=batch_size, max_length=max_length,
                    device=device, overwrite=True)
-    return SEARCHERS[kind](index, encoder, device=device).search(topics, hits=hits)
+    searcher = SEARCHERS[kind](index, encoder, device=device)
+    if not remove_query:
+        return searcher.search(topics, hits=hits)
+    return remove_query_hits(searcher.search(topics, hits=hits + 1), hits)

@@ -176,7 +176,6 @@ def test_query_errors(tmp_path: Path, rows: list, line: int, message: str) -> No
 
 @pytest.mark.parametrize(("qrels", "line", "message"), [
     ("query-id\tcorpus-id\tscore\n1\td1\t1\nq9\td1\t1\n", 3, "unknown query id 'q9'"),
-    ("query-id\tcorpus-id\tscore\n1\td1\t1\n1\td99\t1\n", 3, "unknown document id 'd99'"),
     ("qid\tdocid\tscore\n1\td1\t1\n", 1, "bad header"),
     ("1\td1\t1\n", 1, "bad header"),
     ("query-id\tcorpus-id\tscore\n1\td1\tyes\n", 2, "score must be an integer, found 'yes'"),
@@ -190,6 +189,35 @@ def test_qrels_errors(tmp_path: Path, qrels: str, line: int, message: str) -> No
         c.qrels("test")
     with pytest.raises(DataFormatError, match=at(root / "qrels" / "test.tsv", line)):
         c.topics("test")
+
+
+def test_judged_documents_missing_from_the_corpus_are_kept_with_one_warning(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """ArguAna judges 5 documents its corpus lacks: refusing would make it unusable, dropping
+    them would raise recall above the published numbers (trec_eval and BEIR count them)."""
+    root = make_collection(tmp_path / "c", qrels=QRELS + "q2\tgone1\t1\n1\tgone2\t1\n")
+    c = BeirCollection(root)
+    with caplog.at_level("WARNING", logger="pyserini_moe.data.beir"):
+        qrels, topics = c.qrels("test"), c.topics("test")
+        BeirCollection(root).qrels("test")  # a second reader of the same file: not said again
+    assert qrels == {"q2": {"d2": 1, "gone1": 1}, "1": {"d1": 2, "3": 0, "gone2": 1}}
+    assert list(topics) == ["q2", "1"]
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1
+    assert "2 judged documents are not in the corpus (e.g. 'gone1', line 5)" in warnings[0]
+    assert str(root / "qrels" / "test.tsv") in warnings[0]
+
+
+def test_missing_judged_documents_count_in_recall(tmp_path: Path) -> None:
+    """The judgments of documents no run can retrieve stay in every denominator, as in
+    trec_eval -c: a run finding the one judged document the corpus holds has recall 1/2."""
+    from pyserini_moe.data.topics import load_qrels
+    from pyserini_moe.eval.metrics import evaluate
+
+    root = make_collection(tmp_path / "c", qrels="query-id\tcorpus-id\tscore\nq2\td2\t1\n"
+                                                 "q2\tgone\t1\n")
+    qrels = load_qrels(f"{root}:test")
+    assert evaluate({"q2": {"d2": 1.0, "d1": 0.5}}, qrels, ["recall@10"]) == {"recall@10": 0.5}
 
 
 def test_qrels_without_judgments(tmp_path: Path) -> None:

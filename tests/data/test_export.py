@@ -24,6 +24,15 @@ def test_json_collection(tmp_path: Path) -> None:
     assert rows == [{"id": "a", "contents": "Title body text"}, {"id": "b", "contents": "only text ünïcode"}]
 
 
+def test_json_collection_multifield(tmp_path: Path) -> None:
+    """Pyserini's BEIR multifield form (Anserini's BeirMultifieldCollection): the text alone in
+    contents, the title a field of its own."""
+    out = write_json_collection(DOCS, tmp_path / "coll", multifield=True)
+    rows = [json.loads(line) for line in (out / "docs.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert rows == [{"id": "a", "contents": "body text", "title": "Title"},
+                    {"id": "b", "contents": "only text ünïcode", "title": ""}]
+
+
 def test_json_collection_is_atomic(tmp_path: Path) -> None:
     out = write_json_collection(DOCS, tmp_path / "coll")
     before = (out / "docs.jsonl").read_text(encoding="utf-8")

@@ -151,3 +151,86 @@ def test_scifact_reproduces_pyserini_2cr_and_trec_eval_agrees(tmp_path):
     reference = trec_eval(run_path, qrels_file("scifact:test", workdir=tmp_path), ["ndcg@10", "recall@100"])
     for metric in ours:
         assert ours[metric] == pytest.approx(reference[metric], abs=1e-4)
+
+
+@pytest.fixture(scope="module")
+def multifield_index(tiny, tmp_path_factory) -> Path:
+    index = tmp_path_factory.mktemp("idx") / "bm25-multifield"
+    assert index_cli.main(["--corpus", str(tiny), "--index", str(index), "--layout",
+                           "multifield", "--quiet"]) == 0
+    return index
+
+
+def test_multifield_index_searches_the_title_apart(tiny, tiny_index, multifield_index,
+                                                   tmp_path):
+    """Pyserini's BEIR multifield layout: contents = text, the title its own field; --fields
+    picks what is searched ("cats" is d1's title and in d1's and d4's text)."""
+    meta = read_meta(multifield_index)
+    assert (meta["layout"], meta["contents"], meta["fields"]) == ("multifield", "text",
+                                                                 ["contents", "title"])
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("q1\tcats\n")
+
+    def docs(index: Path, *fields: str) -> set[str]:
+        out = tmp_path / "run.trec"
+        assert search_cli.main(["--index", str(index), "--topics", str(topics), "--output",
+                                str(out), "--quiet", *(["--fields", *fields] if fields else [])]) == 0
+        return set(read_trec_run(out)["q1"])
+
+    assert docs(multifield_index, "title=1.0") == {"d1"}
+    assert docs(multifield_index) == docs(multifield_index, "contents=1.0") == {"d1", "d4"}
+    assert docs(multifield_index, "contents=1.0", "title=1.0") == {"d1", "d4"}
+    assert docs(tiny_index) == {"d1", "d4"}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--fields", "contents=1.0", "title=1.0"], "has no title field"),
+    (["--fields", "title"], "expected FIELD=WEIGHT"),
+    (["--fields", "title=-1"], "expected FIELD=WEIGHT"),
+])
+def test_fields_errors(tiny, tiny_index, tmp_path, argv, message, capsys):
+    argv = ["--index", str(tiny_index), "--topics", f"{tiny}:test", "--output",
+            str(tmp_path / "r.trec"), *argv]
+    try:
+        code = run_main(search_cli.main, argv)
+    except SystemExit as e:  # argparse's own refusals exit by themselves
+        code = e.code
+    assert code == 2 and message in capsys.readouterr().err
+
+
+def test_layout_is_a_bm25_option(tiny, tmp_path, capsys):
+    argv = ["--retriever", "dense", "--corpus", str(tiny), "--index", str(tmp_path / "x"),
+            "--encoder", "none", "--layout", "multifield"]
+    assert run_main(index_cli.main, argv) == 2
+    assert "--layout applies to BM25 indexes" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shared_data_root() is None, reason="needs ../shared/data")
+def test_arguana_remove_query_long_queries_and_missing_judged_documents(tmp_path, caplog):
+    """Real ArguAna through the BM25 command lines, on its first 100 test queries and its
+    longest (868 words): no query retrieves itself with --remove-query and 100 hits remain;
+    the 5 judged documents the corpus lacks are said once and kept (trec_eval's qrels hold
+    them, and ranx agrees with trec_eval). The full 2CR numbers: regressions/bm25-beir.yaml."""
+    from pyserini_moe.data.export import write_topics_tsv
+    from pyserini_moe.data.topics import load_qrels, load_topics, qrels_file
+    from pyserini_moe.eval.metrics import evaluate, trec_eval
+
+    with caplog.at_level("WARNING", logger="pyserini_moe.data.beir"):
+        topics, qrels = load_topics("arguana:test"), load_qrels("arguana:test")
+    assert sum("5 judged documents are not in the corpus" in r.getMessage()
+               for r in caplog.records) == 1
+    longest = max(topics, key=lambda q: len(topics[q].split()))
+    subset = {q: topics[q] for q in [*list(topics)[:100], longest]}
+    write_topics_tsv(subset, tmp_path / "topics.tsv")
+    index, run_path = tmp_path / "index", tmp_path / "run.trec"
+    assert index_cli.main(["--corpus", "arguana", "--index", str(index), "--quiet"]) == 0
+    assert search_cli.main(["--index", str(index), "--topics", str(tmp_path / "topics.tsv"),
+                            "--output", str(run_path), "--hits", "100", "--remove-query",
+                            "--quiet"]) == 0
+    run = read_trec_run(run_path)
+    assert set(run) == set(subset) and all(len(h) == 100 and q not in h for q, h in run.items())
+    trec_qrels = qrels_file("arguana:test", workdir=tmp_path)
+    assert "test-politics-dhwem-pro06b" in trec_qrels.read_text()  # a judged, missing document
+    ours = evaluate(run, qrels, ["ndcg@10", "recall@100"])  # the other queries count 0 (-c)
+    reference = trec_eval(run_path, trec_qrels, ["ndcg@10", "recall@100"])
+    assert ours == pytest.approx(reference, abs=1e-4)

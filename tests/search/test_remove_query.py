@@ -1,0 +1,128 @@
+"""``--remove-query`` (Pyserini's flag, BEIR ArguAna): every retriever drops the hit that is the
+query itself and still returns ``--hits`` hits; fusing such runs cannot bring it back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from pyserini_moe import fuse
+from pyserini_moe.cli import run_main
+from pyserini_moe.index import __main__ as index_cli
+from pyserini_moe.runs import ranked, read_trec_run, write_trec_run
+from pyserini_moe.search import __main__ as search_cli
+from pyserini_moe.search.base import remove_query
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+WORDS = ["cat", "dog", "mat", "sat", "dense", "sparse", "expert", "model", "query", "passage",
+         "retrieval", "mixture", "argument", "counter", "school"]
+QUERY_IDS = ("d2", "d7", "d11", "d16")  # ArguAna's form: each query is a corpus document
+HITS = 10  # deep enough that every retriever finds some query itself, random weights and all
+
+
+def test_remove_query_drops_the_own_id_and_keeps_the_best_hits() -> None:
+    run = {"q1": {"q1": 9.0, "a": 5.0, "b": 4.0, "c": 3.0}, "q2": {"a": 2.0, "b": 1.0}}
+    assert remove_query(run, 2) == {"q1": {"a": 5.0, "b": 4.0}, "q2": {"a": 2.0, "b": 1.0}}
+    assert remove_query(run) == {"q1": {"a": 5.0, "b": 4.0, "c": 3.0}, "q2": run["q2"]}
+
+
+@pytest.fixture(scope="module")
+def arguana_like(tmp_path_factory) -> Path:
+    """A BEIR folder whose queries are four of its documents, word for word."""
+    root = tmp_path_factory.mktemp("arguana-like")
+    docs = {f"d{i}": " ".join(["debate", "zq" + "abcdefghijklmnopqrst"[i]]
+                              + [WORDS[(i * k) % len(WORDS)] for k in range(1, 4 + i % 5)])
+            for i in range(20)}  # "debate" everywhere: BM25 finds every document; "zqX": one
+    (root / "corpus.jsonl").write_text("".join(
+        json.dumps({"_id": d, "title": "", "text": t}) + "\n" for d, t in docs.items()))
+    (root / "queries.jsonl").write_text("".join(
+        json.dumps({"_id": q, "text": docs[q]}) + "\n" for q in QUERY_IDS))
+    (root / "qrels").mkdir()
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"{q}\td{(int(q[1:]) + 1) % 20}\t1\n" for q in QUERY_IDS))
+    return root
+
+
+@pytest.fixture(scope="module")
+def indexes(arguana_like, bert3, tmp_path_factory) -> dict[str, str]:
+    """BM25, and CAME's impact, multi-vector and dense indexes from one encoding pass."""
+    from pyserini_moe.modeling import CameEncoder
+
+    out = tmp_path_factory.mktemp("indexes")
+    torch.manual_seed(0)
+    model = CameEncoder.from_backbone(bert3, shared_layers=1, dim=16, pooling="mean", device="cpu")
+    with torch.no_grad():  # lexical weights above 0 (as after training): impact hits exist
+        model.heads["lexical"].bias.add_(0.5)
+    came = str(model.save(out / "came"))
+    kinds = ("impact", "multivector", "dense")
+    paths = {kind: str(out / kind) for kind in kinds}
+    assert index_cli.main(["--retriever", *kinds, "--corpus", str(arguana_like), "--index",
+                           *paths.values(), "--encoder", came, "--device", "cpu", "--quiet"]) == 0
+    assert index_cli.main(["--corpus", str(arguana_like), "--index", str(out / "bm25"),
+                           "--quiet"]) == 0
+    return {"bm25": str(out / "bm25"), **paths}
+
+
+def search(corpus: Path, out: Path, *args: str) -> dict:
+    assert run_main(search_cli.main, [*args, "--topics", f"{corpus}:test", "--output", str(out),
+                                      "--device", "cpu", "--quiet"]) == 0
+    return read_trec_run(out)
+
+
+def same_ranking(got: dict, expected: dict) -> None:
+    assert list(got) == list(expected)
+    for qid in expected:
+        assert [d for d, _ in ranked(got[qid])] == [d for d, _ in ranked(expected[qid])]
+
+
+@pytest.mark.parametrize("retriever", ["bm25", "dense", "impact", "multivector", "dense+bm25",
+                                       "fused"])
+def test_every_retriever_drops_the_query_and_keeps_hits(arguana_like, indexes, retriever,
+                                                        tmp_path) -> None:
+    """With the flag: the run one hit deeper, less the query's own id, ``--hits`` deep."""
+    if retriever == "dense+bm25":
+        args = ["--retriever", "dense", "--index", indexes["dense"], "--bm25-index",
+                indexes["bm25"], "--candidates", "15"]
+    elif retriever == "fused":
+        args = ["--retriever", "fused", "--index", indexes["impact"], indexes["multivector"],
+                indexes["dense"], "--candidates", "15", "--expert-runs"]
+    else:
+        args = ["--retriever", retriever, "--index", indexes[retriever]]
+
+    def with_experts(name: str) -> list[str]:
+        return [*args, str(tmp_path / name)] if retriever == "fused" else args
+
+    plain = search(arguana_like, tmp_path / "plain.trec", *with_experts("plain"), "--hits",
+                   str(HITS + 1))
+    dropped = search(arguana_like, tmp_path / "dropped.trec", *with_experts("dropped"), "--hits",
+                     str(HITS), "--remove-query")
+    assert any(qid in hits for qid, hits in plain.items())  # the query found itself
+    if retriever in ("bm25", "multivector"):  # identical text: the query is its own best hit
+        assert all(ranked(hits)[0][0] == qid for qid, hits in plain.items())
+    same_ranking(dropped, remove_query(plain, HITS))
+    assert all(len(hits) == HITS and qid not in hits for qid, hits in dropped.items())
+    if retriever == "fused":  # each expert's own run loses the query too
+        for kind in ("impact", "multivector", "dense"):
+            expert = read_trec_run(tmp_path / f"dropped.{kind}.trec")
+            assert not any(qid in hits for qid, hits in expert.items())
+            same_ranking(expert, remove_query(read_trec_run(tmp_path / f"plain.{kind}.trec")))
+
+
+def test_fusing_runs_without_the_query_cannot_bring_it_back(tmp_path) -> None:
+    a = {"q1": {"q1": 9.0, "d1": 3.0, "d2": 2.0}, "q2": {"d3": 1.0, "q2": 0.5}}
+    b = {"q1": {"d2": 5.0, "q1": 4.0}, "q2": {"q2": 3.0, "d1": 2.0}}
+    for name, run in (("a", a), ("b", b), ("a-rq", remove_query(a)), ("b-rq", remove_query(b))):
+        write_trec_run(run, tmp_path / f"{name}.trec")
+    for method in ("rrf", "came_sum", "combmnz", "hybrid"):
+        out = tmp_path / f"{method}.trec"
+        assert fuse.main(["--runs", str(tmp_path / "a-rq.trec"), str(tmp_path / "b-rq.trec"),
+                          "--method", method, "--output", str(out)]) == 0
+        fused = read_trec_run(out)
+        assert fused and not any(qid in hits for qid, hits in fused.items())
+        flagged = tmp_path / f"{method}-flag.trec"  # runs searched without it, fused with it
+        assert fuse.main(["--runs", str(tmp_path / "a.trec"), str(tmp_path / "b.trec"),
+                          "--method", method, "--output", str(flagged), "--remove-query"]) == 0
+        assert read_trec_run(flagged) == fused
