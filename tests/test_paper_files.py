@@ -68,16 +68,11 @@ def test_dpr_format_recipes_train_on_the_gold_positive() -> None:
 # BEIR collections whose queries are corpus documents: each query retrieves itself first unless
 # the search drops it (BEIR's ignore_identical_ids, Pyserini's 2CR --remove-query).
 SELF_RETRIEVING = ("arguana", "quora")
-# Owned by another line of work; its taser.arguana.test / taser.quora.test searches still lack
-# --remove-query.
-PENDING = {"taser-paper.yaml"}
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "regressions").glob("*.yaml")),
                          ids=lambda p: p.name)
 def test_searches_of_self_retrieving_collections_remove_the_query(path: Path) -> None:
-    if path.name in PENDING:
-        pytest.skip(f"{path.name}: its ArguAna / Quora searches lack --remove-query (pending)")
     for argv in steps(path):
         topics = flag(argv, "--topics") or ""
         if "pyserini_moe.search" in argv and any(name in topics for name in SELF_RETRIEVING):

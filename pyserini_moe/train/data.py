@@ -183,13 +183,12 @@ def load_training_data(config: DataConfig, workdir: Path, reuse_mined: bool = Fa
     """
     collection = BeirCollection.load(config.collection)
     qrels = collection.qrels(config.split)
-    ordered = {qid: [d for d, grade in judged.items() if grade > 0] for qid, judged in qrels.items()}
-    ordered = {qid: docs for qid, docs in ordered.items() if docs}  # qrels order: DPR's gold first
+    passages = {doc.id: doc.contents for doc in collection.corpus()}
+    ordered = _judged_positives(qrels, passages, f"{collection.name}:{config.split}")
     positives = {qid: frozenset(docs) for qid, docs in ordered.items()}
     if not positives:
         raise UserError(f"{collection.name}:{config.split} has no positive judgments to train on")
     queries = {qid: text for qid, text in collection.queries().items() if qid in positives}
-    passages = {doc.id: doc.contents for doc in collection.corpus()}
     train_qids, validation_qids = split_queries(list(positives), config.validation_fraction,
                                                 config.seed)
 
@@ -215,6 +214,20 @@ def load_training_data(config: DataConfig, workdir: Path, reuse_mined: bool = Fa
                         sample_positives=config.positives == "sample", split_seed=config.seed)
 
 
+def _judged_positives(qrels: dict[str, dict[str, int]], passages: dict[str, str],
+                      split: str) -> dict[str, list[str]]:
+    """Each query's relevant documents in qrels order (DPR's gold first), those the corpus
+    holds: a judgment of a missing document (BEIR's ArguAna has 5) counts in evaluation but
+    cannot be trained on, so it is left out here with one warning."""
+    ordered = {qid: [d for d, grade in judged.items() if grade > 0] for qid, judged in qrels.items()}
+    missing = [d for docs in ordered.values() for d in docs if d not in passages]
+    if missing:
+        log.warning("%s: %d judged positive(s) are not in the corpus (e.g. %r); not trained on",
+                    split, len(missing), missing[0])
+    ordered = {qid: [d for d in docs if d in passages] for qid, docs in ordered.items()}
+    return {qid: docs for qid, docs in ordered.items() if docs}
+
+
 def _candidates(run: Run, positives: dict[str, frozenset[str]], passages: dict[str, str],
                 config: DataConfig, source: Path) -> tuple[dict[str, list[str]], int]:
     """Ranked candidates per query: ranks skip_top+1..depth of the run, positives removed."""
@@ -227,7 +240,8 @@ def _candidates(run: Run, positives: dict[str, frozenset[str]], passages: dict[s
         if unknown:
             raise UserError(f"{source}: query {qid!r} ranks document {unknown[0]!r}, which is not "
                             f"in collection {config.collection!r}: wrong run for this collection?")
-        candidates[qid] = [doc for doc in hits if doc not in positives[qid]]
+        # never the query itself: in ArguAna / Quora a query is a corpus document too
+        candidates[qid] = [doc for doc in hits if doc not in positives[qid] and doc != qid]
         filled += len(candidates[qid]) < config.num_negatives
     return candidates, filled
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -292,3 +293,23 @@ def test_a_training_seed_resamples_batches_but_keeps_the_split_and_validation(co
         assert data.validation_pairs == base.validation_pairs
         assert data.validation_batches(3) == base.validation_batches(3)
     assert by_seed[7].epoch_batches(0, 3) != by_seed[8].epoch_batches(0, 3)
+
+
+def test_judged_documents_outside_the_corpus_and_the_query_itself_are_not_trained_on(
+        collection, tmp_path, caplog):
+    """ArguAna: queries are corpus documents, and some judged documents are missing."""
+    root = tmp_path / "selfish"
+    shutil.copytree(collection, root)
+    with open(root / "qrels" / "train.tsv", "a") as f:
+        f.write("q1\tgone\t1\n")
+    run = write_run(tmp_path / "run.trec", {f"q{i}": [f"q{i}", *[f"d{j}" for j in range(12)]]
+                                            for i in range(10)})
+    with open(root / "corpus.jsonl", "a") as f:  # each query id is also a document
+        for i in range(10):
+            f.write(json.dumps({"_id": f"q{i}", "title": "", "text": f"query {i}"}) + "\n")
+    cfg = config(root, validation_fraction=0.0, negatives={"source": "run", "run": str(run)})
+    with caplog.at_level("WARNING"):
+        data = load_training_data(cfg, tmp_path / "out")
+    assert "1 judged positive(s) are not in the corpus (e.g. 'gone')" in caplog.text
+    assert all(doc != "gone" for _, doc in data.train_pairs)
+    assert all(qid not in data.candidates[qid] for qid in data.candidates)
