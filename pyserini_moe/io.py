@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,9 +58,32 @@ def atomic_path(target: str | os.PathLike, *, directory: bool = False,
         raise
 
 
+# What a rename over the output path would replace besides a file or folder: the link itself
+# (its target keeps the old content, the link becomes a file) or a system's node (/dev/null).
+_SPECIAL_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISCHR, "a character device"),
+                  (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+                  (stat.S_ISSOCK, "a socket"))
+
+
+def refuse_special_output(target: str | os.PathLike) -> None:
+    """An output replaces only a regular file (or, for folder outputs, a folder): a symbolic
+    link, device node, FIFO or socket at ``target`` is refused (as root, ``--output /dev/null``
+    would otherwise replace the system's /dev/null with a run file)."""
+    try:
+        mode = os.lstat(target).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    kind = next((name for test, name in _SPECIAL_KINDS if test(mode)), None)
+    if kind is not None:
+        raise UserError(f"{target} is {kind}: an output replaces only a regular file or folder; "
+                        "name another path")
+
+
 def _check_target(target: Path, *, directory: bool, overwrite: bool) -> None:
     """Refuse what would lose data: replacing a directory by a file (``--output runs/`` must not
-    delete ``runs/``), a file by a directory, or anything at all without ``overwrite``."""
+    delete ``runs/``), a file by a directory, anything but a file or folder, or anything at all
+    without ``overwrite``."""
+    refuse_special_output(target)
     if directory and target.exists() and not target.is_dir():
         raise FileExistsError(f"{target} is a file, not a directory: name a new or existing folder")
     if not directory and target.is_dir():

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.io import refuse_special_output
 
 # Errors caused by the user's input or machine, reported without a traceback: our own UserError
 # and the operating system's refusals. Everything else (ValueError, KeyError, TypeError, ... from
@@ -41,19 +42,41 @@ def output_file(value: str) -> str:
 
 
 def refuse_input_as_output(outputs: list[str | None], inputs: list[str | None]) -> None:
-    """An output that is one of the command's inputs, or a folder holding one, would replace
-    (with ``--overwrite``: delete) what the command reads: refused before any work. Inputs that
-    are names rather than local paths (``scifact``, a hub model) cannot be hit."""
-    given = [(Path(p).resolve(), str(p)) for p in inputs if p and Path(p).exists()]
+    """An output that is one of the command's inputs, a folder holding one, or a path inside an
+    input folder (``--output <index>/docid``) would replace (with ``--overwrite``: delete) what
+    the command reads: refused before any work, as is an output path that is a symbolic link or a
+    device node (see :func:`~pyserini_moe.io.refuse_special_output`). Inputs that are names
+    rather than local paths (``scifact``, a hub model) cannot be hit."""
+    given = [(path, str(p)) for p in inputs if p and (path := _local_input(str(p)))]
     for out in outputs:
         if not out:
             continue
+        refuse_special_output(out)
         target = Path(out).resolve()
         for path, name in given:
-            if path == target or target in path.parents:
-                what = "is also an input" if path == target else f"holds the input {name}"
+            if what := _clash(target, path, name):
                 raise UserError(f"{out} {what} of this command: writing it would replace what "
                                 "is being read; name another output")
+
+
+def _clash(target: Path, path: Path, name: str) -> str | None:
+    """How the output ``target`` would hit the input ``path`` (both resolved), or None."""
+    if path == target:
+        return "is also an input"
+    if target in path.parents:
+        return f"holds the input {name}"
+    if path in target.parents:
+        return f"is inside the input {name}"
+    return None
+
+
+def _local_input(value: str) -> Path | None:
+    """The local file or folder an input names, resolved: a path, or the collection folder of
+    ``FOLDER:SPLIT`` (topics and qrels as ``data/scifact:test``); None for names."""
+    for candidate in (value, value.rpartition(":")[0]):
+        if candidate and Path(candidate).exists():
+            return Path(candidate).resolve()
+    return None
 
 
 def run_main(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> int:

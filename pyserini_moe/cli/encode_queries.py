@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    refuse_input_as_output([args.output], [args.index, args.topics])
+    refuse_input_as_output([args.output], [args.index, args.topics, args.encoder])
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
     from pyserini_moe.errors import UserError  # noqa: PLC0415
     from pyserini_moe.index.meta import read_meta  # noqa: PLC0415

@@ -94,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         switch_experts=args.switch_experts, seed=args.seed)
     settings.check()
     refuse_input_as_output([str(args.output_dir)],
-                           [args.backbone, *args.corpus, *[q.split("=", 1)[-1]
-                                                           for q in args.pseudo_queries]])
+                           [args.backbone, *args.corpus, *args.queries,
+                            *[part for q in args.pseudo_queries for part in q.split("=", 1)]])
     if args.output_dir.exists():
         if not args.overwrite:
             raise FileExistsError(f"{args.output_dir} already exists; pass --overwrite to "

@@ -186,7 +186,10 @@ def main(argv: list[str] | None = None) -> int:
                         "BM25 side of a hybrid)")
     if args.alpha < 0:
         raise UserError(f"--alpha must be >= 0 (the weight of the BM25 scores), got {args.alpha}")
-    refuse_input_as_output([args.output], [args.topics, *args.index])
+    expert_outputs = ([f"{args.expert_runs}.{kind}.trec" for kind in INDEX_KINDS]
+                      if args.expert_runs else [])
+    refuse_input_as_output([args.output, *expert_outputs],
+                           [args.topics, *args.index, args.bm25_index, args.encoder])
     for flag in ("hits", "batch_size", "threads", "query_max_length", "query_max_terms",
                  "candidates", "ef_search"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:

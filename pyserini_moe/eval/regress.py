@@ -58,7 +58,8 @@ matched as DPR and Pyserini's ``evaluate_dpr_retrieval`` match them).
 
 Placeholders in steps and paths: ``{python}`` (this interpreter), ``{work}`` (the work folder of
 this file), ``{data}`` (the shared data folder), ``{root}`` (the repository root), ``{seed}`` (in
-a condition with ``seeds``); environment variables (``$BEIR_DIR``) are expanded too.
+a condition with ``seeds``); environment variables (``$BEIR_DIR``) are expanded too. Every other
+brace is taken literally (``awk '{print $1}'``).
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ from pyserini_moe.validate import ConfigError, convert
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCALES = ("local", "paper")
 _TOPK = re.compile(r"top([1-9][0-9]*)")
+# The only placeholders of steps and paths (``{seed}`` only in a condition with seeds).
+PLACEHOLDER = re.compile(r"\{(python|work|root|data|seed)\}")
 # A metric with no tolerance in its file: half a unit of the fourth decimal, the precision the
 # files write values to and the table prints, so a value that prints the same passes.
 DEFAULT_TOLERANCE = 0.00005
@@ -335,6 +338,9 @@ def load_regression(path: str | os.PathLike) -> Regression:
             run=_require(raw, "run", where, str), qrels=qrels, checks=checks,
             source=_require(raw, "source", where, str), answers=answers, passages=passages,
             regex=regex, seeds=seeds))
+    if any("{seed}" in step for step in _steps(doc.get("steps"), str(path))):
+        raise RegressionSpecError(f"{path}: '{{seed}}' in the file's own steps: only a condition "
+                                  "with 'seeds' has one")
     return Regression(path=path, name=name, description=str(doc.get("description", "")),
                       scale=scale, requires=requires, steps=_steps(doc.get("steps"), str(path)),
                       conditions=conditions)
@@ -363,12 +369,15 @@ def missing_requirements(reg: Regression) -> list[str]:
 
 
 def expand(text: str, work: Path, seed: int | None = None) -> str:
-    """Fill the placeholders, then environment variables (``$BEIR_DIR``) as a shell would."""
+    """Environment variables (``$BEIR_DIR``) as a shell would, then the placeholders. Nothing else
+    is read as one: a step's own braces (awk's ``'{print $1}'``) are kept as written."""
     data = shared_data_root()
-    seeded = {} if seed is None else {"seed": seed}
-    return os.path.expandvars(text).format(python=shlex.quote(sys.executable), work=work,
-                                           root=REPO_ROOT, **seeded,
-                                           data=data if data is not None else "<no shared data>")
+    values = {"python": shlex.quote(sys.executable), "work": work, "root": REPO_ROOT,
+              "data": data if data is not None else "<no shared data>"}
+    if seed is not None:
+        values["seed"] = seed
+    return PLACEHOLDER.sub(lambda m: str(values[m[1]]) if m[1] in values else m[0],
+                           os.path.expandvars(text))
 
 
 def run_step(command: str, work: Path, dry_run: bool, seed: int | None = None) -> None:

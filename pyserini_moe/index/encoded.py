@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import torch
 from tqdm import tqdm
 
 from pyserini_moe.data.beir import Document
@@ -30,7 +31,7 @@ from pyserini_moe.index.meta import write_meta
 from pyserini_moe.io import atomic_path
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.base import Encoded, Side
-from pyserini_moe.representation import INDEX_KINDS
+from pyserini_moe.representation import INDEX_KINDS, Representation
 
 KINDS = INDEX_KINDS
 IMPACT_SHARD = "impact-shard"  # a shard's quantised vectors, indexed by Lucene when merged
@@ -255,8 +256,10 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
                 atomic_path(folder, directory=True, overwrite=overwrite))
             active.append(sinks[kind](out, built[kind], meta, stack, settings))
         seen = 0
+        used = {adapter.representation for adapter in built.values()}
         for batch in batches(collection, batch_size, "+".join(folders), progress, shard):
             out = model.encode([d.contents for d in batch], Side.PASSAGE, max_length, only=only)
+            _refuse_non_finite(out, used, batch, list(folders.values()))
             for sink in active:
                 sink.add(batch, out)
             seen += len(batch)
@@ -265,6 +268,24 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
         for sink in active:
             sink.finish()
     return list(folders.values())
+
+
+def _refuse_non_finite(out: Encoded, used: set[Representation], docs: list[Document],
+                       folders: list[Path]) -> None:
+    """A model with NaN weights (a diverged training) encodes NaN, which Faiss stores and the
+    impact quantiser silently drops: refused at the first such document, before anything is
+    renamed into place. Padding token vectors are not indexed, so they are not checked."""
+    bad = torch.zeros(len(docs), dtype=torch.bool)
+    for representation in used:
+        finite = torch.isfinite(getattr(out, representation))
+        if representation is Representation.MULTI:
+            finite = finite.all(dim=-1) | ~out.mask.bool()
+        bad |= ~finite.flatten(1).all(dim=1).cpu()
+    if bad.any():
+        doc = docs[int(bad.nonzero()[0])]
+        raise UserError(f"{', '.join(map(str, folders))}: document {doc.id!r} encodes to NaN or "
+                        "infinite values (the model's weights are broken: a diverged training?); "
+                        "no index was written")
 
 
 def build_dense_index(corpus: str, encoder: str, index_dir: str | os.PathLike,

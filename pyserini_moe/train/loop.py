@@ -17,8 +17,21 @@ import numpy as np
 import torch
 from torch import nn
 
+from pyserini_moe.errors import UserError
+
 # One forward pass of an accumulated step: its loss, and the values to log.
 Pass = Callable[[], tuple[torch.Tensor, dict[str, float]]]
+
+
+class TrainingDiverged(UserError):
+    """A non-finite loss or gradient: the update would make the weights NaN, and every later
+    model (``best/``, ``last/``, the log's losses) with them; training stops before it. ``step``
+    is 1-based, as the training logs number them."""
+
+    def __init__(self, step: int, what: str) -> None:
+        super().__init__(f"training diverged at step {step}: {what}; nothing from this step was "
+                         "saved (lower the learning rate)")
+        self.step = step
 
 
 def set_seed(seed: int) -> None:
@@ -71,9 +84,20 @@ class OptimizerLoop:
                 parts[name] = parts.get(name, 0.0) + value / len(passes)
         if before_update is not None:
             before_update()
-        if self.max_grad_norm:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+        # Without clipping, max_norm inf only measures the norm: the gradients stay as they are.
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(),
+                                              self.max_grad_norm or math.inf)
+        self._refuse_divergence(sum(losses) / len(losses), float(norm))
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
         return sum(losses) / len(losses), parts
+
+    def _refuse_divergence(self, loss: float, grad_norm: float) -> None:
+        """Stop before an update from a NaN / inf loss or gradient (the scheduler counts the
+        steps done, resumed runs included)."""
+        if math.isfinite(loss) and math.isfinite(grad_norm):
+            return
+        raise TrainingDiverged(self.scheduler.last_epoch + 1,
+                               f"the loss is {loss}" if not math.isfinite(loss)
+                               else f"the gradient norm is {grad_norm}")

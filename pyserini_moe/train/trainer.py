@@ -55,7 +55,7 @@ from pyserini_moe.train.distributed import (
     sum_gradients,
 )
 from pyserini_moe.train.grad_cache import cached_pass, encode_chunked
-from pyserini_moe.train.loop import OptimizerLoop, set_seed
+from pyserini_moe.train.loop import OptimizerLoop, TrainingDiverged, set_seed
 
 log = logging.getLogger(__name__)
 
@@ -337,9 +337,11 @@ class Trainer:
     def _validate(self, state: dict[str, Any]) -> float | None:
         """Validation loss now; saves ``best/`` when it is the lowest so far (and this step's
         snapshot with ``keep_snapshots``: what a study of checkpoint selection evaluates later)."""
+        val_loss = self.evaluate()
+        if val_loss is not None and not math.isfinite(val_loss):
+            raise TrainingDiverged(state["step"], f"the validation loss is {val_loss}")
         if self.cfg.keep_snapshots:
             self.model.save(self.out / SNAPSHOTS_DIR / f"step-{state['step']}")
-        val_loss = self.evaluate()
         state["val_loss"] = val_loss
         if val_loss is not None and (state["best_val_loss"] is None
                                      or val_loss < state["best_val_loss"]):
@@ -360,8 +362,8 @@ class Trainer:
         return [json.loads(line)["loss"] for line in path.read_text().splitlines() if line.strip()]
 
     def _append_log(self, entry: dict[str, Any]) -> None:
-        with open(self.out / LOG_FILE, "a") as f:
-            f.write(json.dumps(entry) + "\n")
+        with open(self.out / LOG_FILE, "a") as f:  # JSON has no NaN: one would be a bug here
+            f.write(json.dumps(entry, allow_nan=False) + "\n")
 
     def _write_dev_split(self, data: TrainingData) -> None:
         """The held-out queries as topics + qrels: the dev split on which hybrid weights are tuned

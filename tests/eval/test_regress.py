@@ -320,3 +320,9 @@ def test_two_queues_share_a_condition_s_seeds_then_evaluate_only_checks_the_mean
     run_regression(reg, files / "work", only_seeds=[1])
     rows, _ = run_regression(reg, files / "work", evaluate_only=True)
     assert statuses(rows) == ["OK"] and rows[0].measured == pytest.approx(0.875)
+
+
+def test_seed_placeholder_in_the_file_steps_is_refused(files):
+    doc = {"name": "r", "steps": ["{python} -c pass {seed}"], "conditions": [condition(files, 0.75)]}
+    with pytest.raises(RegressionSpecError, match="file's own steps"):
+        load_regression(write_yaml(files, doc))

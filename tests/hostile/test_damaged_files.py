@@ -79,7 +79,7 @@ def test_a_public_beir_name_offline_is_one_error_line(tmp_path, capsys, monkeypa
 
     monkeypatch.setattr(urllib.request, "urlopen", offline)
     monkeypatch.setenv("PYSERINI_MOE_CACHE", str(tmp_path / "cache"))
-    code = run_main(index_cli.main, ["--retriever", "bm25", "--corpus", "arguana", "--index",
+    code = run_main(index_cli.main, ["--retriever", "bm25", "--corpus", "nfcorpus", "--index",
                                      str(tmp_path / "i")])
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 2 and err.startswith("error: could not download the data set")

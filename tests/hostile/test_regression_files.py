@@ -35,3 +35,21 @@ def test_a_metric_without_tolerance_passes_when_it_prints_the_same(tmp_path: Pat
 def test_an_explicit_zero_tolerance_is_kept(tmp_path: Path) -> None:
     reg = load_regression(_file(tmp_path, 0.74996, tolerance=0.0))
     assert [r.status for r in run_regression(reg, tmp_path / "work")[0]] == ["FAIL"]
+
+
+def test_a_step_s_own_braces_are_kept(tmp_path: Path, capsys) -> None:
+    """awk's ``{print $1}`` crashed the runner with KeyError (str.format), dry run included; only
+    the known placeholders ({work} here) are filled."""
+    path = _file(tmp_path, 0.75)
+    doc = yaml.safe_load(path.read_text())
+    ids = tmp_path / "work" / "ids.txt"
+    doc["conditions"][0]["steps"] = [
+        f"""awk '{{print $1 > "{{work}}/ids.txt"}}' {tmp_path / 'run.trec'}"""]
+    path.write_text(yaml.safe_dump(doc))
+    reg = load_regression(path)
+    run_regression(reg, tmp_path / "work", dry_run=True)
+    assert f"""$ awk '{{print $1 > "{tmp_path / 'work'}/ids.txt"}}' """ in capsys.readouterr().out
+    assert not ids.exists()
+    rows, _ = run_regression(reg, tmp_path / "work")
+    assert [r.status for r in rows] == ["OK"]
+    assert ids.read_text() == "q1\nq1\nq2\nq2\n"

@@ -75,8 +75,10 @@ def test_pyserini_searches_with_our_encoded_queries(setup, tiny_corpus, kind) ->
 
 def test_a_multivector_index_has_no_pyserini_form(setup, tmp_path, capsys) -> None:
     root, indexes, topics = setup
-    (tmp_path / "pyserini_moe_index.json").write_text('{"kind": "multivector", "encoder": "m"}')
-    assert run_main(encode_cli.main, ["--index", str(tmp_path), "--topics", str(topics),
+    index = tmp_path / "multivector"  # the output is not inside it: that is refused first
+    index.mkdir()
+    (index / "pyserini_moe_index.json").write_text('{"kind": "multivector", "encoder": "m"}')
+    assert run_main(encode_cli.main, ["--index", str(index), "--topics", str(topics),
                                       "--output", str(tmp_path / "out")]) == 2
     assert "not 'multivector'" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
