@@ -3,6 +3,7 @@ what they mean: ``--encoder-option`` parsing and the ``--backend`` export cache.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import subprocess
@@ -17,6 +18,31 @@ def add_encoder_option_arg(group: Any, help_text: str) -> None:
     """``--encoder-option NAME=VALUE`` (repeatable): an encode-time option of the model."""
     group.add_argument("--encoder-option", action="append", default=[], metavar="NAME=VALUE",
                        help=help_text)
+
+
+def add_zero_shot_args(group: Any) -> None:
+    """How a backbone used zero-shot encodes (Pyserini's ``--encoder-class auto`` flags); each
+    defaults to the model's sentence-transformers configuration, else mean pooling + L2 norm."""
+    group.add_argument("--pooling", choices=("cls", "mean", "max"), default=None,
+                       help="zero-shot backbones: pooling (default: as the model's "
+                            "sentence-transformers configuration says, else mean)")
+    group.add_argument("--l2-norm", action=argparse.BooleanOptionalAction, default=None,
+                       dest="normalize",
+                       help="zero-shot backbones: L2-normalise the vectors (default: as the "
+                            "model's configuration says, else yes)")
+    group.add_argument("--query-prefix", default=None, metavar="TEXT",
+                       help="zero-shot backbones: put TEXT before every query, e.g. 'query: ' "
+                            "(default: the model's sentence-transformers 'query' prompt, else "
+                            "none); recorded in the index, so searches use it too")
+    group.add_argument("--passage-prefix", default=None, metavar="TEXT",
+                       help="zero-shot backbones: put TEXT before every passage, e.g. "
+                            "'passage: ' (default: the model's 'passage' / 'document' prompt)")
+
+
+def zero_shot_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The zero-shot flags given (see :func:`add_zero_shot_args`)."""
+    names = ("pooling", "normalize", "query_prefix", "passage_prefix")
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
 def add_device_args(group: Any) -> None:

@@ -25,8 +25,10 @@ from pyserini_moe.cli.args import (
     add_backend_arg,
     add_device_args,
     add_encoder_option_arg,
+    add_zero_shot_args,
     backend_encoder,
     parse_options,
+    zero_shot_settings,
 )
 from pyserini_moe.errors import UserError
 from pyserini_moe.representation import INDEX_KINDS
@@ -61,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     enc = parser.add_argument_group("model-based indexes (dense, impact, multivector)")
     enc.add_argument("--encoder", default=None,
                      help="a model folder saved by `python -m pyserini_moe.train`, or a Hugging Face "
-                          "backbone name/path used zero-shot (mean pooling, L2-normalised); "
+                          "backbone name/path used zero-shot (pooled as its sentence-transformers "
+                          "configuration says, see --pooling); "
                           "'all-minilm-l6-v2' is the packaged MiniLM")
     add_encoder_option_arg(enc, "an encode-time option of the model, recorded in the index and "
                                 "applied to queries when searching (e.g. SB-MoE: inference=all; "
@@ -73,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     enc.add_argument("--batch-size", type=int, default=32, help="documents per encoding batch")
     enc.add_argument("--max-length", type=int, default=256, help="document tokens kept")
     add_device_args(enc)
+    add_zero_shot_args(enc)
     enc.add_argument("--faiss", default="flat",
                      help="dense: flat | hnsw[M]; multivector: flat | ivf{nlist},pq{m} | hnsw[M]")
     enc.add_argument("--compression", default="none", metavar="none|pq{m}[x{bits}]",
@@ -136,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         from pyserini_moe.index.encoded import Shard, build_indexes  # noqa: PLC0415
 
         options = parse_options(args.encoder_option)
+        zero_shot = zero_shot_settings(args)
+        if zero_shot and args.backend != "torch":
+            raise UserError(f"--{next(iter(zero_shot)).replace('_', '-')} and the other "
+                            "zero-shot settings apply to --backend torch")
         encoder = backend_encoder(args.encoder, args.backend, options)
         shard = Shard(args.shard_id, args.shard_num) if args.shard_num is not None else None
         build_indexes(args.corpus, encoder, dict(zip(kinds, args.index)),
@@ -144,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                       precision=args.precision, compression=args.compression,
                       doc_max_terms=args.doc_max_terms,
                       overwrite=args.overwrite, progress=not args.quiet,
-                      options=options, shard=shard)
+                      options=options, shard=shard, zero_shot=zero_shot)
     print(f"{' + '.join(kinds)} index written to {' '.join(args.index)} in "
           f"{time.perf_counter() - start:.1f}s", file=sys.stderr)
     return 0

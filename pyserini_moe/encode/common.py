@@ -121,9 +121,15 @@ def join_titles(texts: list[str], titles: list[str] | None) -> list[str]:
 def describe(model: RetrievalModel, name: str) -> dict[str, Any]:
     """The encoder fields every index records (see :mod:`pyserini_moe.index.meta`); a local model
     folder by its absolute path, so the index finds it from any working directory."""
+    from pyserini_moe.modeling.auto import ZERO_SHOT_SETTINGS, is_backbone  # noqa: PLC0415
+
     if Path(name).exists():
         name = str(Path(name).resolve())
-    return {"encoder": name, "encoder_fingerprint": fingerprint(model),
-            "model_type": model.model_type,
-            "encoder_options": {k: model.args[k] for k in model.encode_options},
-            "precision": getattr(model, "precision", "fp32")}  # ONNX exports: float32 or int8
+    described = {"encoder": name, "encoder_fingerprint": fingerprint(model),
+                 "model_type": model.model_type,
+                 "encoder_options": {k: model.args[k] for k in model.encode_options},
+                 "precision": getattr(model, "precision", "fp32")}  # ONNX: float32 or int8
+    if is_backbone(name):  # how it was used zero-shot, so queries are encoded alike
+        described["zero_shot"] = {k: model.args[k] for k in ZERO_SHOT_SETTINGS
+                                  if k in model.args}
+    return described

@@ -201,7 +201,8 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
                   doc_max_terms: int | None = None,
                   overwrite: bool = False, progress: bool = True,
                   options: dict[str, Any] | None = None,
-                  shard: Shard | None = None) -> list[Path]:
+                  shard: Shard | None = None,
+                  zero_shot: dict[str, Any] | None = None) -> list[Path]:
     """Index ``corpus`` (or one ``shard`` of it) into one folder per kind of ``outputs``
     (``{"dense": path, "impact": path, "multivector": path}``, any non-empty subset) from a single
     encoding pass of ``encoder``; returns the folders.
@@ -210,6 +211,8 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
     ``quantization``: impact weights are stored as round(w * factor) (recorded in the index).
     ``compression``: multivector ``none`` | ``pq{m}`` (residual codes, see index.residual).
     ``doc_max_terms``: impact passages keep their heaviest terms only (recorded in the index).
+    ``zero_shot``: pooling / normalize / query_prefix / passage_prefix of a backbone used
+    zero-shot (see ``load_encoder``; recorded in the index, so its searches encode alike).
     """
     from pyserini_moe.encode.common import describe  # noqa: PLC0415
     from pyserini_moe.encode.dense import DenseDocumentEncoder  # noqa: PLC0415
@@ -235,7 +238,8 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
         if folder.exists() and not overwrite:
             raise FileExistsError(f"{folder} already exists; pass --overwrite to rebuild it")
     collection = open_corpus(corpus)
-    model = load_encoder(encoder, device, options=options, precision=precision)
+    model = load_encoder(encoder, device, options=options, precision=precision,
+                         **(zero_shot or {}))
     adapters = {"dense": lambda: DenseDocumentEncoder(model, max_length=max_length),
                 "impact": lambda: ImpactDocumentEncoder(model, max_length=max_length,
                                                         quantization=quantization,

@@ -14,6 +14,15 @@ from pyserini_moe.representation import INDEX_META_FILE
 
 # What an index folder holds: an index passed where a model belongs is named as such.
 INDEX_MARKER = INDEX_META_FILE
+# How a backbone is used zero-shot (load_encoder's keyword arguments of that name).
+ZERO_SHOT_SETTINGS = ("pooling", "normalize", "query_prefix", "passage_prefix")
+
+
+def is_backbone(spec: str) -> bool:
+    """Whether ``spec`` is a backbone used zero-shot: neither a saved model nor an ONNX export."""
+    from pyserini_moe.modeling.onnx import is_onnx_export  # noqa: PLC0415
+
+    return not is_saved_model(spec) and not is_onnx_export(spec)
 
 
 def load_encoder(spec: str, device: str | torch.device | None = None,

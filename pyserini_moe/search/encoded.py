@@ -83,12 +83,15 @@ class _EncodedSearcher:
                 f"{index} records its encoder as {self.encoder_name!r}, a path relative to where "
                 "the index was built (indexes built before 2026-11-25): run from there, or pass "
                 "--encoder with the model folder")
-        from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
+        from pyserini_moe.modeling.auto import is_backbone, load_encoder  # noqa: PLC0415
 
         # The encode-time options the documents were encoded with (SB-MoE's TOP-1 / ALL) hold
         # for the queries too.
+        # and a backbone used zero-shot encodes queries as the index recorded it was used
+        zero_shot = self.meta.get("zero_shot", {}) if is_backbone(self.encoder_name) else {}
         model = load_encoder(self.encoder_name, device=device,
-                             options=self.meta.get("encoder_options"), precision=precision)
+                             options=self.meta.get("encoder_options"), precision=precision,
+                             **zero_shot)
         self.query_encoder = self._query_encoder(model, query_max_length)
         check_encoder(self.meta, self.query_encoder.model, index, self.encoder_name)
 
