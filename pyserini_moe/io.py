@@ -6,6 +6,7 @@ import contextlib
 import glob
 import json
 import os
+import pickle
 import re
 import shutil
 import stat
@@ -36,10 +37,9 @@ def atomic_path(target: str | os.PathLike, *, directory: bool = False,
         fd, name = tempfile.mkstemp(prefix=prefix, dir=target.parent)
         os.close(fd)
         tmp = Path(name)
-    # mkstemp / mkdtemp create owner-only entries; the output gets what a plain open() would give
-    tmp.chmod((0o777 if directory else 0o666) & ~_umask())
     try:
         yield tmp
+        _usual_modes(tmp)
         # Checked again: another writer may have created the target (or a directory stood up in
         # its place) while this one worked.
         _check_target(target, directory=directory, overwrite=overwrite)
@@ -56,6 +56,29 @@ def atomic_path(target: str | os.PathLike, *, directory: bool = False,
         else:
             tmp.unlink(missing_ok=True)
         raise
+
+
+def _usual_modes(tmp: Path) -> None:
+    """Give ``tmp`` and everything in it at least what a plain ``open()`` / ``mkdir()`` would
+    (0644 / 0755 under umask 022): mkstemp and mkdtemp create owner-only entries, and so does a
+    writer that saves through a temporary of its own (safetensors' ``save_file``: weights came
+    out 0600, unreadable to the group that shares the models). Set after the block, since such a
+    writer replaces the file it was given."""
+    umask = _umask()
+    for path in _tree(tmp):
+        if path.is_symlink():
+            continue
+        usual = (0o777 if path.is_dir() else 0o666) & ~umask
+        path.chmod(stat.S_IMODE(path.stat().st_mode) | usual)
+
+
+def _tree(top: Path) -> Iterator[Path]:
+    """``top`` and, for a folder, everything under it (symbolic links are not followed)."""
+    yield top
+    if top.is_dir() and not top.is_symlink():
+        for folder, dirs, files in os.walk(top):
+            for name in [*dirs, *files]:
+                yield Path(folder) / name
 
 
 # What a rename over the output path would replace besides a file or folder: the link itself
@@ -130,6 +153,42 @@ def read_json(path: str | os.PathLike, what: str) -> Any:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: the {what} is damaged (not valid JSON: {e}); write it again "
                         "(rebuild or retrain)") from None
+
+
+# A file whose contents a safe load refused: never run, never loaded.
+SAFE_LOAD_REFUSAL = "not loaded: it holds code or objects a safe load refuses"
+
+
+def refused_by_safe_load(error: BaseException) -> bool:
+    """Whether torch's weights-only load refused a file for what it holds (a global, i.e. code,
+    or an object it may not build) rather than for damage: the two get different messages, and
+    torch's own advice (``weights_only=False``, which would run the file) is never passed on."""
+    text = str(error)
+    return isinstance(error, pickle.UnpicklingError) and ("GLOBAL" in text
+                                                          or "add_safe_globals" in text)
+
+
+def load_array(path: Path, mmap_mode: str | None = None) -> Any:
+    """``np.load`` of an index's ``.npy`` file: a pickle or object array in its place (numpy
+    refuses it without ``allow_pickle``) or a damaged file is one message naming the file."""
+    import numpy as np  # noqa: PLC0415
+
+    try:
+        return np.load(path, mmap_mode=mmap_mode)
+    except (ValueError, EOFError) as e:
+        raise _unreadable_array(path, str(e)) from None
+
+
+def _unreadable_array(path: Path, text: str) -> UserError:
+    """Objects (an object array, or a pickle: protocol 2+ starts with byte 0x80) or damage
+    (numpy calls any other non-array file "pickled" too); numpy's advice, ``allow_pickle=True``,
+    which would run a pickle, is never passed on."""
+    with open(path, "rb") as f:
+        pickled = "pickled" in text and f.read(1) == b"\x80"
+    if pickled or "Object arrays" in text or "Python objects" in text:
+        return UserError(f"{path}: {SAFE_LOAD_REFUSAL}; rebuild the index")
+    reason = "not a NumPy array file" if "pickled" in text else (text.splitlines() or ["empty"])[0]
+    return UserError(f"{path}: the index file is damaged ({reason}); rebuild the index")
 
 
 def read_yaml(path: str | os.PathLike, what: str, error: type[ValueError]) -> object:

@@ -1,4 +1,5 @@
-"""TREC run files, the currency between searching, fusion and evaluation.
+"""TREC run files (and MS MARCO's three-column runs, read alike), the currency between searching,
+fusion and evaluation.
 
 A run is ``{qid: {docid: score}}`` with string ids, the shape ranx and Pyserini's fusion use.
 """
@@ -50,32 +51,54 @@ def _write_ranked(run: Run, path: str | os.PathLike, hits: int | None,
 
 
 def read_trec_run(path: str | os.PathLike) -> Run:
-    """Read a six-column TREC run; a bad line raises :class:`RunFormatError` naming file and line."""
+    """Read a run file: six-column TREC (``qid Q0 docid rank score tag``) or MS MARCO's three
+    columns (``qid<TAB>docid<TAB>rank``: ``search --output-format msmarco``, Pyserini's too),
+    told apart per file by its first line. An MS MARCO run's score is ``1 / rank``: the file's
+    order exactly (distinct ranks, distinct scores), the scores Pyserini's trec_eval gives such a
+    run, and positive, so that raw-score fusion still favours a document found by more runs
+    (``-rank`` would not). A bad line raises :class:`RunFormatError` naming file and line."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"run file not found: {path}")
     run: Run = {}
+    parse: Callable[[list[str], str], tuple[str, str, float]] | None = None
     with open(path) as f:
         for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
             parts = line.split()
-            if len(parts) != 6:
-                raise RunFormatError(f"{path}:{lineno}: expected 6 columns "
-                                     f"(qid Q0 docid rank score tag), got {len(parts)}")
-            qid, _, docid, _, score, _ = parts
-            try:
-                value = float(score)
-            except ValueError:
-                raise RunFormatError(f"{path}:{lineno}: score {score!r} is not a number") from None
-            if not math.isfinite(value):
-                raise RunFormatError(f"{path}:{lineno}: score {score!r} is not a finite number")
+            if not parts:
+                continue
+            parse = parse or (_msmarco_line if len(parts) == 3 else _trec_line)
+            qid, docid, value = parse(parts, f"{path}:{lineno}")
             hits = run.setdefault(qid, {})
             if docid in hits:  # which line wins differs between tools: refuse the ambiguity
                 raise RunFormatError(f"{path}:{lineno}: document {docid!r} is listed twice for "
                                      f"query {qid!r}")
             hits[docid] = value
     return run
+
+
+def _trec_line(parts: list[str], where: str) -> tuple[str, str, float]:
+    if len(parts) != 6:
+        raise RunFormatError(f"{where}: expected 6 columns (qid Q0 docid rank score tag), got "
+                             f"{len(parts)}")
+    qid, _, docid, _, score, _ = parts
+    try:
+        value = float(score)
+    except ValueError:
+        raise RunFormatError(f"{where}: score {score!r} is not a number") from None
+    if not math.isfinite(value):
+        raise RunFormatError(f"{where}: score {score!r} is not a finite number")
+    return qid, docid, value
+
+
+def _msmarco_line(parts: list[str], where: str) -> tuple[str, str, float]:
+    if len(parts) != 3:
+        raise RunFormatError(f"{where}: expected 3 columns (qid docid rank: an MS MARCO run, as "
+                             f"the first line), got {len(parts)}")
+    qid, docid, rank = parts
+    if not (rank.isascii() and rank.isdigit()) or int(rank) < 1:
+        raise RunFormatError(f"{where}: rank {rank!r} is not a whole number >= 1")
+    return qid, docid, 1 / int(rank)
 
 
 def read_nonempty_run(path: str | os.PathLike, purpose: str) -> Run:

@@ -67,6 +67,56 @@ def test_outputs_get_umask_permissions_not_the_temporary_ones(tmp_path):
     assert (tmp_path / "d").stat().st_mode & 0o777 == 0o755
 
 
+def test_files_saved_through_a_writers_own_temporary_get_umask_permissions(tmp_path):
+    """Issue 39: model.safetensors came out 0600. safetensors' save_file writes a temporary of
+    its own and renames it over the path it is given, so the chmod of the temporary before the
+    block was lost."""
+    import torch
+    from safetensors.torch import save_file
+
+    old = os.umask(0o022)
+    try:
+        with atomic_path(tmp_path / "model", directory=True) as tmp:
+            (tmp / "sub").mkdir(mode=0o700)
+            save_file({"w": torch.zeros(2)}, str(tmp / "sub" / "model.safetensors"))
+        with atomic_path(tmp_path / "w.safetensors") as tmp:
+            save_file({"w": torch.zeros(2)}, str(tmp))
+    finally:
+        os.umask(old)
+    modes = {p.relative_to(tmp_path).as_posix(): p.stat().st_mode & 0o777
+             for p in tmp_path.rglob("*")}
+    assert modes == {"model": 0o755, "model/sub": 0o755, "model/sub/model.safetensors": 0o644,
+                     "w.safetensors": 0o644}
+
+
+def test_index_arrays_holding_objects_are_refused_and_damaged_ones_said(tmp_path):
+    """Issue 39: a pickle or object array in an index's .npy ended in numpy's traceback, whose
+    advice (allow_pickle=True) would run it."""
+    import pickle
+
+    import numpy as np
+
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.io import load_array
+
+    np.save(tmp_path / "objects.npy", np.array([{"a": 1}], dtype=object))
+    (tmp_path / "pickle.npy").write_bytes(pickle.dumps({"a": 1}))
+    (tmp_path / "zeros.npy").write_bytes(b"\0" * 64)
+    np.save(tmp_path / "good.npy", np.arange(100))
+    (tmp_path / "short.npy").write_bytes((tmp_path / "good.npy").read_bytes()[:200])
+    for name in ("objects", "pickle"):
+        for mmap_mode in (None, "r"):
+            with pytest.raises(UserError) as info:
+                load_array(tmp_path / f"{name}.npy", mmap_mode)
+            assert str(info.value) == (f"{tmp_path / name}.npy: not loaded: it holds code or "
+                                       "objects a safe load refuses; rebuild the index")
+    with pytest.raises(UserError, match=r"zeros.npy: the index file is damaged \(not a NumPy"):
+        load_array(tmp_path / "zeros.npy")
+    with pytest.raises(UserError, match="short.npy: the index file is damaged"):
+        load_array(tmp_path / "short.npy", "r")
+    assert load_array(tmp_path / "good.npy", "r").sum() == 4950
+
+
 def test_output_file_argument_type(tmp_path):
     assert output_file(str(tmp_path / "new.trec")) == str(tmp_path / "new.trec")
     with pytest.raises(argparse.ArgumentTypeError, match="is a directory"):

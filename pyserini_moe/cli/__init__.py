@@ -52,11 +52,25 @@ def refuse_input_as_output(outputs: list[str | None], inputs: list[str | None]) 
         if not out:
             continue
         refuse_special_output(out)
+        refuse_unwritable_output(out)
         target = Path(out).resolve()
         for path, name in given:
             if what := _clash(target, path, name):
                 raise UserError(f"{out} {what} of this command: writing it would replace what "
                                 "is being read; name another output")
+
+
+def refuse_unwritable_output(out: str | os.PathLike) -> None:
+    """An output goes through a temporary beside it (and a training folder is written into): a
+    folder this process cannot write was found only when the work was done (a whole search).
+    Checked with ``os.access``, so root is refused only on a read-only file system."""
+    target = Path(out).absolute()
+    folders = [target] if target.is_dir() else []
+    folders.append(next(p for p in target.parents if p.exists()))  # the writer creates the rest
+    for folder in folders:
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise UserError(f"{out}: the folder {folder} cannot be written by this user; name "
+                            "another output or make the folder writable")
 
 
 def _clash(target: Path, path: Path, name: str) -> str | None:

@@ -55,7 +55,8 @@ def add_device_args(group: Any) -> None:
                       default="fp32", help="encode under float16 autocast (CUDA only)")
     half.add_argument("--bf16", dest="precision", action="store_const", const="bf16",
                       help="encode under bfloat16 autocast (CUDA, or a CPU with bfloat16 "
-                           "instructions: ~2.5x faster there, vectors within 3e-5 cosine)")
+                           "instructions: ~2.5x faster there, vectors within 3e-5 cosine; "
+                           "emulated and slower than float32 on other CPUs, which it says)")
 
 
 def add_backend_arg(group: Any, help_text: str) -> None:

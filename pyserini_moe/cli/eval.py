@@ -42,17 +42,19 @@ TREC_EVAL_TOLERANCE = 1e-4
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pyserini_moe.eval",
-        description="Evaluate TREC run files (qid Q0 docid rank score tag) against qrels with "
+        description="Evaluate run files (TREC: qid Q0 docid rank score tag; or MS MARCO: "
+                    "qid docid rank) against qrels with "
                     "`trec_eval -c` semantics: every query of the qrels counts, queries missing "
                     "from a run score 0. With several runs, print a comparison table with paired "
                     "significance tests against the baseline.",
         formatter_class=HelpFormatter,
     )
     parser.add_argument("--run", nargs="+", required=True, metavar="RUN",
-                        help="TREC run file(s); a run is named by its file name (by its path "
-                             "when two file names clash). NAME=PATTERN names a condition "
-                             "trained with several seeds: the run files PATTERN matches (a glob, "
-                             "e.g. 'detr=work/detr-s*.test.trec'; quote it), one per seed. With "
+                        help="run file(s), TREC or MS MARCO; a run is named by its file name "
+                             "(by its path when two file names clash). NAME=PATTERN names a "
+                             "condition trained with several seeds: the run files PATTERN "
+                             "matches (a glob, e.g. 'detr=work/detr-s*.test.trec'; quote it), "
+                             "one per seed. With "
                              "several seeds anywhere, the comparison reports mean ± sd over "
                              "seeds and a t-test over queries and seeds (effect, 95%% interval, "
                              "p), not the paired test of --stat-test")
@@ -185,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
         comparison = compare(runs, qrels, metrics, baseline, args.stat_test, args.max_p)
         result["comparison"] = comparison.to_dict()
         tables.append(format_comparison(comparison, args.format))
-    if args.trec_eval:
+    if args.trec_eval:  # the JVM's start and Pyserini's wrapper: ~50 s that said nothing
+        print(f"running trec_eval (Java, via Pyserini) on {len(paths)} run(s); this takes a "
+              "while", file=sys.stderr)
         rows = []
         qrels_path = qrels_file(args.qrels)  # trec_eval reads TREC format only
         for name, path in zip(names, paths):

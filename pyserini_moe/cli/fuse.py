@@ -30,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pyserini_moe.fuse", description=__doc__.splitlines()[0].split(": ", 1)[1],
         formatter_class=HelpFormatter)
-    parser.add_argument("--runs", nargs="+", required=True, help="TREC run files to fuse")
+    parser.add_argument("--runs", nargs="+", required=True,
+                        help="run files to fuse (TREC, or MS MARCO's qid docid rank)")
     parser.add_argument("--method", choices=METHODS, required=True,
                         help=f"ranx: {', '.join(RANX_METHODS)}; CAME (table 4): "
                              f"{', '.join(CAME_METHODS)}; hybrid: Pyserini's "
@@ -76,6 +77,17 @@ def _read(path: str, remove_query: bool) -> Run:
     return drop_query(run)
 
 
+def _say_different_queries(paths: list[str], runs: list[Run]) -> None:
+    """Runs over different query sets (another split, a failed search) fuse without complaint,
+    each missing query from the other runs alone: one warning line says so."""
+    queries = [set(run) for run in runs]
+    if all(q == queries[0] for q in queries):
+        return
+    counts = ", ".join(f"{path}: {len(q)}" for path, q in zip(paths, queries))
+    print(f"warning: the runs hold different queries ({counts}; {len(set().union(*queries))} in "
+          "all); a query missing from a run is fused from the others", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.hits < 1:
@@ -94,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(f"--weights needs {len(args.runs)} values, one per run")
     refuse_input_as_output([args.output], [*args.runs, *(args.dev_runs or []), args.dev_qrels])
     runs = [_read(p, args.remove_query) for p in args.runs]
+    _say_different_queries(args.runs, runs)
     dev = None
     if args.dev_runs is not None:
         from pyserini_moe.data.topics import load_qrels  # noqa: PLC0415

@@ -88,9 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     from pyserini_moe.train.loop import set_seed  # noqa: PLC0415
     from pyserini_moe.train.trainer import Trainer, build_model  # noqa: PLC0415
 
-    config = load_config(args.config).with_overrides(
-        output_dir=args.output_dir, max_steps=args.max_steps, epochs=args.epochs,
-        device=args.device, seed=args.seed).with_settings(args.set)
+    config = load_config(args.config, args.output_dir).with_overrides(
+        max_steps=args.max_steps, epochs=args.epochs, device=args.device,
+        seed=args.seed).with_settings(args.set)
     refuse_input_as_output([str(config.output_dir)],
                            [config.model.backbone, config.data.collection,
                             str(config.data.negatives.run or ""),

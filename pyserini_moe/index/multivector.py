@@ -52,7 +52,7 @@ from pyserini_moe.index.residual import (
     doc_blocks,
     parse_compression,
 )
-from pyserini_moe.io import atomic_path
+from pyserini_moe.io import atomic_path, load_array
 from pyserini_moe.runs import Run
 
 KIND = "multivector"
@@ -340,7 +340,7 @@ class MultiVectorIndex:
                                      "not a multivector index built by pyserini-moe")
         self.meta: dict[str, Any] = meta
         self.dim = int(meta["dim"])
-        self.offsets = np.load(self.index_dir / OFFSETS_FILE)
+        self.offsets = load_array(self.index_dir / OFFSETS_FILE)
         self.docids = (self.index_dir / DOCIDS_FILE).read_text(encoding="utf-8").split("\n")[:-1]
         if not len(self.docids) + 1 == len(self.offsets) == meta["n_docs"] + 1:
             raise IndexMismatchError(f"{self.index_dir}: docids/offsets/metadata disagree on the "
@@ -351,8 +351,8 @@ class MultiVectorIndex:
             self.compressed = CompressedSearch(self.index_dir, self.offsets)
             self._compressed_params = _compressed_params(faiss_params)
             return
-        self.vectors = np.load(self.index_dir / VECTORS_FILE, mmap_mode="r")
-        self.token2doc = np.load(self.index_dir / TOKEN2DOC_FILE, mmap_mode="r")
+        self.vectors = load_array(self.index_dir / VECTORS_FILE, mmap_mode="r")
+        self.token2doc = load_array(self.index_dir / TOKEN2DOC_FILE, mmap_mode="r")
         self.index = faiss.read_index(str(self.index_dir / FAISS_FILE))
         params = faiss_params or ""
         ivf = _ivf(self.index)

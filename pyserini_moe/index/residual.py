@@ -26,6 +26,7 @@ import faiss
 import numpy as np
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.io import load_array
 
 CENTROIDS_FILE = "centroids.npy"
 PQ_FILE = "residual.pq"
@@ -122,7 +123,7 @@ class ResidualCodec:
 
     @classmethod
     def load(cls, folder: Path) -> ResidualCodec:
-        return cls(np.load(folder / CENTROIDS_FILE),
+        return cls(load_array(folder / CENTROIDS_FILE),
                    faiss.read_ProductQuantizer(str(folder / PQ_FILE)))
 
 
@@ -159,10 +160,10 @@ class CompressedSearch:
     def __init__(self, folder: Path, offsets: np.ndarray) -> None:
         self.codec = ResidualCodec.load(folder)
         self.offsets = offsets
-        self.token_cids = np.load(folder / TOKEN_CENTROIDS_FILE, mmap_mode="r")
-        self.codes = np.load(folder / CODES_FILE, mmap_mode="r")
-        self.list_offsets = np.load(folder / LIST_OFFSETS_FILE)
-        self.list_docs = np.load(folder / LIST_DOCS_FILE, mmap_mode="r")
+        self.token_cids = load_array(folder / TOKEN_CENTROIDS_FILE, mmap_mode="r")
+        self.codes = load_array(folder / CODES_FILE, mmap_mode="r")
+        self.list_offsets = load_array(folder / LIST_OFFSETS_FILE)
+        self.list_docs = load_array(folder / LIST_DOCS_FILE, mmap_mode="r")
 
     def tokens(self, index: np.ndarray | slice) -> np.ndarray:
         """Decoded float32 token vectors at ``index`` (a slice or token numbers)."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +41,21 @@ def resolve_backbone(name_or_path: str | os.PathLike = DEFAULT_BACKBONE) -> str:
 
 
 def _load(loader: Any, name: str, what: str, **kwargs: Any) -> Any:
-    unreachable = not Path(name).exists() and not _hub_reachable()
+    local = Path(name).exists()
+    unreachable = not local and not _hub_reachable()
+    if not local and not unreachable:
+        on_hub = _hub_has(name)
+        if on_hub is False:
+            raise BackboneNotFoundError(
+                f"cannot load {what} {name!r}: not a local model folder, and the Hugging Face hub "
+                "has no model of that name (or none this user may see)")
+        unreachable = on_hub is None
     if unreachable:  # the hub's client would retry five times (~30 s) before failing
         kwargs = {**kwargs, "local_files_only": True}
     try:
         return loader.from_pretrained(name, **kwargs)
+    except pickle.UnpicklingError as e:  # pickled weights (pytorch_model.bin): torch's safe load
+        raise _unloadable_weights(name, e) from None
     except (OSError, ValueError) as e:
         offline = os.environ.get("HF_HUB_OFFLINE") == "1"
         hint = (" (HF_HUB_OFFLINE=1: only local folders and the packaged MiniLM, "
@@ -53,6 +65,19 @@ def _load(loader: Any, name: str, what: str, **kwargs: Any) -> Any:
         raise BackboneNotFoundError(
             f"cannot load {what} {name!r}: not a local model folder and not loadable from the "
             f"Hugging Face hub{hint}. Original error: {str(e).splitlines()[0]}") from None
+
+
+def _unloadable_weights(name: str, error: pickle.UnpicklingError) -> UserError:
+    """One line for pickled weights that torch's weights-only load refused: for what they hold
+    (never run) or because they are damaged; torch's advice, ``weights_only=False``, would run
+    them and is not passed on."""
+    from pyserini_moe.io import SAFE_LOAD_REFUSAL, refused_by_safe_load  # noqa: PLC0415
+
+    weights = Path(name) / "pytorch_model.bin"
+    where = str(weights) if weights.is_file() else f"the pickled weights of {name}"
+    if refused_by_safe_load(error):
+        return UserError(f"{where}: {SAFE_LOAD_REFUSAL}")
+    return UserError(f"{where}: cannot read the weights (damaged, or not PyTorch weights)")
 
 
 _HUB_REACHABLE: bool | None = None
@@ -77,6 +102,29 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
     return _HUB_REACHABLE
 
 
+@functools.cache
+def _hub_has(name: str) -> bool | None:
+    """Whether the hub has model ``name``, asked once with one request; None when it gives no
+    answer (a network or server error). Left to transformers, a name the hub lacks or a hub
+    that does not answer went through the client's retries (five, ~30 s) before the error."""
+    from huggingface_hub import HfApi  # noqa: PLC0415
+    from huggingface_hub.errors import (  # noqa: PLC0415
+        GatedRepoError,
+        HFValidationError,
+        RepositoryNotFoundError,
+    )
+
+    try:
+        HfApi().model_info(name, timeout=10)
+    except GatedRepoError:  # it exists; the loader says what access it needs
+        return True
+    except (RepositoryNotFoundError, HFValidationError):  # absent, or no hub name at all
+        return False
+    except Exception:  # noqa: BLE001 - whatever the client raises for no answer
+        return None
+    return True
+
+
 def model_file(name_or_path: str | os.PathLike, filename: str) -> Path | None:
     """One file of a model: from its folder (the packaged MiniLM's too), else from the hub or
     its local cache; None when the model has no such file or it cannot be fetched."""
@@ -87,7 +135,8 @@ def model_file(name_or_path: str | os.PathLike, filename: str) -> Path | None:
     from huggingface_hub import hf_hub_download  # noqa: PLC0415
 
     try:
-        return Path(hf_hub_download(name, filename, local_files_only=not _hub_reachable()))
+        online = _hub_reachable() and _hub_has(name) is True  # else the cache only: no retries
+        return Path(hf_hub_download(name, filename, local_files_only=not online))
     except Exception:  # noqa: BLE001 - absent, gated or unreachable: the file is not there
         return None
 

@@ -19,8 +19,10 @@ Folders saved before keep loading.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
+import logging
 import os
 from abc import ABC, abstractmethod
 from enum import Enum
@@ -35,6 +37,8 @@ from pyserini_moe.modeling.losses import contrastive_loss
 from pyserini_moe.representation import INDEX_KINDS, REPRESENTATIONS, Representation
 
 __all__ = ["INDEX_KINDS", "REPRESENTATIONS", "Representation"]  # re-exported: the model's vocabulary
+
+log = logging.getLogger(__name__)
 
 MODEL_FILE = "pyserini_moe.json"
 CARD_FILE = "README.md"
@@ -52,6 +56,28 @@ class Side(str, Enum):
 # Encode-time autocast types (``RetrievalModel.set_precision``; Pyserini's --fp16, and --bf16).
 PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "fp16": torch.float16,
                                              "bf16": torch.bfloat16}
+# CPU flags of bfloat16 instructions: without one, PyTorch emulates bfloat16 (4.4x slower than
+# float32 in issue 39's measurement).
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this CPU has bfloat16 instructions (Linux's /proc/cpuinfo flags; elsewhere unknown,
+    taken as no): ``--bf16`` pays off on CPU only with them."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return False
+    flags = next((line.partition(":")[2].split() for line in text.splitlines()
+                  if line.startswith("flags")), [])
+    return any(flag in flags for flag in BF16_CPU_FLAGS)
+
+
+@functools.cache
+def _say_bf16_is_emulated() -> None:
+    """Once a process: every model of a fused search would say it again."""
+    log.warning("this CPU has no bfloat16 instructions (%s): --bf16 is emulated here and slower "
+                "than float32; leave it out", " or ".join(BF16_CPU_FLAGS))
 
 
 @dataclasses.dataclass
@@ -240,12 +266,18 @@ class RetrievalModel(nn.Module, ABC):
         """Encode under ``torch.autocast`` from now on: ``fp16`` (CUDA only: PyTorch's float16
         kernels on CPU ran 3.6x slower than float32 here) or ``bf16`` (CUDA, or a CPU with
         bfloat16 instructions: 2.5x faster than float32 for MiniLM on an AVX512-BF16 core, cosine
-        to the float32 vector >= 0.99997). Outputs are float32 again; training is unaffected."""
+        to the float32 vector >= 0.99997; a CPU without them emulates it, 4.4x slower: said once,
+        and the fp16 refusal suggests --bf16 only where it helps). Outputs are float32 again;
+        training is unaffected."""
         if name not in PRECISIONS:
             raise UserError(f"unknown precision {name!r}; choose from {', '.join(PRECISIONS)}")
+        on_cpu = self.device.type == "cpu"
         if name == "fp16" and self.device.type != "cuda":
+            advice = "; use --bf16" if on_cpu and cpu_has_bf16() else ""
             raise UserError(f"--fp16 needs a CUDA device (this model runs on {self.device}): "
-                            "PyTorch's float16 on CPU is slower than float32; use --bf16")
+                            f"PyTorch's float16 on CPU is slower than float32{advice}")
+        if name == "bf16" and on_cpu and not cpu_has_bf16():
+            _say_bf16_is_emulated()
         self.precision = name
         return self
 

@@ -7,7 +7,7 @@ after an hour of BM25 mining or training. Relative paths are relative to the wor
 
 Schema (defaults in brackets; see ``encoders/*.yaml`` for commented examples)::
 
-    output_dir: work/models/<name>           # required
+    output_dir: work/models/<name>           # required unless --output-dir gives it
     model:
       type: siamese                          # required: a registered model type
       backbone: all-minilm-l6-v2             # [packaged MiniLM] HF name or folder
@@ -248,10 +248,15 @@ def _plain(value: Any) -> Any:
     return str(value) if isinstance(value, Path) else value
 
 
-def load_config(path: str | os.PathLike) -> TrainConfig:
-    """Read and validate a recipe file."""
+def load_config(path: str | os.PathLike,
+                output_dir: str | os.PathLike | None = None) -> TrainConfig:
+    """Read and validate a recipe file. ``output_dir`` (``--output-dir``) replaces the recipe's
+    before validation, so a recipe shared between runs may leave it out."""
     path = Path(path)
-    return from_dict(read_yaml(path, "recipe", ConfigError), path)
+    raw = read_yaml(path, "recipe", ConfigError)
+    if output_dir is not None and isinstance(raw, dict):
+        raw = {**raw, "output_dir": str(output_dir)}
+    return from_dict(raw, path)
 
 
 def from_dict(raw: Any, source: str | os.PathLike = "<dict>") -> TrainConfig:

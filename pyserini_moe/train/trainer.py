@@ -40,7 +40,7 @@ from tqdm import tqdm
 
 from pyserini_moe.data.export import write_topics_tsv, write_trec_qrels
 from pyserini_moe.errors import UserError
-from pyserini_moe.io import atomic_path, read_json
+from pyserini_moe.io import SAFE_LOAD_REFUSAL, atomic_path, read_json, refused_by_safe_load
 from pyserini_moe.modeling.base import CARD_FILE, Encoded, RetrievalModel, Side, model_class
 from pyserini_moe.modeling.losses import flops
 from pyserini_moe.train.collator import Batch, Collator
@@ -405,6 +405,9 @@ class Trainer:
             saved = torch.load(checkpoint / STATE_FILE, map_location=self.model.device,
                                weights_only=True)
         except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as e:
+            if refused_by_safe_load(e):
+                raise UserError(f"{checkpoint / STATE_FILE}: {SAFE_LOAD_REFUSAL}; start again "
+                                "with --overwrite") from None
             # torch's own message suggests weights_only=False: never, for a file we wrote
             raise UserError(f"{checkpoint / STATE_FILE}: the training checkpoint is damaged "
                             f"({str(e).splitlines()[0][:120]}); start again with --overwrite") \

@@ -103,6 +103,24 @@ def test_trec_eval_column(files, capsys):
     assert "| mrr@10  | 0.5000 |    0.5000 |   0.0000 |" in out
 
 
+def test_trec_eval_is_announced_before_it_starts(files, capsys, monkeypatch):
+    """Issue 39: ``--trec-eval`` ran ~50 s (the JVM, Pyserini's wrapper) without a word."""
+    from pyserini_moe.cli import eval as eval_cli
+
+    seen = []
+
+    def trec_eval(run, qrels, metrics):
+        seen.append(capsys.readouterr().err)  # what the user had read when it started
+        return {m: 0.5 for m in metrics}
+
+    monkeypatch.setattr(eval_cli, "trec_eval", trec_eval)
+    assert main(["--run", str(files / "good.trec"), str(files / "worse.trec"), "--qrels",
+                 str(files / "qrels.txt"), "--metrics", "mrr@10", "--trec-eval"]) == 0
+    assert seen[0].splitlines()[-1] == ("running trec_eval (Java, via Pyserini) on 2 run(s); "
+                                        "this takes a while")
+    assert len(seen) == 2 and seen[1] == ""  # said once, not per run
+
+
 @pytest.mark.parametrize("args, message", [
     (["--metrics", "ndcg@ten"], "unknown metric 'ndcg@ten'"),
     (["--baseline", "other.trec"], "--baseline 'other.trec'"),

@@ -84,3 +84,32 @@ def test_a_public_beir_name_offline_is_one_error_line(tmp_path, capsys, monkeypa
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert code == 2 and err.startswith("error: could not download the data set")
     assert not (tmp_path / "i").exists()
+
+
+class _Code:
+    """Pickles as a call of ``os.mkdir(marker)``: proof, if the folder appears, that it ran."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return os.mkdir, (str(self.marker),)
+
+
+def test_a_backbone_whose_pickled_weights_hold_code_is_not_loaded(tiny_bert, tiny_corpus,
+                                                                  tmp_path, capsys) -> None:
+    """Issue 39: a pytorch_model.bin holding code ended in torch's traceback (it never ran)."""
+    evil = tmp_path / "evil"
+    shutil.copytree(tiny_bert, evil)
+    (evil / "model.safetensors").unlink()
+    torch.save({"embeddings.word_embeddings.weight": _Code(tmp_path / "ran")},
+               evil / "pytorch_model.bin")
+    code = run_main(index_cli.main, ["--retriever", "dense", "--corpus", str(tiny_corpus),
+                                     "--index", str(tmp_path / "i"), "--encoder", str(evil),
+                                     "--device", "cpu", "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [f"error: {evil / 'pytorch_model.bin'}: not loaded: it holds code "
+                                 "or objects a safe load refuses"]
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "i").exists()

@@ -45,6 +45,32 @@ def test_a_damaged_training_checkpoint_says_start_again(toy_data, tiny_bert, tmp
     assert "weights_only=False" not in str(err.value)
 
 
+def test_a_checkpoint_replaced_by_a_pickle_holding_code_is_not_loaded(toy_data, tiny_bert,
+                                                                     tmp_path, siamese_recipe):
+    """Issue 39: a state.pt holding code was called damaged with torch's text (it never ran)."""
+    import os
+
+    from pyserini_moe.train.trainer import CHECKPOINT_DIR, STATE_FILE, Trainer
+
+    class Code:
+        def __reduce__(self):
+            return os.mkdir, (str(tmp_path / "ran"),)
+
+    def trainer() -> Trainer:
+        torch.manual_seed(0)
+        model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu")
+        return Trainer(model, siamese_recipe, toy_data(), progress=False)
+
+    trainer().train()
+    state = tmp_path / "run" / CHECKPOINT_DIR / STATE_FILE
+    torch.save({"model": Code()}, state)
+    with pytest.raises(ValueError) as err:
+        trainer().train(resume=True)
+    assert str(err.value) == (f"{state}: not loaded: it holds code or objects a safe load "
+                              "refuses; start again with --overwrite")
+    assert not (tmp_path / "ran").exists()
+
+
 @pytest.mark.parametrize("damage", ["state", "progress", "recipe"])
 def test_a_refused_resume_changes_nothing_in_the_run_folder(toy_data, tiny_bert, tmp_path,
                                                             siamese_recipe, damage) -> None:

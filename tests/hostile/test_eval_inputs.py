@@ -64,3 +64,15 @@ def test_an_eval_output_naming_its_run_is_refused(tmp_path, capsys) -> None:
                                     "--table", str(f / "run.trec")])
     assert code == 2 and "is also an input of this command" in _last(capsys)
     assert (f / "run.trec").read_text() == RUN
+
+
+def test_a_data_variable_naming_a_file_is_one_error_line(tmp_path, capsys, monkeypatch) -> None:
+    """Issue 39: PYSERINI_MOE_DATA naming a file was ignored without a word (a collection name
+    then resolved elsewhere, or was downloaded)."""
+    f = _files(tmp_path)
+    monkeypatch.setenv("PYSERINI_MOE_DATA", str(f / "qrels.txt"))
+    assert run_main(eval_cli.main, ["--run", str(f / "run.trec"), "--qrels",
+                                    "scifact:test"]) == 2
+    assert capsys.readouterr().err == (f"error: PYSERINI_MOE_DATA={f / 'qrels.txt'} is a file, "
+                                       "not a folder: point it at the folder that holds the "
+                                       "collections\n")

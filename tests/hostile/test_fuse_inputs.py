@@ -45,3 +45,20 @@ def test_an_output_that_is_one_of_the_inputs_is_refused(tmp_path: Path, capsys) 
                                 "--method", "rrf", "--output", str(tmp_path / "a.trec")])
     assert code == 2 and "is also an input of this command" in capsys.readouterr().err
     assert (tmp_path / "a.trec").read_text() == "q1 Q0 d1 1 3.0 t\n"
+
+
+def test_runs_over_different_queries_are_fused_with_one_warning(tmp_path: Path, capsys) -> None:
+    """Issue 39: runs of different query sets (another split, a failed search) fused silently."""
+    (tmp_path / "a.trec").write_text("q1 Q0 d1 1 3.0 t\nq2 Q0 d1 1 3.0 t\n")
+    (tmp_path / "b.trec").write_text("q1 Q0 d2 1 3.0 t\nq3 Q0 d1 1 2.0 t\nq4 Q0 d1 1 2.0 t\n")
+    out = tmp_path / "fused.trec"
+    assert run_main(fuse.main, ["--runs", str(tmp_path / "a.trec"), str(tmp_path / "b.trec"),
+                                "--method", "rrf", "--output", str(out)]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert warnings == [f"warning: the runs hold different queries ({tmp_path / 'a.trec'}: 2, "
+                        f"{tmp_path / 'b.trec'}: 3; 4 in all); a query missing from a run is "
+                        "fused from the others"]
+    assert {line.split()[0] for line in out.read_text().splitlines()} == {"q1", "q2", "q3", "q4"}
+    assert run_main(fuse.main, ["--runs", str(tmp_path / "a.trec"), str(tmp_path / "a.trec"),
+                                "--method", "rrf", "--output", str(out)]) == 0
+    assert "warning" not in capsys.readouterr().err  # the same queries: nothing to say

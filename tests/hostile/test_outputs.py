@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pyserini_moe.cli import convert, encode_queries, run_main
+from pyserini_moe.cli import convert, encode_queries, fuse, run_main
 from pyserini_moe.cli import eval as eval_cli
 from pyserini_moe.cli import index as index_cli
 from pyserini_moe.cli import search as search_cli
@@ -120,3 +120,43 @@ def test_outputs_inside_index_model_and_collection_folders_are_refused(ws, capsy
         err = capsys.readouterr().err.strip().splitlines()
         assert err[-1].startswith("error: ") and "is inside the input" in err[-1], err
     assert {name: snapshot(ws[name]) for name in kept} == kept
+
+
+@pytest.fixture
+def read_only(tmp_path, monkeypatch) -> Path:
+    """A folder made read-only (chmod 0o500). The tests run as root, whom the kernel lets write
+    there anyway: ``os.access`` answers for that folder as for any other user."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o500)
+    real = os.access
+
+    def access(path, mode, **kwargs) -> bool:
+        if Path(path).absolute() == folder and mode & os.W_OK:
+            return bool(os.stat(folder).st_mode & stat.S_IWUSR)
+        return real(path, mode, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
+    yield folder
+    folder.chmod(0o700)
+
+
+def test_an_output_in_a_read_only_folder_is_refused_before_any_work(ws, read_only,
+                                                                    capsys) -> None:
+    """Issue 39: a read-only output folder was found only when the whole search was done."""
+    cases = [
+        (eval_cli.main, ["--run", str(ws["root"] / "run.trec"), "--qrels",
+                         str(ws["root"] / "qrels.txt"), "--output", str(read_only / "m.json")]),
+        (fuse.main, ["--runs", str(ws["root"] / "run.trec"), str(ws["root"] / "run.trec"),
+                     "--method", "rrf", "--output", str(read_only / "sub" / "f.trec")]),
+        (search_cli.main, ["--retriever", "dense", "--index", str(ws["index"]), "--topics",
+                           f"{ws['corpus']}:test", "--output", str(read_only / "run.trec"),
+                           "--device", "cpu", "--quiet"]),
+    ]
+    for main, argv in cases:
+        out = argv[argv.index("--output") + 1]
+        assert run_main(main, argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"error: {out}: the folder {read_only} cannot be written by this user; "
+                       "name another output or make the folder writable"]
+    assert list(read_only.iterdir()) == []

@@ -93,3 +93,49 @@ def test_flags_that_would_do_nothing_are_refused(tiny_corpus, tmp_path, capsys) 
                                       str(tmp_path / "r.trec"), "--fp16"]) == 2
     assert "BM25 has none" in capsys.readouterr().err
     assert not (tmp_path / "i").exists() and not (tmp_path / "r.trec").exists()
+
+
+def test_bf16_on_a_cpu_without_bfloat16_instructions_is_said_once(tiny_bert, monkeypatch,
+                                                                   caplog) -> None:
+    """Issue 39: --bf16 ran 4.4x slower without a word where the CPU emulates bfloat16, and the
+    fp16 refusal recommended it there."""
+    from pyserini_moe.modeling import base
+
+    monkeypatch.setattr(base, "cpu_has_bf16", lambda: False)
+    base._say_bf16_is_emulated.cache_clear()
+    model = load_encoder(tiny_bert, device="cpu")
+    with caplog.at_level("WARNING", logger="pyserini_moe.modeling.base"):
+        model.set_precision("bf16")
+        load_encoder(tiny_bert, device="cpu", precision="bf16")  # a second model: said once
+    assert [r.getMessage() for r in caplog.records] == [
+        "this CPU has no bfloat16 instructions (avx512_bf16 or amx_bf16): --bf16 is emulated here "
+        "and slower than float32; leave it out"]
+    with pytest.raises(UserError) as info:
+        model.set_precision("fp16")
+    assert "--bf16" not in str(info.value)
+    base._say_bf16_is_emulated.cache_clear()
+
+
+def test_a_cpu_with_bfloat16_instructions_is_told_to_use_bf16(tiny_bert, monkeypatch,
+                                                              caplog) -> None:
+    from pyserini_moe.modeling import base
+
+    monkeypatch.setattr(base, "cpu_has_bf16", lambda: True)
+    model = load_encoder(tiny_bert, device="cpu")
+    with caplog.at_level("WARNING"):
+        model.set_precision("bf16")
+    assert not caplog.records
+    with pytest.raises(UserError, match="slower than float32; use --bf16$"):
+        model.set_precision("fp16")
+
+
+@pytest.mark.parametrize(("flags", "expected"), [("fpu avx2 avx512_bf16", True),
+                                                 ("fpu amx_bf16 amx_tile", True),
+                                                 ("fpu avx2 avx512f", False)])
+def test_bfloat16_instructions_are_read_from_the_cpu_flags(tmp_path, flags, expected) -> None:
+    from pyserini_moe.modeling.base import cpu_has_bf16
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: x\nflags\t\t: {flags}\n\n")
+    assert cpu_has_bf16(cpuinfo) is expected
+    assert cpu_has_bf16(tmp_path / "missing") is False  # not Linux: unknown, taken as no

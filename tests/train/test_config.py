@@ -103,6 +103,23 @@ def test_load_config_reads_yaml_and_rejects_broken_files(tmp_path):
         load_config(tmp_path / "missing.yaml")
 
 
+def test_output_dir_on_the_command_line_stands_in_for_the_recipes(tmp_path, tiny_bert, capsys):
+    """Issue 39: ``train --config R --output-dir D`` refused a recipe R without output_dir."""
+    from pyserini_moe.cli import run_main
+    from pyserini_moe.cli import train as train_cli
+
+    recipe = tmp_path / "shared.yaml"
+    recipe.write_text(f"model: {{type: siamese, backbone: {tiny_bert}}}\n"
+                      "data: {collection: scifact}\ntraining: {learning_rate: 1.0e-4}\n")
+    assert load_config(recipe, tmp_path / "out").output_dir == tmp_path / "out"
+    assert train_cli.main(["--config", str(recipe), "--output-dir", str(tmp_path / "out"),
+                           "--device", "cpu", "--init-only", "--quiet"]) == 0
+    assert (tmp_path / "out" / "init" / "pyserini_moe.json").is_file()
+    assert run_main(train_cli.main, ["--config", str(recipe), "--init-only"]) == 2  # neither
+    assert capsys.readouterr().err.splitlines()[-1] == (f"error: {recipe}: output_dir: missing "
+                                                        "required field")
+
+
 def test_to_dict_round_trips_and_overrides_are_validated():
     config = from_dict(MINIMAL, "r.yaml")
     assert from_dict(config.to_dict(), "r.yaml") == config
