@@ -6,14 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 from pyserini_moe.cli import eval as eval_cli
 from pyserini_moe.cli import fuse, merge, pretrain, regress, run_main
 from pyserini_moe.cli import index as index_cli
 from pyserini_moe.cli import search as search_cli
 from pyserini_moe.cli import train as train_cli
-from pyserini_moe.modeling import SiameseBiEncoder
 
 MAINS = {"index": index_cli.main, "search": search_cli.main, "eval": eval_cli.main,
          "train": train_cli.main, "fuse": fuse.main, "regress": regress.main,
@@ -21,18 +19,11 @@ MAINS = {"index": index_cli.main, "search": search_cli.main, "eval": eval_cli.ma
 
 
 @pytest.fixture(scope="module")
-def ws(tiny_bert, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
+def ws(model_index_run, tmp_path_factory) -> dict[str, Path]:
     """A workspace: the tiny corpus, a model, its dense index, a run, qrels and broken files."""
-    root = tmp_path_factory.mktemp("hostile")
-    torch.manual_seed(0)
-    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(root / "model")
-    index = root / "dense"
-    assert index_cli.main(["--retriever", "dense", "--corpus", str(tiny_corpus), "--index",
-                           str(index), "--encoder", str(model), "--device", "cpu",
-                           "--max-length", "64", "--quiet"]) == 0
-    (root / "run.trec").write_text("q0 Q0 d0 1 3.0 t\nq1 Q0 d1 1 2.0 t\n")
+    shared = model_index_run(tmp_path_factory.mktemp("hostile"))
+    root, model = shared["root"], shared["model"]
     (root / "five.trec").write_text("q0 Q0 d0 1 3.0\n")
-    (root / "qrels.txt").write_text("q0 0 d0 1\nq1 0 d1 1\n")
     (root / "badrel.txt").write_text("q0 0 d0 high\n")
     broken = root / "broken-corpus"
     broken.mkdir()
@@ -43,14 +34,14 @@ def ws(tiny_bert, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
         "training: {learning_rate: 1e-3}\n")
     (root / "recipe-ok.yaml").write_text(
         f"output_dir: {root}/trained\nmodel: {{type: siamese, backbone: {model}}}\n"
-        f"data: {{collection: {tiny_corpus}, split: test}}\ntraining: {{learning_rate: 1e-3}}\n")
+        f"data: {{collection: {shared['corpus']}, split: test}}\ntraining: {{learning_rate: 1e-3}}\n")
     (root / "reg-dup.yaml").write_text(
         "name: r\nconditions:\n" + "".join(
             f"  - {{name: c, run: {root}/run.trec, qrels: {root}/qrels.txt, "
             "metrics: {ndcg@10: 0.5}, source: x}\n" for _ in range(2)))
     (root / "reg-none.yaml").write_text("name: r\n")
     (root / "pseudo.tsv").write_text("d0 what is a cat\n")
-    return {"root": root, "model": model, "index": index, "corpus": tiny_corpus}
+    return shared
 
 
 def case(cmd: str, argv: str, message: str, code: int = 2, leaves: str | None = None):

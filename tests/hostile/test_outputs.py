@@ -11,30 +11,18 @@ import stat
 from pathlib import Path
 
 import pytest
-import torch
 
 from pyserini_moe.cli import convert, encode_queries, fuse, run_main
 from pyserini_moe.cli import eval as eval_cli
-from pyserini_moe.cli import index as index_cli
 from pyserini_moe.cli import search as search_cli
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path
-from pyserini_moe.modeling import SiameseBiEncoder
 
 
 @pytest.fixture(scope="module")
-def ws(tiny_bert, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
+def ws(model_index_run, tmp_path_factory) -> dict[str, Path]:
     """A model, its dense index over the tiny corpus, a run and its qrels."""
-    root = tmp_path_factory.mktemp("outputs")
-    torch.manual_seed(0)
-    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(root / "model")
-    index = root / "dense"
-    assert index_cli.main(["--retriever", "dense", "--corpus", str(tiny_corpus), "--index",
-                           str(index), "--encoder", str(model), "--device", "cpu",
-                           "--max-length", "64", "--quiet"]) == 0
-    (root / "run.trec").write_text("q0 Q0 d0 1 3.0 t\nq1 Q0 d1 1 2.0 t\n")
-    (root / "qrels.txt").write_text("q0 0 d0 1\nq1 0 d1 1\n")
-    return {"root": root, "model": model, "index": index, "corpus": tiny_corpus}
+    return model_index_run(tmp_path_factory.mktemp("outputs"))
 
 
 def snapshot(path: Path) -> dict[str, bytes]:

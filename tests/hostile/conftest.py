@@ -1,0 +1,32 @@
+"""What the hostile tests share: a workspace of a saved model, its dense index, a run, qrels."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from pyserini_moe.cli import index as index_cli
+from pyserini_moe.modeling import SiameseBiEncoder
+
+
+@pytest.fixture(scope="session")
+def model_index_run(tiny_bert: Path, tiny_corpus: Path) -> Callable[[Path], dict[str, Path]]:
+    """Builds, in a folder, the workspace below (each module's own ``ws`` adds its files)."""
+    return lambda root: _model_index_run(root, tiny_bert, tiny_corpus)
+
+
+def _model_index_run(root: Path, tiny_bert: Path, tiny_corpus: Path) -> dict[str, Path]:
+    """A tiny Siamese model saved in ``root``, its dense index over the tiny corpus, a two-query
+    run and its qrels (``run.trec``, ``qrels.txt``)."""
+    torch.manual_seed(0)
+    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(root / "model")
+    index = root / "dense"
+    assert index_cli.main(["--retriever", "dense", "--corpus", str(tiny_corpus), "--index",
+                           str(index), "--encoder", str(model), "--device", "cpu",
+                           "--max-length", "64", "--quiet"]) == 0
+    (root / "run.trec").write_text("q0 Q0 d0 1 3.0 t\nq1 Q0 d1 1 2.0 t\n")
+    (root / "qrels.txt").write_text("q0 0 d0 1\nq1 0 d1 1\n")
+    return {"root": root, "model": model, "index": index, "corpus": tiny_corpus}
