@@ -43,7 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
     from pyserini_moe.modeling.onnx import export, is_onnx_export  # noqa: PLC0415
 
-    refuse_input_as_output([str(args.output)], [args.encoder])
+    # a saved model's own export cache, <model>/onnx/ (cli.args.backend_encoder), sits inside
+    # the model by design and replaces none of its files
+    cache = (Path(args.encoder) / "onnx").resolve()
+    inside_cache = cache in args.output.resolve().parents
+    refuse_input_as_output([str(args.output)], [] if inside_cache else [args.encoder])
     if args.output.is_file():
         raise UserError(f"{args.output} is a file: name a folder for the export")
     if args.output.exists():
