@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import shutil
 import tempfile
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.eval.seeds import SeedSummary
 
 SNAPSHOT = re.compile(r"step-([0-9]+)")
 CACHE_FILE = "evaluation.json"
@@ -141,15 +141,9 @@ class RuleOutcome:
     scores: dict[str, float]  # seed label -> test metric at that step
 
     @property
-    def mean(self) -> float:
-        return sum(self.scores.values()) / len(self.scores)
-
-    @property
-    def sd(self) -> float:
-        n = len(self.scores)
-        if n < 2:
-            return 0.0
-        return math.sqrt(sum((v - self.mean) ** 2 for v in self.scores.values()) / (n - 1))
+    def summary(self) -> SeedSummary:
+        """The kept steps' scores over the seeds."""
+        return SeedSummary(tuple(self.scores.values()))
 
 
 def compare_rules(trainings: dict[str, list[Snapshot]], test_set: str, metric: str,
@@ -173,7 +167,8 @@ def report(trainings: dict[str, list[Snapshot]], test_set: str, metric: str,
 
     outcomes = compare_rules(trainings, test_set, metric, dev_metric)
     rows = [[o.rule, ", ".join(f"{s}: {o.steps[s]}" for s in trainings),
-             ", ".join(f"{o.scores[s]:.4f}" for s in trainings), f"{o.mean:.4f}", f"{o.sd:.4f}",
+             ", ".join(f"{o.scores[s]:.4f}" for s in trainings), f"{o.summary.mean:.4f}",
+             f"{o.summary.sd:.4f}",
              f"{min(o.scores.values()):.4f}-{max(o.scores.values()):.4f}"]
             for o in outcomes]
     best = [[label, f"{max(s.metrics[test_set][metric] for s in snaps):.4f}"]

@@ -90,21 +90,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_groups(specs: list[str]) -> dict[str, list[str]]:
-    """``{condition: [run file per seed]}``: a plain path is a one-seed condition named by its
-    file; ``NAME=PATTERN`` the files a glob matches (sorted)."""
-    groups: dict[str, list[str]] = {}
+    """``{condition: [run file per seed]}`` in the order given: a plain path is a one-seed
+    condition named by its file; ``NAME=PATTERN`` the files a glob matches (sorted)."""
     plain = [s for s in specs if not _is_group(s)]
-    for spec, name in zip(plain, run_names(plain)):
-        groups[name] = [spec]
-    for spec in filter(_is_group, specs):
-        name, _, pattern = spec.partition("=")
-        files = sorted(glob.glob(pattern))
-        if not files:
-            raise FileNotFoundError(f"--run {spec}: no run file matches {pattern}")
+    plain_names = dict(zip(plain, run_names(plain)))
+    groups: dict[str, list[str]] = {}
+    for spec in specs:
+        if spec in plain_names:
+            name, files = plain_names[spec], [spec]
+        else:
+            name, _, pattern = spec.partition("=")
+            files = sorted(glob.glob(pattern))
+            if not files:
+                raise FileNotFoundError(f"--run {spec}: no run file matches {pattern}")
         if name in groups:
             raise UserError(f"--run {spec}: the name {name!r} is taken")
         groups[name] = files
-    return {name: groups[name] for name in _in_given_order(specs, groups)}
+    return groups
 
 
 def _is_group(spec: str) -> bool:
@@ -112,15 +114,6 @@ def _is_group(spec: str) -> bool:
     path when the file exists)."""
     name, sep, _ = spec.partition("=")
     return bool(sep and name and "/" not in name and not Path(spec).is_file())
-
-
-def _in_given_order(specs: list[str], groups: dict[str, list[str]]) -> list[str]:
-    order = []
-    for spec in specs:
-        name = spec.partition("=")[0] if _is_group(spec) else next(
-            n for n, files in groups.items() if files == [spec])
-        order.append(name)
-    return order
 
 
 def _baseline(given: str | None, groups: dict[str, list[str]]) -> str:

@@ -74,8 +74,8 @@ def test_rules_pick_their_steps_and_report_the_spread_across_seeds():
     rules = {o.rule: o for o in compare_rules({"1": a, "2": b}, "t", "ndcg@10", "ndcg@10")}
     assert rules["val-loss"].steps == {"1": 20, "2": 10}
     assert rules["val-loss"].scores == {"1": 0.72, "2": 0.60}
-    assert rules["val-loss"].sd == pytest.approx(0.0849, abs=1e-4)
-    assert rules["last"].mean == pytest.approx(0.74) and rules["last"].sd == 0.0
+    assert rules["val-loss"].summary.sd == pytest.approx(0.0849, abs=1e-4)
+    assert rules["last"].summary.mean == pytest.approx(0.74) and rules["last"].summary.sd == 0.0
     assert rules["dev-ndcg@10"].steps == {"1": 20, "2": 20}
 
 
