@@ -1,0 +1,369 @@
+"""Seed trainings on a lent GPU machine, runs brought back and scored here (issue 35).
+
+The device machine has torch, transformers and a GPU but no Java, Pyserini, Faiss or ranx, and
+its working tree travels in 64 MiB (files back: 8, 16 MiB each). So this tool, in four steps:
+
+1. ``prepare`` (here): a carry folder (default ``.gpu/``, git-ignored) with the packaged MiniLM
+   in float16 (cast back to float32 on the device), the collections, the BM25 training run the
+   recipes' hard negatives come from (``data.negatives.source=run``: the same BM25 top 50 that
+   ``source: bm25`` mines here) and the job plan.
+2. ``run`` (device): trains every (condition, seed) job of the plan with
+   ``python -m pyserini_moe.train``, several at once on the one GPU, and searches each
+   checkpoint by exact inner product over the whole corpus (``torch.topk``: what Pyserini's flat
+   Faiss index computes) -- SciFact test and the held-out dev queries for every checkpoint, the
+   zero-shot collections for ``last`` only. Runs are stored as corpus positions (int16/int32) and
+   float32 scores in one ``.npz`` per job, packed into tars of a few jobs as each job ends, so a
+   call stopped at its limit still returns every finished job.
+3. ``unpack`` (here): the tars -> TREC runs (``work/gpu/runs/<job>.<checkpoint>.<topics>.trec``)
+   that ``pyserini_moe.eval`` and ``fuse`` read; positions map back to the corpus's own ids.
+4. ``check`` (here, before spending device time): ``evaluate`` on the CPU for one model against
+   the Pyserini / Faiss route of the regressions (same rankings, scores within 1e-4).
+
+Plan lines (``--plan``): ``NAME SEED RECIPE [--set key=value ...] [| ENCODER_OPTION=VALUE ...]``;
+the part after ``|`` names extra encodings of every checkpoint (SB-MoE's ``inference=all``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+# topics spec -> (collection, hits, remove the query's own id, keep scores)
+TOPICS = {
+    "scifact:test": ("scifact", 100, False, True),
+    "dev": ("scifact", 100, False, True),  # the recipe's held-out queries (dev_topics.tsv)
+    "arguana:test": ("arguana", 100, True, False),
+    "cranfield:test": ("cranfield", 1000, False, False),
+    "cisi:test": ("cisi", 1000, False, False),
+    "vaswani:test": ("vaswani", 1000, False, False),
+}
+LAST_ONLY = ("arguana:test", "cranfield:test", "cisi:test", "vaswani:test")
+JOBS_PER_TAR = 7  # 47 jobs -> 7 tars + log.tsv: the 8 files a call brings back
+
+
+# ----------------------------------------------------------------------------- prepare (here)
+
+def prepare(args: argparse.Namespace) -> None:
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from pyserini_moe.modeling.backbone import resolve_backbone
+    from pyserini_moe.paths import shared_data_root
+
+    carry = Path(args.carry)
+    if carry.exists():
+        shutil.rmtree(carry)
+    minilm = carry / "minilm"
+    shutil.copytree(resolve_backbone("all-minilm-l6-v2"), minilm,
+                    ignore=shutil.ignore_patterns("model.safetensors", "README.md"))
+    source = Path(resolve_backbone("all-minilm-l6-v2")) / "model.safetensors"
+    weights = load_file(str(source))
+    save_file({k: v.to(torch.float16) for k, v in weights.items()},
+              str(minilm / "model.fp16.safetensors"))
+    data = shared_data_root()
+    for name in args.collections:
+        shutil.copytree(data / name, carry / "data" / name)
+    shutil.copy(args.negatives, carry / "negatives.trec")
+    shutil.copy(args.plan, carry / "plan.txt")
+    size = sum(p.stat().st_size for p in carry.rglob("*") if p.is_file())
+    print(f"{carry}: {size / 2**20:.1f} MiB")
+
+
+# ----------------------------------------------------------------------------- run (device)
+
+def parse_plan(path: Path) -> list[dict]:
+    jobs = []
+    for line in path.read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        train, _, encodings = line.partition("|")
+        name, seed, recipe, *sets = shlex.split(train)
+        jobs.append({"name": f"{name}-s{seed}", "seed": int(seed), "recipe": recipe,
+                     "sets": sets, "options": shlex.split(encodings)})
+    return jobs
+
+
+def restore_backbone(carry: Path, target: Path) -> Path:
+    """The float16 MiniLM cast back to float32, in a folder transformers loads."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    if not (target / "model.safetensors").is_file():
+        shutil.copytree(carry / "minilm", target, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("model.fp16.safetensors"))
+        weights = load_file(str(carry / "minilm" / "model.fp16.safetensors"))
+        save_file({k: v.to(torch.float32) for k, v in weights.items()},
+                  str(target / "model.safetensors"))
+    return target
+
+
+class Packer:
+    """Adds each finished job's npz to tar ``runs-<k>.tar`` (k = job index // JOBS_PER_TAR),
+    rewritten whole and renamed into place, so what comes back is never half a tar."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.lock = threading.Lock()
+        self.members: dict[int, list[Path]] = {}
+
+    def add(self, index: int, files: list[Path]) -> None:
+        with self.lock:
+            group = index // JOBS_PER_TAR
+            self.members.setdefault(group, []).extend(files)
+            tmp = self.out / f".runs-{group}.tar.tmp"
+            with tarfile.open(tmp, "w") as tar:
+                for f in self.members[group]:
+                    tar.add(f, arcname=f.name)
+            os.replace(tmp, self.out / f"runs-{group}.tar")
+
+
+def run(args: argparse.Namespace) -> None:
+    carry, out, scratch = Path(args.carry).resolve(), Path(args.out), Path(args.scratch)
+    scratch.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYSERINI_MOE_DATA=str(carry / "data"), PYTHONPATH=str(ROOT),
+               OMP_NUM_THREADS=str(args.threads), TOKENIZERS_PARALLELISM="false",
+               PYTHONUNBUFFERED="1")
+    backbone = restore_backbone(carry, scratch / "minilm")
+    jobs = parse_plan(carry / "plan.txt")
+    packer = Packer(out)
+    log = open(out / "log.tsv", "a", buffering=1)
+    deadline = time.monotonic() + args.budget
+    start = time.monotonic()
+
+    def stage(cmd: list[str], name: str, what: str) -> bool:
+        t = time.monotonic()
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        log.write(f"{name}\t{what}\t{time.monotonic() - t:.1f}\t{done.returncode}\t"
+                  f"{time.monotonic() - start:.0f}\n")
+        if done.returncode:
+            tail = (done.stderr or done.stdout)[-1500:]
+            log.write("".join(f"# {line}\n" for line in tail.splitlines()))
+            print(f"{name} {what} failed:\n{tail}", flush=True)
+        return done.returncode == 0
+
+    def one(index: int, job: dict) -> None:
+        if time.monotonic() > deadline:
+            return
+        name, model_dir = job["name"], scratch / job["name"]
+        if job["recipe"] == "zero-shot":
+            checkpoints = [("zeroshot", backbone)]
+        elif args.evaluate_only and not (model_dir / "last").is_dir():
+            return
+        elif args.evaluate_only:
+            checkpoints = [("last", model_dir / "last"), ("best", model_dir / "best")]
+        else:
+            cmd = [sys.executable, "-m", "pyserini_moe.train", "--config",
+                   str(ROOT / job["recipe"]), "--seed", str(job["seed"]), "--output-dir",
+                   str(model_dir), "--overwrite", "--quiet",
+                   "--set", f"model.backbone={backbone}",
+                   "--set", "data.negatives.source=run",
+                   "--set", f"data.negatives.run={carry / 'negatives.trec'}", *job["sets"]]
+            if not stage(cmd, name, "train"):
+                return
+            checkpoints = [("last", model_dir / "last"), ("best", model_dir / "best")]
+        npz = scratch / f"{name}.npz"  # only the tars go to out: a call returns 8 files
+        cmd = [sys.executable, __file__, "evaluate", "--output", str(npz),
+               "--dev-topics", str(model_dir / "dev_topics.tsv"),
+               *[f"--checkpoint={c}={p}" for c, p in checkpoints],
+               *[f"--option={o}" for o in job["options"]], "--topics", *args.topics]
+        if stage(cmd, name, "evaluate"):
+            kept = [npz]
+            for log_name in ("train_log.jsonl", "train_summary.json"):
+                if (model_dir / log_name).is_file():
+                    kept.append(scratch / f"{name}.{log_name}")
+                    shutil.copy(model_dir / log_name, kept[-1])
+            packer.add(index, kept)
+
+    with ThreadPoolExecutor(args.workers) as pool:
+        for future in [pool.submit(one, i, job) for i, job in enumerate(jobs)]:
+            future.result()
+    print(f"all done in {time.monotonic() - start:.0f} s", flush=True)
+
+
+# ------------------------------------------------------------------------ evaluate (either)
+
+def corpus_ids(collection: str) -> list[str]:
+    from pyserini_moe.data.corpus import open_corpus
+    return [doc.id for doc in open_corpus(collection).corpus()]
+
+
+def ids_digest(ids: list[str]) -> str:
+    return hashlib.sha1("\n".join(ids).encode()).hexdigest()[:16]
+
+
+def encode_all(model, texts: list[str], side, max_length: int, batch: int):
+    """Vectors in ``texts`` order, encoded longest first so a batch pads little (padding is
+    masked out: the order changes float sums only in the last bits)."""
+    import torch
+    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    vectors = torch.cat([model.encode([texts[j] for j in order[i:i + batch]], side,
+                                      max_length).dense.float()
+                         for i in range(0, len(texts), batch)])
+    result = torch.empty_like(vectors)
+    result[torch.tensor(order, device=vectors.device)] = vectors
+    return result
+
+
+def search(q, d, qids: list[str], doc_ids: list[str], hits: int, remove_query: bool):
+    """Exact inner-product top ``hits`` (+1 when the query's own id is dropped, as ``search
+    --remove-query``); returns positions [Q, hits] and scores."""
+    import torch
+    k = min(hits + int(remove_query), d.shape[0])
+    scores, positions = torch.topk(q @ d.T, k, dim=1)
+    scores, positions = scores.cpu().numpy(), positions.cpu().numpy()
+    if remove_query:
+        where = {doc: i for i, doc in enumerate(doc_ids)}
+        keep_s, keep_p = [], []
+        for row, qid in enumerate(qids):
+            own = where.get(qid, -1)
+            mask = positions[row] != own
+            keep_p.append(positions[row][mask][:hits])
+            keep_s.append(scores[row][mask][:hits])
+        positions, scores = np.stack(keep_p), np.stack(keep_s)
+    return positions[:, :hits], scores[:, :hits]
+
+
+def evaluate(args: argparse.Namespace) -> None:
+    import torch
+
+    from pyserini_moe.data.beir import BeirCollection
+    from pyserini_moe.data.topics import load_topics
+    from pyserini_moe.modeling.auto import load_encoder
+    from pyserini_moe.modeling.base import Side
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    arrays: dict[str, np.ndarray] = {}
+    meta: dict = {"topics": {}, "digests": {}}
+    corpora: dict[str, tuple[list[str], list[str]]] = {}
+    for name, spec in (c.split("=", 1) for c in args.checkpoint):
+        for option in [None, *args.option]:
+            model = load_encoder(spec, device=device)
+            if option:
+                key, value = option.split("=", 1)
+                model.configure(**{key: value})
+                label = f"{name}+{key}-{value}"
+            else:
+                label = name
+            model.eval()
+            # zero-shot collections for the last checkpoint, without extra encodings
+            specs = [t for t in args.topics if t not in LAST_ONLY
+                     or (name in ("last", "zeroshot") and not option)]
+            vectors: dict[str, object] = {}
+            for topics in specs:
+                collection, hits, remove_query, keep_scores = TOPICS[topics]
+                if topics == "dev" and not Path(args.dev_topics).is_file():
+                    continue
+                if collection not in corpora:
+                    docs = list(BeirCollection.load(collection).corpus())
+                    corpora[collection] = ([d.id for d in docs], [d.contents for d in docs])
+                    meta["digests"][collection] = ids_digest(corpora[collection][0])
+                doc_ids, texts = corpora[collection]
+                if collection not in vectors:
+                    vectors[collection] = encode_all(model, texts, Side.PASSAGE, 256, args.batch)
+                queries = load_topics(args.dev_topics if topics == "dev" else topics)
+                qids = list(queries)
+                q = encode_all(model, [queries[i] for i in qids], Side.QUERY, 512, args.batch)
+                positions, scores = search(q, vectors[collection], qids, doc_ids, hits,
+                                           remove_query)
+                key = f"{label}.{topics.replace(':', '-')}"
+                dtype = np.int16 if len(doc_ids) < 2**15 else np.int32
+                arrays[key + ".pos"] = positions.astype(dtype)
+                if keep_scores:
+                    arrays[key + ".score"] = scores.astype(np.float32)
+                meta["topics"][key] = {"qids": qids, "collection": collection}
+            del model
+            if device == "cuda":
+                torch.cuda.empty_cache()
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    tmp = Path(str(args.output) + ".tmp.npz")
+    np.savez_compressed(tmp, **arrays)
+    os.replace(tmp, args.output)
+
+
+# ----------------------------------------------------------------------------- unpack (here)
+
+def unpack(args: argparse.Namespace) -> None:
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    ids_cache: dict[str, list[str]] = {}
+    for tar_path in args.tars:
+        with tarfile.open(tar_path) as tar:
+            for member in tar.getmembers():
+                if not member.name.endswith(".npz"):
+                    continue
+                job = member.name[:-len(".npz")]
+                data = np.load(io.BytesIO(tar.extractfile(member).read()))
+                meta = json.loads(bytes(data["meta"]).decode())
+                for key, info in meta["topics"].items():
+                    collection = info["collection"]
+                    if collection not in ids_cache:
+                        ids_cache[collection] = corpus_ids(collection)
+                        if ids_digest(ids_cache[collection]) != meta["digests"][collection]:
+                            raise SystemExit(f"{collection}: corpus differs from the device's")
+                    write_run(out / f"{job}.{key}.trec", info["qids"], data[key + ".pos"],
+                              data[key + ".score"] if key + ".score" in data else None,
+                              ids_cache[collection], job)
+    print(f"runs in {out}")
+
+
+def write_run(path: Path, qids: list[str], positions: np.ndarray, scores: np.ndarray | None,
+              doc_ids: list[str], tag: str) -> None:
+    lines = []
+    for row, qid in enumerate(qids):
+        for rank, pos in enumerate(positions[row], start=1):
+            score = float(scores[row][rank - 1]) if scores is not None else len(positions[row]) - rank + 1
+            lines.append(f"{qid} Q0 {doc_ids[int(pos)]} {rank} {score:.6f} {tag}\n")
+    path.write_text("".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare", help="build the carry folder here")
+    p.add_argument("--carry", default=".gpu")
+    p.add_argument("--plan", required=True)
+    p.add_argument("--negatives", required=True, help="BM25 run of the training queries")
+    p.add_argument("--collections", nargs="+",
+                   default=["scifact", "arguana", "cranfield", "cisi", "vaswani"])
+    p = sub.add_parser("run", help="train and search every job (device)")
+    p.add_argument("--carry", default=".gpu")
+    p.add_argument("--out", required=True)
+    p.add_argument("--scratch", default="/tmp/gpu-seeds")
+    p.add_argument("--workers", type=int, default=6)
+    p.add_argument("--threads", type=int, default=2, help="OMP threads a job")
+    p.add_argument("--budget", type=float, default=480, help="start no job after this many s")
+    p.add_argument("--topics", nargs="+", default=list(TOPICS))
+    p.add_argument("--evaluate-only", action="store_true",
+                   help="search the models a stopped run left in --scratch; train nothing")
+    p = sub.add_parser("evaluate", help="search one model's checkpoints (device or CPU)")
+    p.add_argument("--checkpoint", action="append", required=True, help="NAME=FOLDER")
+    p.add_argument("--option", action="append", default=[], help="extra encoding KEY=VALUE")
+    p.add_argument("--dev-topics", default="")
+    p.add_argument("--topics", nargs="+", default=list(TOPICS))
+    p.add_argument("--output", required=True)
+    p.add_argument("--device", default=None)
+    p.add_argument("--batch", type=int, default=128)
+    p = sub.add_parser("unpack", help="tars -> TREC runs (here)")
+    p.add_argument("tars", nargs="+")
+    p.add_argument("--output", default="work/gpu/runs")
+    args = parser.parse_args()
+    {"prepare": prepare, "run": run, "evaluate": evaluate, "unpack": unpack}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()
