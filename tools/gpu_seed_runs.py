@@ -52,6 +52,19 @@ TOPICS = {
     "cisi:test": ("cisi", 1000, False, False),
     "vaswani:test": ("vaswani", 1000, False, False),
 }
+
+
+def topics_settings(spec: str) -> tuple[str, int, bool, bool]:
+    """(collection, hits, remove the query's own id, keep scores) of a topics spec; any other
+    ``COLLECTION:SPLIT`` is searched like SciFact test (100 hits with scores)."""
+    return TOPICS.get(spec) or (spec.rsplit(":", 1)[0], 100, False, True)
+
+
+def run_key(label: str, spec: str) -> str:
+    """``last.scifact-test``: the checkpoint and the topics, fit for a file name."""
+    return f"{label}.{spec if spec == 'dev' else Path(spec).name.replace(':', '-')}"
+
+
 LAST_ONLY = ("arguana:test", "cranfield:test", "cisi:test", "vaswani:test")
 JOBS_PER_TAR = 7  # 47 jobs -> 7 tars + log.tsv: the 8 files a call brings back
 
@@ -265,7 +278,7 @@ def evaluate(args: argparse.Namespace) -> None:
                      or (name in ("last", "zeroshot") and not option)]
             vectors: dict[str, object] = {}
             for topics in specs:
-                collection, hits, remove_query, keep_scores = TOPICS[topics]
+                collection, hits, remove_query, keep_scores = topics_settings(topics)
                 if topics == "dev" and not Path(args.dev_topics).is_file():
                     continue
                 if collection not in corpora:
@@ -280,7 +293,7 @@ def evaluate(args: argparse.Namespace) -> None:
                 q = encode_all(model, [queries[i] for i in qids], Side.QUERY, 512, args.batch)
                 positions, scores = search(q, vectors[collection], qids, doc_ids, hits,
                                            remove_query)
-                key = f"{label}.{topics.replace(':', '-')}"
+                key = run_key(label, topics)
                 dtype = np.int16 if len(doc_ids) < 2**15 else np.int32
                 arrays[key + ".pos"] = positions.astype(dtype)
                 if keep_scores:

@@ -1,0 +1,81 @@
+"""tools/gpu_seed_runs.py: the GPU machine's exact search and the runs it brings back must be the
+runs the regressions would write here (same documents, same order, the query's own id dropped)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from pyserini_moe.data.beir import BeirCollection
+from pyserini_moe.modeling.auto import load_encoder
+from pyserini_moe.modeling.base import Side
+from pyserini_moe.runs import read_trec_run
+
+_SPEC = importlib.util.spec_from_file_location(
+    "gpu_seed_runs", Path(__file__).resolve().parents[1] / "tools" / "gpu_seed_runs.py")
+tool = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(tool)
+
+
+def test_plan_lines_name_seed_recipe_overrides_and_encodings(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.txt"
+    plan.write_text("# comment\n\nminilm 0 zero-shot\n"
+                    "sbmoe 43 encoders/x.yaml --set model.args.gate=random | inference=all\n")
+    jobs = tool.parse_plan(plan)
+    assert [j["name"] for j in jobs] == ["minilm-s0", "sbmoe-s43"]
+    assert jobs[1]["seed"] == 43 and jobs[1]["recipe"] == "encoders/x.yaml"
+    assert jobs[1]["sets"] == ["--set", "model.args.gate=random"]
+    assert jobs[1]["options"] == ["inference=all"] and jobs[0]["options"] == []
+
+
+def test_search_is_exact_top_k_and_drops_the_query_itself() -> None:
+    docs = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.5, 0.5]])
+    queries = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    doc_ids = ["a", "b", "c", "d"]
+    positions, scores = tool.search(queries, docs, ["x", "y"], doc_ids, 2, False)
+    assert positions.tolist() == [[0, 1], [2, 3]]
+    # query "a" is document "a": it is dropped and the next hit fills its place
+    positions, scores = tool.search(queries, docs, ["a", "c"], doc_ids, 2, True)
+    assert positions.tolist() == [[1, 3], [3, 1]]
+    assert np.all(np.diff(scores, axis=1) <= 0)
+
+
+def test_encode_all_returns_vectors_in_the_texts_order(tiny_bert: Path) -> None:
+    model = load_encoder(str(tiny_bert), device="cpu")
+    texts = ["cat", "the cat sat on the mat today", "dense", "a mixture of expert models"]
+    batched = tool.encode_all(model, texts, Side.PASSAGE, 32, batch=3)
+    one_by_one = torch.cat([model.encode([t], Side.PASSAGE, 32).dense for t in texts])
+    assert torch.allclose(batched, one_by_one, atol=1e-5)
+
+
+def test_evaluate_pack_unpack_gives_the_runs_of_an_exact_search(
+        tiny_bert: Path, tiny_corpus: Path, tmp_path: Path) -> None:
+    npz = tmp_path / "job-s42.npz"
+    tool.evaluate(argparse.Namespace(
+        checkpoint=[f"zeroshot={tiny_bert}"], option=[], dev_topics="",
+        topics=[f"{tiny_corpus}:test"], output=str(npz), device="cpu", batch=7))
+    packer = tool.Packer(tmp_path)
+    packer.add(0, [npz])
+    with tarfile.open(tmp_path / "runs-0.tar") as tar:
+        assert tar.getnames() == ["job-s42.npz"]
+    out = tmp_path / "runs"
+    tool.unpack(argparse.Namespace(tars=[str(tmp_path / "runs-0.tar")], output=str(out)))
+    run = read_trec_run(out / f"job-s42.zeroshot.{tiny_corpus.name}-test.trec")
+
+    collection = BeirCollection.load(str(tiny_corpus))
+    docs = list(collection.corpus())
+    model = load_encoder(str(tiny_bert), device="cpu")
+    d = model.encode([doc.contents for doc in docs], Side.PASSAGE, 256).dense
+    queries = collection.topics("test")
+    for qid, text in queries.items():
+        scores = (model.encode([text], Side.QUERY, 512).dense @ d.T)[0]
+        expected = [docs[i].id for i in torch.argsort(scores, descending=True).tolist()]
+        ranked = sorted(run[qid], key=lambda doc: -run[qid][doc])
+        assert ranked == expected[:len(ranked)]
+        assert run[qid][ranked[0]] == pytest.approx(scores.max().item(), abs=1e-5)
