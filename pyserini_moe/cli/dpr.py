@@ -1,4 +1,4 @@
-"""``python -m pyserini_moe.data.dpr``: DPR's published data -> the layout pyserini_moe reads (see
+"""``python -m pyserini_moe.dpr``: DPR's published data -> the layout pyserini_moe reads (see
 :mod:`pyserini_moe.data.dpr` for the formats)."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m pyserini_moe.data.dpr",
+        prog="python -m pyserini_moe.dpr",
         description="Convert DPR's published data (psgs_w100.tsv, biencoder-*.json, *.qa.csv) "
                     "into the BEIR layout, topics and answer files of pyserini_moe.")
     sub = parser.add_subparsers(dest="command", required=True)

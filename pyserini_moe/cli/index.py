@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "in the index and applied to queries too")
     enc.add_argument("--shard-id", type=int, default=None,
                      help="encode only this shard (0-based) of --shard-num contiguous slices of "
-                          "the corpus; join the shards with `python -m pyserini_moe.index.merge`")
+                          "the corpus; join the shards with `python -m pyserini_moe.merge`")
     enc.add_argument("--shard-num", type=int, default=None, help="number of shards")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser

@@ -1,4 +1,4 @@
-"""``python -m pyserini_moe.index.merge``: join the shards of a sharded index build."""
+"""``python -m pyserini_moe.merge``: join the shards of a sharded index build."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pyserini_moe.index.merge import merge
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pyserini_moe.index.merge",
+        prog="python -m pyserini_moe.merge",
         description="Merge the shards written by `python -m pyserini_moe.index --shard-id I "
                     "--shard-num N` into the index one process would have built.",
         formatter_class=HelpFormatter)

@@ -1,12 +1,12 @@
 """``python -m pyserini_moe.sizes``: parameter counts of every architecture on one backbone (see
-:mod:`pyserini_moe.sizes`)."""
+:mod:`pyserini_moe.modeling.sizes`)."""
 
 from __future__ import annotations
 
 import argparse
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.sizes import parameter_counts
+from pyserini_moe.modeling.sizes import parameter_counts
 
 
 def main(argv: list[str] | None = None) -> int:

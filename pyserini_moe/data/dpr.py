@@ -25,7 +25,7 @@ Outputs: ``corpus.jsonl.gz`` (``wiki``), and in the same folder ``queries.jsonl`
 question's ``answers``), ``qrels/{train,dev}.tsv`` (DPR's positives), ``bm25-negatives.train.trec``
 (DPR's BM25 hard negatives, for ``data.negatives.source: run``) and ``topics/<split>[.<set>].tsv``
 (``train``); test topics with answers as JSONL (``qa``). Every file is written to a temporary path
-and renamed. ``python -m pyserini_moe.data.dpr --help`` shows the commands.
+and renamed. ``python -m pyserini_moe.dpr --help`` shows the commands.
 """
 
 from __future__ import annotations
@@ -493,10 +493,5 @@ def merge_runs(paths: Iterable[str | os.PathLike], target: str | os.PathLike) ->
     return merged
 
 
-if __name__ == "__main__":  # python -m keeps working; the command is pyserini_moe.cli.dpr
-    import sys
-
-    from pyserini_moe.cli import run_main
-    from pyserini_moe.cli.dpr import main
-
-    sys.exit(run_main(main))
+if __name__ == "__main__":  # the door moved: library modules import no command
+    raise SystemExit("python -m pyserini_moe.data.dpr is now python -m pyserini_moe.dpr (same arguments)")

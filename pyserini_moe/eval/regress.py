@@ -22,7 +22,7 @@ A regression file (``regressions/<name>.yaml``)::
         source: "Pyserini 2CR, beir-v1.0.0-scifact.flat"
       - name: taser.nq.test        # DPR-style answer accuracy instead of qrels
         run: "{work}/nq.trec"
-        answers: "{work}/dpr/test/nq.jsonl"  # `python -m pyserini_moe.data.dpr qa` output, a DPR
+        answers: "{work}/dpr/test/nq.jsonl"  # `python -m pyserini_moe.dpr qa` output, a DPR
                                   # .qa.csv, or a Pyserini topics name such as dpr-nq-test
         passages: "$DPR_DIR/psgs_w100.tsv"   # or a corpus.jsonl(.gz) / its folder
         regex: false              # answers are regular expressions (CuratedTREC)

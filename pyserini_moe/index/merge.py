@@ -1,4 +1,4 @@
-"""``python -m pyserini_moe.index.merge``: join the shards of a sharded encoding into one index.
+"""Join the shards of a sharded encoding into one index.
 
 Encoding is what costs; it splits across processes or machines with
 ``python -m pyserini_moe.index ... --shard-id I --shard-num N`` (contiguous, equal slices of the
@@ -19,7 +19,7 @@ Examples::
       python -m pyserini_moe.index --retriever dense --corpus scifact --encoder work/m/best \\
           --shard-id $i --shard-num 4 --index idx/shard$i &
     done; wait
-    python -m pyserini_moe.index.merge --shards idx/shard0 idx/shard1 idx/shard2 idx/shard3 \\
+    python -m pyserini_moe.merge --shards idx/shard0 idx/shard1 idx/shard2 idx/shard3 \\
         --index idx/scifact-dense
 """
 
@@ -136,10 +136,6 @@ def _merge_impact(ordered: list[tuple[Path, dict[str, Any]]], index_dir: Path,
                        terms_per_doc=round(postings / max(1, num_docs), 1), **common)
 
 
-if __name__ == "__main__":  # python -m keeps working; the command is pyserini_moe.cli.merge
-    import sys
-
-    from pyserini_moe.cli import run_main
-    from pyserini_moe.cli.merge import main
-
-    sys.exit(run_main(main))
+if __name__ == "__main__":  # the door moved: library modules import no command
+    raise SystemExit("python -m pyserini_moe.index.merge is now python -m pyserini_moe.merge (same "
+                     "arguments)")

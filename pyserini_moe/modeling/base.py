@@ -159,6 +159,9 @@ class RetrievalModel(nn.Module, ABC):
     # transformers' file and the prefix its keys drop there, and writes its own extra files.
     weights_file: ClassVar[str] = WEIGHTS_FILE
     hf_prefix: ClassVar[str] = ""
+    # The backbone configs ``from_configs`` needs, by key ("" the main one; DPR's "passage"):
+    # enough to build any registered model from one config (parameter counts, modeling.sizes).
+    backbone_slots: ClassVar[tuple[str, ...]] = ("",)
     precision: str = "fp32"  # encode-time autocast, see set_precision
 
     def __init__(self, tokenizer: Any, args: dict[str, Any]) -> None:

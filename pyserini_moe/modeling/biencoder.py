@@ -184,6 +184,7 @@ class DprBiEncoder(RetrievalModel):
 
     model_type = "dpr"
     representations = ("dense",)
+    backbone_slots = ("", "passage")
 
     def __init__(self, query_encoder: nn.Module, passage_encoder: nn.Module, tokenizer: Any,
                  pooling: str = "cls", normalize: bool = False) -> None:

@@ -3,7 +3,7 @@
 * ``positives: all`` (default): one example per judged (query, positive) pair, so a query with
   three positives counts three times per epoch (SciFact train: 809 queries, 919 pairs).
   ``first``: one example per query, its first positive in qrels order: DPR's gold passage, which
-  DPR and TASER train on (``python -m pyserini_moe.data.dpr train`` writes DPR's order).
+  DPR and TASER train on (``python -m pyserini_moe.dpr train`` writes DPR's order).
   ``sample``: one example per query, its positive drawn afresh every epoch (SB-MoE's public code,
   Tevatron). Either way an epoch means what the papers mean by one: one pass over the questions.
 * A deterministic, seeded split of QUERIES (not pairs) is held out for the validation loss, so no

@@ -10,11 +10,11 @@ from transformers import BertConfig
 
 from pyserini_moe.cli.sizes import main as sizes_main
 from pyserini_moe.modeling import SiameseBiEncoder, Side, TaserEncoder, load_model
-from pyserini_moe.modeling.base import MODEL_FILE, Encoded
+from pyserini_moe.modeling.base import MODEL_FILE, Encoded, model_types
 from pyserini_moe.modeling.experts import ExpertFeedForward, balance_loss, insert_experts
 from pyserini_moe.modeling.losses import contrastive_loss
+from pyserini_moe.modeling.sizes import parameter_counts
 from pyserini_moe.modeling.taser import specialised_layers
-from pyserini_moe.sizes import parameter_counts
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -304,5 +304,7 @@ def test_bert_base_sizes_match_the_paper(capsys):
     assert counts["taser det-r (T=2, I=2)"] / 1e6 == pytest.approx(128, abs=1)
     assert counts["taser seq-r (T=2, I=4)"] / 1e6 == pytest.approx(166, abs=1)
     assert counts["taser-shared (I=1)"] == counts["siamese"]
+    # every registered model is counted, from the registry (not a hand list)
+    assert set(model_types()) - {"dpr", "taser"} <= set(counts)
     assert sizes_main(["--bert-base"]) == 0
     assert "| dpr (two encoders) | 217.8M |" in capsys.readouterr().out

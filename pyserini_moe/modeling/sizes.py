@@ -1,0 +1,48 @@
+"""Parameter counts of every registered architecture on one backbone (``python -m
+pyserini_moe.sizes``).
+
+Models are built from the backbone's *config* on PyTorch's meta device: no weights are loaded or
+allocated, so BERT-base sizes are reported in a second without a download (``--bert-base`` uses
+transformers' default ``BertConfig``, which is bert-base-uncased's architecture). TASER's
+table A3 reports DPR at 218M and TASER (T = 2, I = 2) at 128M parameters.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from pyserini_moe.modeling.base import model_class, model_types
+
+# Named variants counted beside a model type's defaults (TASER's table A3 rows); a type not
+# listed is counted once, at its defaults, under its own name.
+VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
+    "dpr": {"dpr (two encoders)": {}},
+    "taser": {
+        "taser-shared (I=1)": {"router": "shared"},
+        "taser det-r (T=2, I=2)": {},
+        "taser seq-r (T=2, I=2)": {"router": "seq"},
+        "taser seq-r (T=2, I=4)": {"router": "seq", "num_experts": 4},
+    },
+}
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    """Distinct parameters (tied weights once)."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def parameter_counts(config: Any) -> dict[str, int]:
+    """Parameters of every registered model type (and its VARIANTS) built on ``config``, on the
+    meta device: nothing is allocated."""
+    import pyserini_moe.modeling  # noqa: F401,PLC0415 - registers every model type
+
+    counts = {}
+    with torch.device("meta"):
+        for model_type in model_types():
+            cls = model_class(model_type)
+            configs = dict.fromkeys(cls.backbone_slots, config)
+            for name, args in VARIANTS.get(model_type, {model_type: {}}).items():
+                counts[name] = count_parameters(cls.from_configs(configs, None, **args))
+    return counts
