@@ -11,7 +11,16 @@ from pathlib import Path
 
 from pyserini_moe.cli import HelpFormatter
 from pyserini_moe.errors import UserError
-from pyserini_moe.eval.regress import REPO_ROOT, format_table, load_regression, run_regression, write_report
+from pyserini_moe.eval.regress import (
+    REPO_ROOT,
+    RESULTS_DIR,
+    format_table,
+    load_regression,
+    run_regression,
+    write_report,
+)
+
+DEFAULT_WORK = REPO_ROOT / "work" / "regressions"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,8 +31,14 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=HelpFormatter,
     )
     parser.add_argument("files", nargs="+", help="regression YAML files")
-    parser.add_argument("--work-dir", default=str(REPO_ROOT / "work" / "regressions"),
-                        help="where indexes, runs and reports go (one subfolder per file)")
+    parser.add_argument("--work-dir", default=None,
+                        help="where indexes, runs and reports go, one subfolder per file "
+                             f"(default: {DEFAULT_WORK.relative_to(REPO_ROOT)})")
+    parser.add_argument("--results-dir", default=None,
+                        help="where results pages ({results} in a file's steps) are written "
+                             f"(default: the repository's {RESULTS_DIR.relative_to(REPO_ROOT)} "
+                             "with the default --work-dir, else <work-dir>/results: a run "
+                             "elsewhere leaves the tracked pages alone)")
     parser.add_argument("--condition", action="append", default=None,
                         help="run only this condition (repeatable)")
     parser.add_argument("--seed", type=int, action="append", default=None,
@@ -33,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--scale", choices=("local", "paper", "all"), default="all",
                         help="run only files of this scale")
     parser.add_argument("--dry-run", action="store_true",
-                        help="validate the files and print the commands without running them")
+                        help="validate the files, print the commands and the expected values "
+                             "without running anything")
     parser.add_argument("--smoke", action="store_true",
                         help="run every step of paper-scale files for real on small stand-ins "
                              "(a slice of SciFact in each data format the files read, a tiny "
@@ -54,24 +70,28 @@ def main(argv: list[str] | None = None) -> int:
         paper = [r for r in regressions if r.scale == "paper"]
         if not paper:
             raise UserError("--smoke runs paper-scale files; none given")
-        return smoke(paper, Path(args.work_dir) / "smoke")
+        return smoke(paper, (Path(args.work_dir) if args.work_dir else DEFAULT_WORK) / "smoke")
     if args.condition:
         known = {c.name for reg in regressions for c in reg.conditions}
         unknown = [c for c in args.condition if c not in known]
         if unknown:
             raise UserError(f"--condition {', '.join(unknown)}: no such condition in "
                             f"{', '.join(args.files)} (known: {', '.join(sorted(known))})")
+    work_dir = Path(args.work_dir) if args.work_dir else DEFAULT_WORK
+    results = Path(args.results_dir) if args.results_dir else (
+        work_dir / "results" if args.work_dir else RESULTS_DIR)
     failed = False
     for reg in regressions:
         if args.scale != "all" and reg.scale != args.scale:
             continue
-        work = Path(args.work_dir) / reg.name
+        work = work_dir / reg.name
         print(f"== {reg.name} ({reg.scale}): {reg.description}", flush=True)
         rows, times = run_regression(reg, work, dry_run=args.dry_run, only=args.condition,
-                                     evaluate_only=args.evaluate_only, only_seeds=args.seed)
+                                     evaluate_only=args.evaluate_only, only_seeds=args.seed,
+                                     results=results)
+        print(format_table(rows, times), flush=True)
         if args.dry_run:
             continue
-        print(format_table(rows, times), flush=True)
         if any(r.status != "SKIP" for r in rows):
             print(f"report: {write_report(reg, rows, times, work)}")
         failed |= any(r.status in ("FAIL", "ERROR") for r in rows)

@@ -57,14 +57,20 @@ A condition has either ``qrels`` (metrics ndcg@k, recall@k, mrr@k, map, ...) or 
 matched as DPR and Pyserini's ``evaluate_dpr_retrieval`` match them).
 
 Placeholders in steps and paths: ``{python}`` (this interpreter), ``{work}`` (the work folder of
-this file), ``{data}`` (the shared data folder), ``{root}`` (the repository root), ``{seed}`` (in
-a condition with ``seeds``); environment variables (``$BEIR_DIR``) are expanded too. Every other
-brace is taken literally (``awk '{print $1}'``).
+this file), ``{data}`` (the shared data folder), ``{root}`` (the repository root), ``{results}``
+(where results pages go: the repository's docs/results, or the run's own folder when it works
+elsewhere), ``{seed}`` (in a condition with ``seeds``); environment variables (``$BEIR_DIR``) are
+expanded too. Every other brace is taken literally (``awk '{print $1}'``).
+
+``--condition`` runs the named conditions only; a condition that reads what a skipped one writes
+(a model, an index, a run) is refused before anything runs, naming the condition to add.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
+import glob
 import json
 import os
 import re
@@ -85,7 +91,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SCALES = ("local", "paper")
 _TOPK = re.compile(r"top([1-9][0-9]*)")
 # The only placeholders of steps and paths (``{seed}`` only in a condition with seeds).
-PLACEHOLDER = re.compile(r"\{(python|work|root|data|seed)\}")
+PLACEHOLDER = re.compile(r"\{(python|work|root|data|results|seed)\}")
+RESULTS_DIR = REPO_ROOT / "docs" / "results"  # {results} unless the run says otherwise
+# Flags whose value a step writes; ``--index`` is written by the commands that build one and
+# read by the others. Every other path under the work folder that a step names is read.
+WRITE_FLAGS = frozenset({"--output", "--output-dir", "--table", "--plot", "--per-query"})
+INDEX_BUILDERS = frozenset({"pyserini_moe.index", "pyserini_moe.merge"})
 # A metric with no tolerance in its file: half a unit of the fourth decimal, the precision the
 # files write values to and the table prints, so a value that prints the same passes.
 DEFAULT_TOLERANCE = 0.00005
@@ -160,7 +171,8 @@ class Outcome:
     expected: float | None
     measured: float | None
     tolerance: float | None
-    status: str  # OK, FAIL, SKIP, ERROR, UNSET; SEEDS: some of a multi-seed row's seeds only
+    # OK, FAIL, SKIP, ERROR, UNSET, PLAN (a dry run); SEEDS: some of a multi-seed row's seeds only
+    status: str
     note: str = ""
     seeds: dict[int, float] = dataclasses.field(default_factory=dict)  # per seed, when seeded
 
@@ -368,26 +380,81 @@ def missing_requirements(reg: Regression) -> list[str]:
     return missing
 
 
-def expand(text: str, work: Path, seed: int | None = None) -> str:
+def expand(text: str, work: Path, seed: int | None = None, results: Path | None = None) -> str:
     """Environment variables (``$BEIR_DIR``) as a shell would, then the placeholders. Nothing else
     is read as one: a step's own braces (awk's ``'{print $1}'``) are kept as written."""
     data = shared_data_root()
     values = {"python": shlex.quote(sys.executable), "work": work, "root": REPO_ROOT,
-              "data": data if data is not None else "<no shared data>"}
+              "data": data if data is not None else "<no shared data>",
+              "results": results or RESULTS_DIR}
     if seed is not None:
         values["seed"] = seed
     return PLACEHOLDER.sub(lambda m: str(values[m[1]]) if m[1] in values else m[0],
                            os.path.expandvars(text))
 
 
-def run_step(command: str, work: Path, dry_run: bool, seed: int | None = None) -> None:
-    cmd = expand(command, work, seed)
-    print(f"$ {cmd}", flush=True)
+def run_step(command: str, work: Path, dry_run: bool, seed: int | None = None,
+             results: Path | None = None, where: str = "") -> None:
+    """Run one step (``where``: which condition, seed and step it is, printed before it; a step
+    that takes long says so when it ends, since trainings run with --quiet)."""
+    cmd = expand(command, work, seed, results)
+    print(f"{where}$ {cmd}", flush=True)
     if dry_run:
         return
+    start = time.perf_counter()
     proc = subprocess.run(shlex.split(cmd), cwd=REPO_ROOT)
     if proc.returncode != 0:
         raise UserError(f"step failed (exit {proc.returncode}): {cmd}")
+    took = time.perf_counter() - start
+    if took >= 60:
+        print(f"   ... step done in {took / 60:.1f} min", flush=True)
+
+
+def step_paths(command: str, work: Path, seed: int | None = None) -> tuple[list[str], list[str]]:
+    """(written, read): the paths under ``work`` a step's arguments name, as normalised paths or
+    glob patterns (``name=pattern`` values and ``--set key=path`` included)."""
+    tokens = shlex.split(expand(command, work, seed))
+    module = tokens[tokens.index("-m") + 1] if "-m" in tokens[:-1] else ""
+    root = os.path.normpath(work)
+    written: list[str] = []
+    read: list[str] = []
+    for i, token in enumerate(tokens):
+        value = token.split("=", 1)[1] if "=" in token and not token.startswith("-") else token
+        value = os.path.normpath(value)
+        if not value.startswith(root + os.sep):
+            continue
+        flag = tokens[i - 1] if i else ""
+        writes = flag in WRITE_FLAGS or (flag == "--index" and module in INDEX_BUILDERS)
+        (written if writes else read).append(value)
+    return written, read
+
+
+def _within(path: str, written: str) -> bool:
+    """Whether reading ``path`` (a path or a glob) reads what writing ``written`` makes."""
+    return (path == written or path.startswith(written + os.sep)
+            or fnmatch.fnmatch(written, path))
+
+
+def skipped_dependency(reg: Regression, selected: list[Condition], work: Path) -> str | None:
+    """One line naming the first path a selected condition reads that only an unselected one
+    writes (and that is not there yet); None when the selection can run on its own."""
+    producers = [(path, c.name) for c in reg.conditions for seed in c.runs_per_seed()
+                 for step in c.steps for path in step_paths(step, work, seed)[0]]
+    written = [path for step in reg.steps for path in step_paths(step, work)[0]]
+    for c in selected:
+        for seed in c.runs_per_seed():
+            for step in c.steps:
+                made, needed = step_paths(step, work, seed)
+                for path in needed:
+                    if any(_within(path, w) for w in written) or glob.glob(path):
+                        continue
+                    names = sorted({name for w, name in producers
+                                    if name != c.name and _within(path, w)})
+                    if names:
+                        return (f"--condition {c.name} reads {path}, which {' / '.join(names)} "
+                                f"writes: add --condition {names[0]} (or run the whole file)")
+                written += made
+    return None
 
 
 def check(measured: float, c: MetricCheck) -> str:
@@ -400,15 +467,22 @@ def check(measured: float, c: MetricCheck) -> str:
 
 def run_regression(reg: Regression, work: Path, dry_run: bool = False,
                    only: list[str] | None = None, evaluate_only: bool = False,
-                   only_seeds: list[int] | None = None) -> tuple[list[Outcome], dict[str, float]]:
+                   only_seeds: list[int] | None = None,
+                   results: Path | None = None) -> tuple[list[Outcome], dict[str, float]]:
     """Run ``reg``; returns the table rows and each condition's wall time in seconds.
 
     ``evaluate_only`` runs no step and evaluates the runs already in ``work``: for steps run by
     hand, e.g. split over parallel job queues, then checked against the file in one table.
     ``only_seeds`` runs the seeded conditions for these of their seeds only (two queues share a
     condition's seeds); their rows report the seeds run, status SEEDS, without a verdict on the
-    mean, which ``evaluate_only`` gives once every seed's run is there."""
+    mean, which ``evaluate_only`` gives once every seed's run is there. ``results``: where
+    ``{results}`` points (default: the repository's docs/results). A dry run returns each
+    metric's expected value with status PLAN."""
     conditions = [c for c in reg.conditions if not only or c.name in only]
+    if only and not evaluate_only:
+        problem = skipped_dependency(reg, conditions, work)
+        if problem:
+            raise UserError(problem)
     missing = missing_requirements(reg)
     if missing:
         reason = f"skipped: {reg.scale}-scale, this machine lacks " + ", ".join(missing)
@@ -416,11 +490,11 @@ def run_regression(reg: Regression, work: Path, dry_run: bool = False,
                 for c in conditions for k in c.checks]
         if dry_run:
             for step in reg.steps:
-                print(f"$ {expand(step, work)}")
+                print(f"$ {expand(step, work, results=results)}")
             for c in conditions:
                 for seed in c.runs_per_seed():
                     for step in c.steps:
-                        print(f"$ {expand(step, work, seed)}")
+                        print(f"$ {expand(step, work, seed, results)}")
         return rows, {}
     work.mkdir(parents=True, exist_ok=True)
     rows: list[Outcome] = []
@@ -428,23 +502,27 @@ def run_regression(reg: Regression, work: Path, dry_run: bool = False,
     start = time.perf_counter()
     try:
         for step in [] if evaluate_only else reg.steps:
-            run_step(step, work, dry_run)
+            run_step(step, work, dry_run, results=results)
     except UserError as e:
         return [Outcome(c.name, k.metric, k.expected, None, k.tolerance, "ERROR", str(e))
                 for c in conditions for k in c.checks], {}
     shared = time.perf_counter() - start
-    for c in conditions:
+    for number, c in enumerate(conditions, start=1):
         t0 = time.perf_counter()
         try:
             per_seed = {}
             for seed in c.runs_per_seed():
                 if seed is not None and only_seeds and seed not in only_seeds:
                     continue
-                for step in [] if evaluate_only else c.steps:
-                    run_step(step, work, dry_run, seed)
+                for k, step in enumerate([] if evaluate_only else c.steps, start=1):
+                    where = (f"[{number}/{len(conditions)} {c.name}"
+                             f"{'' if seed is None else f' seed {seed}'}, step {k}/{len(c.steps)}] ")
+                    run_step(step, work, dry_run, seed, results, where)
                 if not dry_run:
                     per_seed[seed] = c.evaluate(work, seed)
             if dry_run:
+                rows += [Outcome(c.name, k.metric, k.expected, None, k.tolerance, "PLAN", c.source)
+                         for k in c.checks]
                 continue
         except (RuntimeError, ValueError, OSError) as e:
             rows += [Outcome(c.name, k.metric, k.expected, None, k.tolerance, "ERROR", str(e))
