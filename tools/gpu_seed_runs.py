@@ -21,6 +21,14 @@ its working tree travels in 64 MiB (files back: 8, 16 MiB each). So this tool, i
 
 Plan lines (``--plan``): ``NAME SEED RECIPE [--set key=value ...] [| ENCODER_OPTION=VALUE ...]``;
 the part after ``|`` names extra encodings of every checkpoint (SB-MoE's ``inference=all``).
+Plans of the protocol files are in ``tools/gpu_plans/``. Dense models only (every checkpoint is
+searched by its ``dense`` vectors): CoT-MoTE's sparse side and CAME's lexical and multi-vector
+experts are not covered yet.
+
+    python tools/gpu_seed_runs.py prepare --plan tools/gpu_plans/sbmoe-protocol.txt
+    # on the device machine, carrying .gpu (57 MiB with the local collections):
+    python3 tools/gpu_seed_runs.py run --out $OUT --workers 8 --threads 2 --budget 400
+    python tools/gpu_seed_runs.py unpack /work/.device/<N>/runs-*.tar   # then pyserini_moe.eval
 """
 
 from __future__ import annotations
@@ -91,7 +99,15 @@ def prepare(args: argparse.Namespace) -> None:
     data = shared_data_root()
     for name in args.collections:
         shutil.copytree(data / name, carry / "data" / name)
-    shutil.copy(args.negatives, carry / "negatives.trec")
+    if args.negatives:
+        shutil.copy(args.negatives, carry / "negatives.trec")
+    else:  # the BM25 run SciFact's protocol recipes mine (depth 50), as training writes it
+        from pyserini_moe.train.config import load_config
+        from pyserini_moe.train.data import NEGATIVES_RUN, load_training_data
+
+        data = load_config(ROOT / "encoders" / "taser-detr-protocol-minilm.yaml").data
+        load_training_data(data, carry, progress=False)
+        (carry / NEGATIVES_RUN).replace(carry / "negatives.trec")
     shutil.copy(args.plan, carry / "plan.txt")
     size = sum(p.stat().st_size for p in carry.rglob("*") if p.is_file())
     print(f"{carry}: {size / 2**20:.1f} MiB")
@@ -350,7 +366,9 @@ def main() -> None:
     p = sub.add_parser("prepare", help="build the carry folder here")
     p.add_argument("--carry", default=".gpu")
     p.add_argument("--plan", required=True)
-    p.add_argument("--negatives", required=True, help="BM25 run of the training queries")
+    p.add_argument("--negatives", default=None,
+                   help="BM25 run of the training queries (default: mined here as the "
+                        "protocol recipes mine it, BM25 top 50 of SciFact train)")
     p.add_argument("--collections", nargs="+",
                    default=["scifact", "arguana", "cranfield", "cisi", "vaswani"])
     p = sub.add_parser("run", help="train and search every job (device)")
