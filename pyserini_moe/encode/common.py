@@ -11,7 +11,13 @@ import torch
 from pyserini.encode import DocumentEncoder, QueryEncoder
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.modeling.base import Encoded, Representation, RetrievalModel, Side, fingerprint
+from pyserini_moe.modeling.base import (
+    Encoded,
+    Representation,
+    Side,
+    TextEncoder,
+    fingerprint,
+)
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_POSITIONS = 512  # a model whose position limit cannot be read (BERT's)
@@ -22,7 +28,7 @@ class _ModelAdapter:
 
     representation: Representation  # the field of Encoded this adapter uses
 
-    def _init_model(self, model: RetrievalModel | str, device: str | None,
+    def _init_model(self, model: TextEncoder | str, device: str | None,
                     max_length: int | None) -> None:
         """``max_length`` None: every position the model has (512 for BERT), so nothing is cut
         that the model could read."""
@@ -52,7 +58,7 @@ class _ModelAdapter:
 class ModelDocumentEncoder(_ModelAdapter, DocumentEncoder):
     """Pyserini ``DocumentEncoder`` over the passage side of a model."""
 
-    def __init__(self, model: RetrievalModel | str, device: str | None = None,
+    def __init__(self, model: TextEncoder | str, device: str | None = None,
                  max_length: int = 256) -> None:
         self._init_model(model, device, max_length)
 
@@ -67,7 +73,7 @@ class ModelQueryEncoder(_ModelAdapter, QueryEncoder):
     """Pyserini ``QueryEncoder`` over the query side of a model; ``encode_batch`` lets Pyserini's
     searchers encode a batch of queries at once."""
 
-    def __init__(self, model: RetrievalModel | str, device: str | None = None,
+    def __init__(self, model: TextEncoder | str, device: str | None = None,
                  max_length: int | None = None) -> None:
         QueryEncoder.__init__(self)
         self._init_model(model, device, max_length)
@@ -118,7 +124,7 @@ def join_titles(texts: list[str], titles: list[str] | None) -> list[str]:
     return [f"{t} {x}".strip() if t else x for t, x in zip(titles, texts)]
 
 
-def describe(model: RetrievalModel, name: str) -> dict[str, Any]:
+def describe(model: TextEncoder, name: str) -> dict[str, Any]:
     """The encoder fields every index records (see :mod:`pyserini_moe.index.meta`); a local model
     folder by its absolute path, so the index finds it from any working directory."""
     from pyserini_moe.modeling.auto import ZERO_SHOT_SETTINGS, is_backbone  # noqa: PLC0415
@@ -128,7 +134,7 @@ def describe(model: RetrievalModel, name: str) -> dict[str, Any]:
     described = {"encoder": name, "encoder_fingerprint": fingerprint(model),
                  "model_type": model.model_type,
                  "encoder_options": {k: model.args[k] for k in model.encode_options},
-                 "precision": getattr(model, "precision", "fp32")}  # ONNX: float32 or int8
+                 "precision": model.precision}
     if is_backbone(name):  # how it was used zero-shot, so queries are encoded alike
         described["zero_shot"] = {k: model.args[k] for k in ZERO_SHOT_SETTINGS
                                   if k in model.args}

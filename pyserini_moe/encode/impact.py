@@ -16,7 +16,7 @@ import torch
 
 from pyserini_moe.encode.common import ModelDocumentEncoder, ModelQueryEncoder
 from pyserini_moe.errors import UserError
-from pyserini_moe.modeling.base import Encoded, Representation, RetrievalModel
+from pyserini_moe.modeling.base import Encoded, Representation, TextEncoder
 
 DEFAULT_QUANTIZATION = 100
 DEFAULT_QUERY_MAX_TERMS = 1024  # Lucene's default max clause count, checked by ImpactSearcher
@@ -64,7 +64,7 @@ class ImpactDocumentEncoder(_Impact, ModelDocumentEncoder):
     """Passages -> ``{token: int}`` vectors for a ``JsonVectorCollection``; with ``max_terms``,
     each keeps its heaviest ``max_terms`` terms (static pruning of the index)."""
 
-    def __init__(self, model: RetrievalModel | str, device: str | None = None,
+    def __init__(self, model: TextEncoder | str, device: str | None = None,
                  max_length: int = 256, quantization: int = DEFAULT_QUANTIZATION,
                  max_terms: int | None = None) -> None:
         super().__init__(model, device, max_length)
@@ -81,7 +81,7 @@ class ImpactQueryEncoder(_Impact, ModelQueryEncoder):
     """Queries -> ``{token: int}``, the form ``LuceneImpactSearcher`` sends to Lucene; at most
     ``max_terms`` terms (the heaviest) per query, so Lucene accepts every query."""
 
-    def __init__(self, model: RetrievalModel | str, device: str | None = None,
+    def __init__(self, model: TextEncoder | str, device: str | None = None,
                  max_length: int | None = None, quantization: int = DEFAULT_QUANTIZATION,
                  max_terms: int = DEFAULT_QUERY_MAX_TERMS) -> None:
         super().__init__(model, device, max_length)

@@ -130,8 +130,15 @@ class TextEncoder(Protocol):
 
     model_type: str
     representations: tuple[str, ...]
+    encode_options: tuple[str, ...]  # arguments that say how to encode (recorded with an index)
     args: dict[str, Any]
     tokenizer: Any
+    precision: str  # what its vectors are computed in: fp32 / bf16 / fp16 autocast, ONNX int8
+
+    @property
+    def device(self) -> torch.device: ...
+
+    def eval(self) -> TextEncoder: ...
 
     def encode(self, texts: list[str], side: Side, max_length: int = 256,
                only: str | None = None) -> Encoded: ...

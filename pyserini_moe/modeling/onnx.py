@@ -206,6 +206,7 @@ class OnnxModel:
         self.args: dict[str, Any] = dict(self.meta["args"])
         self.encode_options = tuple(self.meta["encode_options"])
         self.fingerprint: str = self.meta["fingerprint"]
+        self.precision = "int8" if self.meta.get("int8") else "fp32"  # baked into the graphs
         self.tokenizer = AutoTokenizer.from_pretrained(self.path)
         self.providers = providers or _providers()
         self._sessions: dict[str, Any] = {}
