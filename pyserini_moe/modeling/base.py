@@ -254,9 +254,12 @@ class RetrievalModel(nn.Module, ABC):
         """Similarity matrix [Bq, Bp]; default: dot product of dense vectors."""
         return q.dense @ p.dense.T
 
-    def tokenize(self, texts: list[str], side: Side, max_length: int) -> dict[str, torch.Tensor]:
+    def tokenize(self, texts: list[str], side: Side, max_length: int,
+                 on_device: bool = True) -> dict[str, torch.Tensor]:
+        """The padded batch ``forward`` takes; ``on_device=False`` leaves it on the CPU (a
+        background tokenizer's half of :func:`pyserini_moe.modeling.pipeline.encode_stream`)."""
         batch = tokenize(self.tokenizer, texts, side, max_length, "pt", text_prefix(self.args, side))
-        return {k: v.to(self.device) for k, v in batch.items()}
+        return {k: v.to(self.device) for k, v in batch.items()} if on_device else dict(batch)
 
     @torch.inference_mode()
     def encode(self, texts: list[str], side: Side, max_length: int = 256,
@@ -266,10 +269,16 @@ class RetrievalModel(nn.Module, ABC):
         ``only`` names the one representation wanted; models with several take it as a
         ``forward`` argument and skip the work of the others (an index needs one kind).
         """
+        return self.encode_tokens(self.tokenize(texts, side, max_length), side, only)
+
+    @torch.inference_mode()
+    def encode_tokens(self, batch: dict[str, torch.Tensor], side: Side,
+                      only: str | None = None) -> Encoded:
+        """:meth:`encode` of a batch already tokenized and on this model's device."""
         kwargs = {"only": only} if only is not None and len(self.representations) > 1 else {}
         dtype = PRECISIONS[self.precision]
         with torch.autocast(self.device.type, dtype=dtype, enabled=dtype is not None):
-            out = self(**self.tokenize(texts, side, max_length), side=side, **kwargs)
+            out = self(**batch, side=side, **kwargs)
         return out if dtype is None else _float32(out)
 
     def set_precision(self, name: str) -> RetrievalModel:
