@@ -42,7 +42,7 @@ demo: setup
 	$(BIN)/python -m pyserini_moe.search --retriever dense --index $(DEMO)/taser-detr-index \
 		--topics scifact:test --output $(DEMO)/taser-detr.trec
 	$(BIN)/python -m pyserini_moe.search --retriever dense --index $(DEMO)/taser-detr-index \
-		--bm25-index $(DEMO)/bm25-index --hybrid-normalize \
+		--bm25-index $(DEMO)/bm25-index --alpha 1.0 --hybrid-normalize \
 		--topics scifact:test --output $(DEMO)/taser-detr+bm25.trec
 	$(BIN)/python -m pyserini_moe.eval --qrels scifact:test --trec-eval --baseline bm25.trec \
 		--run $(DEMO)/bm25.trec $(DEMO)/minilm-zero-shot.trec $(DEMO)/taser-detr.trec \

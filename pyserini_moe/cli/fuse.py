@@ -22,6 +22,7 @@ from pyserini_moe.cli import HelpFormatter, output_file, refuse_input_as_output
 from pyserini_moe.errors import UserError
 from pyserini_moe.runs import Run, read_nonempty_run, write_trec_run
 from pyserini_moe.search.fusion import CAME_METHODS, FUSIONS, RANX_METHODS, RANX_NORMS
+from pyserini_moe.search.hybrid import PYSERINI_ALPHA
 
 METHODS = FUSIONS + ("hybrid",)
 
@@ -51,7 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "so already lack it, and fusion only ranks their union, so the "
                              "fused run cannot bring it back")
     hyb = parser.add_argument_group("hybrid")
-    hyb.add_argument("--alpha", type=float, default=1.0, help="weight of the second (sparse) run")
+    hyb.add_argument("--alpha", type=float, default=PYSERINI_ALPHA,
+                     help="weight of the second (sparse) run; default "
+                          f"{PYSERINI_ALPHA}, Pyserini's default (it used to be 1.0: pass "
+                          "--alpha 1.0 to reproduce older hybrid runs)")
     hyb.add_argument("--hybrid-normalize", action="store_true",
                      help="Pyserini's per-query normalisation (Ma et al. 2021)")
     hyb.add_argument("--weight-on-dense", action="store_true",

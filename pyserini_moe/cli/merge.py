@@ -16,7 +16,9 @@ def main(argv: list[str] | None = None) -> int:
         description="Merge the shards written by `python -m pyserini_moe.index --shard-id I "
                     "--shard-num N` into the index one process would have built.",
         formatter_class=HelpFormatter)
-    parser.add_argument("--shards", nargs="+", required=True, help="the shard folders, any order")
+    parser.add_argument("--shards", nargs="+", required=True,
+                        help="the shard folders, any order; shards of another encoder or of "
+                             "another corpus (even one of the same name) are refused")
     parser.add_argument("--index", required=True, help="output index folder")
     parser.add_argument("--threads", type=int, default=1, help="Lucene indexing threads (impact)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing index")

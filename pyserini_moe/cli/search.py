@@ -13,6 +13,9 @@ Examples::
         --topics arguana:test --output run.trec --remove-query --fields contents=1.0 title=1.0
     python -m pyserini_moe.search --retriever dense --index indexes/scifact-minilm \\
         --topics scifact:test --output runs/minilm.trec     # encoder read from the index
+    # --retriever left out: the kind the index records (here dense)
+    python -m pyserini_moe.search --index indexes/scifact-minilm --topics scifact:test \\
+        --output runs/minilm.trec
     # one model, several indexes (CoT-MoTE dense + sparse; CAME's three experts), fused
     python -m pyserini_moe.search --retriever fused --index idx/cotmote-dense idx/cotmote-sparse \\
         --fusion exact --topics scifact:test --output runs/cotmote-hybrid.trec \\
@@ -31,7 +34,8 @@ from pyserini_moe.errors import UserError
 from pyserini_moe.representation import INDEX_KINDS
 from pyserini_moe.runs import write_msmarco_run, write_trec_run
 from pyserini_moe.search import fusion
-from pyserini_moe.search.dispatch import SearchSettings, search_topics
+from pyserini_moe.search.dispatch import SearchSettings, recorded_retriever, search_topics
+from pyserini_moe.search.hybrid import PYSERINI_ALPHA
 
 JAVA_INT_MAX = 2**31 - 1  # Lucene's hit counts and limits are Java ints
 RETRIEVERS = ("bm25", *INDEX_KINDS, "fused")
@@ -46,8 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "(qid Q0 docid rank score tag).",
         formatter_class=HelpFormatter,
     )
-    parser.add_argument("--retriever", choices=RETRIEVERS, default="bm25",
-                        help="kind of retrieval; must match the index kind")
+    parser.add_argument("--retriever", choices=RETRIEVERS, default=None,
+                        help="kind of retrieval; must match the index kind. Default: the kind "
+                             "the index records (dense, impact, multivector, bm25), fused for "
+                             "several indexes, bm25 for an index without our metadata "
+                             "(Pyserini's own Lucene indexes, prebuilt index names)")
     parser.add_argument("--index", required=True, nargs="+",
                         help="index folder built by `python -m pyserini_moe.index` (or any Lucene "
                              "index / Pyserini prebuilt index name for bm25); fused: one index per "
@@ -70,9 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_backend_arg(enc, "run the query encoder with PyTorch or onnxruntime (CUDA when present); "
                          "onnx exports the model once (python -m pyserini_moe.export) and caches "
                          "the export; an int8 encoder only searches indexes built with it")
-    enc.add_argument("--query-max-length", type=int, default=None,
+    enc.add_argument("--query-max-length", "--max-length", dest="query_max_length", type=int,
+                     default=None,
                      help="query tokens kept (default: every position the model has, 512 for "
-                          "BERT; a longer query is cut, with a warning)")
+                          "BERT; a longer query is cut, with a warning); --max-length is "
+                          "Pyserini's name for it")
     enc.add_argument("--query-max-terms", type=int, default=1024,
                      help="impact: query terms kept (the heaviest); may not exceed Lucene's max "
                           "clause count (1024), which refuses longer queries")
@@ -105,8 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
         "list's minimum); fuse saved runs with `python -m pyserini_moe.fuse`")
     hyb.add_argument("--bm25-index", default=None,
                      help="a BM25 index of the same corpus: fuse the model's run with BM25's")
-    hyb.add_argument("--alpha", type=float, default=1.0,
-                     help="weight of the BM25 scores (of the model's with --weight-on-dense)")
+    hyb.add_argument("--alpha", type=float, default=PYSERINI_ALPHA,
+                     help="weight of the BM25 scores (of the model's with --weight-on-dense); "
+                          f"default {PYSERINI_ALPHA}, Pyserini's default (it used to be "
+                          "1.0: pass --alpha 1.0 to reproduce older hybrid runs)")
     hyb.add_argument("--weight-on-dense", action="store_true",
                      help="Pyserini's flag: alpha weighs the model's side, BM25 + alpha * model")
     hyb.add_argument("--hybrid-normalize", "--normalization", dest="hybrid_normalize",
@@ -170,6 +181,7 @@ def _backend_encoder(args: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.retriever = args.retriever or recorded_retriever(args.index)
     if args.exhaustive and (args.retriever != "multivector" or args.bm25_index):
         raise UserError("--exhaustive applies to a plain multivector search")
     if args.retriever != "fused" and len(args.index) != 1:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import itertools
 import json
 import math
@@ -24,8 +25,8 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from pyserini_moe.data.beir import Document
-from pyserini_moe.data.corpus import Corpus, open_corpus
+from pyserini_moe.data.beir import BeirCollection, Document
+from pyserini_moe.data.corpus import JSON_SUFFIXES, Corpus, open_corpus
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import write_meta
 from pyserini_moe.io import atomic_path
@@ -333,7 +334,37 @@ def _what(shard: Shard | None, collection: Corpus) -> str:
 
 
 def _shard_field(shard: Shard | None, collection: Corpus) -> dict[str, Any]:
-    return {} if shard is None else {"shard": shard.describe(collection.num_docs())}
+    """A shard records its slice and the corpus it is a slice of: merging checks both, since
+    two corpora can share a name (``/a/scifact``, ``/b/scifact``)."""
+    if shard is None:
+        return {}
+    return {"shard": shard.describe(collection.num_docs()), "corpus": corpus_identity(collection)}
+
+
+def corpus_identity(collection: Corpus) -> dict[str, Any]:
+    """What identifies a corpus exactly: its resolved path (for the reader), its document count
+    and the SHA-256 of its files' bytes, in reading order (what merging compares: shards encoded
+    on two machines read one corpus from two paths; for a one-file corpus, what ``sha256sum``
+    prints). Hashing reads the files once, seconds per GB, next to the hours a shard's encoding
+    takes."""
+    digest = hashlib.sha256()
+    for path in _corpus_files(collection):
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+    return {"path": str(collection.root.resolve()), "documents": collection.num_docs(),
+            "sha256": digest.hexdigest()}
+
+
+def _corpus_files(collection: Corpus) -> list[Path]:
+    """The files ``collection`` reads its documents from, in reading order (see
+    :func:`~pyserini_moe.data.corpus.open_corpus`)."""
+    if isinstance(collection, BeirCollection):
+        return [collection.corpus_path]
+    if collection.root.is_file():
+        return [collection.root]
+    return sorted(p for p in collection.root.iterdir()
+                  if p.is_file() and p.name.endswith(JSON_SUFFIXES))
 
 
 BUILDERS = {"dense": build_dense_index, "impact": build_impact_index,

@@ -3,8 +3,9 @@
 Encoding is what costs; it splits across processes or machines with
 ``python -m pyserini_moe.index ... --shard-id I --shard-num N`` (contiguous, equal slices of the
 corpus, as Pyserini's encoder does). Merging is cheap and checks that the shards belong together:
-same kind, same encoder (fingerprint and encode-time options), same corpus and document length,
-and every shard id of ``N`` exactly once. The result is the index a single process would build:
+same kind, same encoder (fingerprint and encode-time options), same corpus (its content digest,
+not only its name: ``/a/scifact`` and ``/b/scifact`` are refused) and document length, and every
+shard id of ``N`` exactly once. The result is the index a single process would build:
 
 * dense: the shards' vectors (read back from Faiss) in shard order, in a new index of the shards'
   Faiss type;
@@ -57,6 +58,7 @@ def check_shards(shards: list[str | os.PathLike]) -> list[tuple[Path, dict[str, 
                 raise IndexMismatchError(f"{folder} and {found[0][0]} differ in {field} "
                                          f"({meta.get(field)!r} vs {first.get(field)!r}): they are "
                                          "not shards of one encoding")
+    _check_one_corpus(found)
     num = first["shard"]["num"]
     for folder, meta in found[1:]:
         if meta["shard"]["num"] != num:
@@ -69,6 +71,29 @@ def check_shards(shards: list[str | os.PathLike]) -> list[tuple[Path, dict[str, 
         raise IndexMismatchError(f"the shards must be ids 0..{num - 1} of {num}, each once; got "
                                  f"ids {ids}")
     return sorted(found, key=lambda item: item[1]["shard"]["id"])
+
+
+def _check_one_corpus(found: list[tuple[Path, dict[str, Any]]]) -> None:
+    """Shards of two corpora that share a folder name (``/a/scifact``, ``/b/scifact``) agree on
+    ``collection``; the corpus identity a shard records (document count, content digest) tells
+    them apart. The path is not compared: shards encoded on two machines read one corpus from two
+    places. Shards written before the identity was recorded lack it and are not compared."""
+    first_folder, first = found[0]
+    for folder, meta in found[1:]:
+        theirs, ours = meta.get("corpus"), first.get("corpus")
+        if theirs is None or ours is None:
+            continue
+        if (theirs.get("documents"), theirs.get("sha256")) != (ours.get("documents"),
+                                                             ours.get("sha256")):
+            raise IndexMismatchError(f"{folder} and {first_folder} were encoded from different "
+                                     f"corpora ({_corpus(theirs)} vs {_corpus(ours)}): not shards "
+                                     "of one encoding")
+
+
+def _corpus(identity: dict[str, Any]) -> str:
+    """A recorded corpus identity in a few words: path, documents, digest prefix."""
+    return (f"{identity.get('path')}: {identity.get('documents')} documents, sha256 "
+            f"{str(identity.get('sha256'))[:12]}")
 
 
 def merge(shards: list[str | os.PathLike], index_dir: str | os.PathLike, threads: int = 1,

@@ -39,15 +39,26 @@ def open_lucene(make: Callable[[], T], index: Path) -> T:
     from jnius import JavaException  # noqa: PLC0415 - after pyserini: the JVM is running
 
     if not any(p.name.startswith("segments") for p in index.iterdir()):
-        looks = " (it looks like a collection)" if (index / "corpus.jsonl").is_file() or \
-            (index / "corpus.jsonl.gz").is_file() else ""
-        raise IndexMismatchError(f"{index} is not a Lucene index{looks}: no segments file")
+        raise IndexMismatchError(f"{index} is not a Lucene index{_looks_like(index)}: no segments "
+                                 "file")
     try:
         return make()
     except JavaException as e:
         reason = (e.classname or "Java error").rsplit(".", 1)[-1]
         raise IndexMismatchError(f"{index}: Lucene cannot open the index ({reason}); it is "
                                  "damaged: build it again") from None
+
+
+def _looks_like(folder: Path) -> str:
+    """What a folder that is no Lucene index seems to be, as a hint: a collection, or a Faiss
+    index without our metadata (Pyserini's encoder writes ``index`` + ``docid``), which
+    ``search`` without ``--retriever`` takes for BM25."""
+    if (folder / "corpus.jsonl").is_file() or (folder / "corpus.jsonl.gz").is_file():
+        return " (it looks like a collection)"
+    if (folder / "index").is_file() and (folder / "docid").is_file():
+        return (" (it looks like a Faiss index: search it with --retriever dense --encoder "
+                "MODEL)")
+    return ""
 
 
 def remove_query(run: Run, hits: int | None = None) -> Run:

@@ -9,12 +9,15 @@ call it.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import Any
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.representation import INDEX_KINDS
 from pyserini_moe.runs import Run
 from pyserini_moe.search.base import remove_query
+from pyserini_moe.search.hybrid import PYSERINI_ALPHA
 
 
 @dataclasses.dataclass
@@ -38,7 +41,7 @@ class SearchSettings:
     fusion: str = "came_sum"
     fusion_weights: list[float] | None = None
     bm25_index: str | None = None
-    alpha: float = 1.0
+    alpha: float = PYSERINI_ALPHA
     hybrid_normalize: bool = False
     weight_on_dense: bool = False
     k1: float = 0.9
@@ -97,6 +100,27 @@ def search_topics(s: SearchSettings, topics: dict[str, str]) -> SearchOutcome:
     encoder = getattr(main, "query_encoder", None)
     terms = encoder.terms / encoder.queries if getattr(encoder, "queries", 0) else None
     return SearchOutcome(run, expert_runs, opened - clock, time.perf_counter() - opened, terms)
+
+
+def recorded_retriever(indexes: list[str]) -> str:
+    """The retriever ``--index`` calls for when ``--retriever`` is left out: ``fused`` for several
+    indexes (the only retriever that takes them), else the kind the index records in its
+    metadata; an index without ours (Pyserini's own Lucene index, a prebuilt index name) is
+    searched with BM25, as when ``--retriever`` defaulted to bm25."""
+    from pyserini_moe.index.meta import IndexMismatchError, read_meta  # noqa: PLC0415
+
+    if len(indexes) > 1:
+        return "fused"
+    index = indexes[0]
+    meta = read_meta(index) if os.path.isdir(index) else None
+    if meta is None:
+        return "bm25"
+    kind = meta.get("kind")
+    if kind in ("bm25", *INDEX_KINDS):
+        return kind
+    merge = " (a shard: merge the shards first, python -m pyserini_moe.merge)" \
+        if "shard" in str(kind) else ""
+    raise IndexMismatchError(f"{index} records kind {kind!r}, which no --retriever searches{merge}")
 
 
 def _open(s: SearchSettings) -> tuple[Any, Any]:

@@ -77,7 +77,10 @@ class _EncodedSearcher:
         _java.bootstrap()
         self.index = str(index)
         self.meta = open_index(index, self.kind, encoder)
-        self.encoder_name = encoder or self.meta["encoder"]
+        self.encoder_name = encoder or self.meta.get("encoder")
+        if not self.encoder_name:  # every index we build records it: a damaged metadata file
+            raise IndexMismatchError(f"{index} records no encoder in its pyserini_moe_index.json: "
+                                     "give --encoder, the model that built it")
         if encoder is None and os.sep in self.encoder_name and not Path(self.encoder_name).exists():
             raise IndexMismatchError(
                 f"{index} records its encoder as {self.encoder_name!r}, a path relative to where "

@@ -15,6 +15,10 @@ from pyserini_moe.errors import UserError
 from pyserini_moe.runs import Run
 from pyserini_moe.search.fusion import Qrels, top_k
 
+# The BM25 weight when none is given: Pyserini's (``HybridSearcher.search`` and
+# ``python -m pyserini.search.hybrid --alpha``), so a hybrid typed as in Pyserini fuses alike.
+PYSERINI_ALPHA = 0.1
+
 
 def _centre_scale(score: float, lo: float, hi: float) -> float:
     """Pyserini's normalisation ``(s - (min + max) / 2) / (max - min)``, into [-0.5, 0.5].

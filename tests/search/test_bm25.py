@@ -86,8 +86,8 @@ def test_search_refuses_an_index_of_another_kind(tiny, tmp_path, capsys):
     fake = tmp_path / "dense-index"
     fake.mkdir()
     write_meta(fake, "dense")
-    code = run_main(search_cli.main, ["--index", str(fake), "--topics", f"{tiny}:test",
-                                      "--output", str(tmp_path / "r.trec")])
+    code = run_main(search_cli.main, ["--retriever", "bm25", "--index", str(fake), "--topics",
+                                      f"{tiny}:test", "--output", str(tmp_path / "r.trec")])
     assert code == 2 and "'dense' index" in capsys.readouterr().err
     assert not (tmp_path / "r.trec").exists()
     with pytest.raises(IndexMismatchError):
