@@ -32,6 +32,7 @@ from pyserini_moe.index.meta import write_meta
 from pyserini_moe.io import atomic_path
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.base import Encoded, Side
+from pyserini_moe.modeling.pipeline import encode_stream
 from pyserini_moe.representation import INDEX_KINDS, Representation
 
 KINDS = INDEX_KINDS
@@ -262,8 +263,11 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
             active.append(sinks[kind](out, built[kind], meta, stack, settings))
         seen = 0
         used = {adapter.representation for adapter in built.values()}
-        for batch in batches(collection, batch_size, "+".join(folders), progress, shard):
-            out = model.encode([d.contents for d in batch], Side.PASSAGE, max_length, only=only)
+        # the next batches are read and tokenized in a background thread while this one encodes
+        stream = encode_stream(model, batches(collection, batch_size, "+".join(folders), progress,
+                                              shard), Side.PASSAGE, max_length, only=only,
+                               texts=lambda docs: [d.contents for d in docs])
+        for batch, out in stream:
             _refuse_non_finite(out, used, batch, list(folders.values()))
             for sink in active:
                 sink.add(batch, out)
