@@ -15,6 +15,7 @@ from pyserini_moe.bench.report import Report, cpu_description, device_name
 from pyserini_moe.bench.scaling import SCALED, bench_scaling, earlier_scaling, scaling_size
 from pyserini_moe.bench.search import bench_approximate, bench_latency
 from pyserini_moe.cli import HelpFormatter
+from pyserini_moe.cli.args import add_device_arg
 
 
 def build_models(backbone: str, out: Path) -> dict[str, str]:
@@ -87,9 +88,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the compressed multivector index of the latency section (the index "
                              "command's --compression)")
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                        help="where the models encode (Faiss and Lucene search on the CPU); cuda "
-                             "skips the onnx section, whose onnxruntime here is the CPU build")
+    add_device_arg(parser, default="cpu",
+                   note="; where the models encode (Faiss and Lucene search on the CPU); a GPU "
+                        "skips the onnx section, whose onnxruntime here is the CPU build")
     parser.add_argument("--output-dir", type=Path, default=Path("work/bench"))
     args = parser.parse_args(argv)
     if args.scaling_pool is None:
@@ -98,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         args.scaling_pool = [name for name in local_collections() if name != args.corpus]
     from pyserini_moe.modeling.base import check_device  # noqa: PLC0415
 
-    check_device(args.device)  # one error line when CUDA is asked for and absent
+    # one error line when CUDA is asked for and absent; "auto" becomes the device it means
+    args.device = str(check_device(args.device))
     earlier = {path: earlier_scaling(path) for path in args.scaling_from}  # bad files fail first
     from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
     from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415

@@ -11,6 +11,7 @@ from typing import Any
 
 from pyserini_moe.analyze import came, checkpoints, cotmote, sbmoe, taser
 from pyserini_moe.cli import output_file, refuse_input_as_output
+from pyserini_moe.cli.args import add_device_arg
 
 
 def _taser_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, Callable[..., int]]:
@@ -188,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     # Flags every model-routing subcommand takes.
     encoding = argparse.ArgumentParser(add_help=False)
     encoding.add_argument("--max-length", type=int, default=256, help="passage / document tokens")
-    encoding.add_argument("--device", default=None, help="cpu, cuda (default: CUDA when present)")
+    add_device_arg(encoding)
     encoding.add_argument("--quiet", action="store_true", help="no progress bars")
     commands = {}
     for add_parsers in ANALYSES:

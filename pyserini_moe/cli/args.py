@@ -45,11 +45,20 @@ def zero_shot_settings(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
+def add_device_arg(group: Any, default: str | None = None, note: str = "") -> None:
+    """``--device``, the same name, values and default in every command: ``auto`` (None: CUDA
+    when present), ``cpu``, ``cuda``, ``cuda:N``; checked where a model is loaded
+    (``modeling.base.check_device``: one error line for a name torch does not know or CUDA that
+    is not there)."""
+    shown = "CUDA when present" if default is None else default
+    group.add_argument("--device", default=default,
+                       help=f"auto, cpu, cuda, cuda:1 ... (default: {shown}){note}")
+
+
 def add_device_args(group: Any) -> None:
     """``--device`` and the encode precision, ``--fp16`` (Pyserini's flag) or ``--bf16``, stored
     as ``args.precision`` (see ``RetrievalModel.set_precision``)."""
-    group.add_argument("--device", default=None,
-                       help="cpu, cuda, cuda:1 ... (default: CUDA if present)")
+    add_device_arg(group)
     half = group.add_mutually_exclusive_group()
     half.add_argument("--fp16", dest="precision", action="store_const", const="fp16",
                       default="fp32", help="encode under float16 autocast (CUDA only)")

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from pyserini_moe.cli import refuse_input_as_output
+from pyserini_moe.cli.args import add_device_arg
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--switch-experts", action="store_true",
                         help="ablation (table 4): queries through P-FFN, passages through Q-FFN")
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda")
+    add_device_arg(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 

@@ -15,6 +15,7 @@ import logging
 import sys
 
 from pyserini_moe.cli import refuse_input_as_output
+from pyserini_moe.cli.args import add_device_arg
 from pyserini_moe.errors import UserError
 
 
@@ -63,8 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the training seed (overrides training.seed): initialisation of new "
                              "modules, batch order, negatives drawn and dropout; the held-out "
                              "queries stay those of data.seed, so every seed validates alike")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"),
-                        help="overrides training.device (auto: CUDA when present)")
+    add_device_arg(parser, note="; overrides training.device")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="override any recipe field (dotted path, YAML value; repeatable), "
                              "e.g. --set data.negatives.source=run --set "

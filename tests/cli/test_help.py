@@ -31,3 +31,15 @@ def test_help_has_no_empty_or_repeated_default(name, capsys) -> None:
 ])
 def test_runs_are_tagged_with_what_made_them(settings, tag) -> None:
     assert run_tag(settings) == tag
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_device_flag_is_the_one_definition(name, capsys) -> None:
+    """``--device`` takes the same values with the same default wherever a command has it
+    (cli.args.add_device_arg; bench keeps its CPU default)."""
+    module = importlib.import_module(f"pyserini_moe.cli.{COMMANDS[name][0]}")
+    with pytest.raises(SystemExit):
+        module.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    if "--device DEVICE " in text:
+        assert "--device DEVICE auto, cpu, cuda, cuda:1 ... (default: CUDA when present)" in text
