@@ -1,10 +1,11 @@
-"""The batching loop every searcher shares: topics in, ``{qid: {docid: score}}`` out."""
+"""What every searcher is (the :class:`Searcher` protocol) and the batching loop they share:
+topics in, ``{qid: {docid: score}}`` out."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from tqdm import tqdm
 
@@ -12,6 +13,20 @@ from pyserini_moe.index.meta import IndexMismatchError
 from pyserini_moe.runs import Run, ranked
 
 T = TypeVar("T")
+
+
+
+@runtime_checkable
+class Searcher(Protocol):
+    """One index searched for a set of topics: BM25 (:class:`~pyserini_moe.search.bm25.Bm25Searcher`)
+    and the dense, impact and multi-vector searchers of :mod:`pyserini_moe.search.encoded`. A
+    searcher may take more keywords (the multi-vector one's ``exhaustive``); fusing several
+    indexes is :class:`~pyserini_moe.search.experts.ExpertFusionSearcher`, which returns the
+    expert runs too."""
+
+    def search(self, topics: dict[str, str], hits: int = 1000, threads: int = 1,
+               batch_size: int = 64, progress: bool = True) -> Run: ...
+
 
 # (texts, qids) -> {qid: hits}, each hit having .docid and .score (Pyserini's result objects)
 BatchFn = Callable[[list[str], list[str]], dict[str, Iterable]]

@@ -11,13 +11,16 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.representation import INDEX_KINDS
 from pyserini_moe.runs import Run
-from pyserini_moe.search.base import remove_query
+from pyserini_moe.search.base import Searcher, remove_query
 from pyserini_moe.search.hybrid import PYSERINI_ALPHA
+
+if TYPE_CHECKING:
+    from pyserini_moe.search.experts import ExpertFusionSearcher
 
 
 @dataclasses.dataclass
@@ -123,7 +126,7 @@ def recorded_retriever(indexes: list[str]) -> str:
     raise IndexMismatchError(f"{index} records kind {kind!r}, which no --retriever searches{merge}")
 
 
-def _open(s: SearchSettings) -> tuple[Any, Any]:
+def _open(s: SearchSettings) -> tuple[Searcher | ExpertFusionSearcher, Searcher | None]:
     """The searcher the settings name, and BM25's for a hybrid (else None)."""
     if s.retriever == "fused":
         main = _fusion_searcher(s)
@@ -136,7 +139,7 @@ def _open(s: SearchSettings) -> tuple[Any, Any]:
     return main, Bm25Searcher(s.bm25_index, k1=s.k1, b=s.b, fields=s.fields)
 
 
-def open_any(s: SearchSettings) -> Any:  # a Bm25Searcher or one of search.encoded's
+def open_any(s: SearchSettings) -> Searcher:
     """The searcher of one index (any retriever but ``fused``)."""
     if s.retriever == "bm25":
         from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
@@ -148,7 +151,7 @@ def open_any(s: SearchSettings) -> Any:  # a Bm25Searcher or one of search.encod
                          s.query_max_terms, s.faiss_params, s.ef_search, s.precision)
 
 
-def _fusion_searcher(s: SearchSettings) -> Any:
+def _fusion_searcher(s: SearchSettings) -> ExpertFusionSearcher:
     """One searcher per index of one model, fused (``--retriever fused``)."""
     from pyserini_moe.search.experts import ExpertFusionSearcher  # noqa: PLC0415
 
