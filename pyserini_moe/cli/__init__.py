@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import refuse_special_output
+from pyserini_moe.paths import shared_data_root
 
 # Errors caused by the user's input or machine, reported without a traceback: our own UserError
 # and the operating system's refusals. Everything else (ValueError, KeyError, TypeError, ... from
@@ -85,11 +86,17 @@ def _clash(target: Path, path: Path, name: str) -> str | None:
 
 
 def _local_input(value: str) -> Path | None:
-    """The local file or folder an input names, resolved: a path, or the collection folder of
-    ``FOLDER:SPLIT`` (topics and qrels as ``data/scifact:test``); None for names."""
+    """The local file or folder an input names, resolved: a path, the collection folder of
+    ``FOLDER:SPLIT`` (topics and qrels as ``data/scifact:test``), or a collection of the shared
+    data folder named bare (``scifact``, ``scifact:test``); None for other names (a hub model)."""
+    data = shared_data_root()
     for candidate in (value, value.rpartition(":")[0]):
-        if candidate and Path(candidate).exists():
+        if not candidate:
+            continue
+        if Path(candidate).exists():
             return Path(candidate).resolve()
+        if data is not None and "/" not in candidate and (data / candidate).is_dir():
+            return (data / candidate).resolve()
     return None
 
 
