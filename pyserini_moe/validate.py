@@ -42,6 +42,11 @@ def non_negative(value: Any) -> str | None:
     return None if value is None or value >= 0 else "must be >= 0"
 
 
+def seed_range(value: int) -> str | None:
+    """A random seed numpy takes (``np.random.seed``: 0 <= seed < 2**32)."""
+    return None if 0 <= value < 2**32 else "must be in [0, 2**32)"
+
+
 def fraction(value: float) -> str | None:
     return None if 0 <= value < 1 else "must be in [0, 1)"
 

@@ -14,6 +14,7 @@ from pyserini_moe.errors import UserError
 from pyserini_moe.eval.regress import (
     REPO_ROOT,
     RESULTS_DIR,
+    Regression,
     format_table,
     load_regression,
     run_regression,
@@ -77,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             raise UserError(f"--condition {', '.join(unknown)}: no such condition in "
                             f"{', '.join(args.files)} (known: {', '.join(sorted(known))})")
-    work_dir = Path(args.work_dir) if args.work_dir else DEFAULT_WORK
-    results = Path(args.results_dir) if args.results_dir else (
+    check_selection(regressions, args.seed)
+    # absolute: steps run from the repository root, the runner from here
+    work_dir = Path(args.work_dir).resolve() if args.work_dir else DEFAULT_WORK
+    results = Path(args.results_dir).resolve() if args.results_dir else (
         work_dir / "results" if args.work_dir else RESULTS_DIR)
     failed = False
     for reg in regressions:
@@ -101,3 +104,19 @@ def main(argv: list[str] | None = None) -> int:
                   "in to make them regressions")
     return 1 if failed else 0
 
+
+def check_selection(regressions: list[Regression], seeds: list[int] | None) -> None:
+    """Refused before anything runs: two files of one name (one work folder and report for
+    both) and a ``--seed`` that no condition of the files trains with (nothing would run)."""
+    names = [reg.name for reg in regressions]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UserError(f"several files are named {', '.join(twice)}: each file's name is its "
+                        "work folder and report; run them one at a time or rename one")
+    if seeds:
+        known = {s for reg in regressions for c in reg.conditions for s in c.seeds}
+        unknown = sorted(set(seeds) - known)
+        if unknown:
+            raise UserError(f"--seed {', '.join(map(str, unknown))}: no condition of these "
+                            "files trains with it (their seeds: "
+                            f"{', '.join(map(str, sorted(known))) or 'none'})")

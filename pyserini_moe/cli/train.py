@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         max_steps=args.max_steps, epochs=args.epochs, device=args.device,
         seed=args.seed).with_settings(args.set)
     refuse_input_as_output([str(config.output_dir)],
-                           [config.model.backbone, config.data.collection,
+                           [args.config, config.model.backbone, config.data.collection,
                             str(config.data.negatives.run or ""),
                             str(config.data.negatives.model or "")])
     ranks = init_from_env()  # under torchrun: join the group, one device per rank

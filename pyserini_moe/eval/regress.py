@@ -100,6 +100,7 @@ INDEX_BUILDERS = frozenset({"pyserini_moe.index", "pyserini_moe.merge"})
 # A metric with no tolerance in its file: half a unit of the fourth decimal, the precision the
 # files write values to and the table prints, so a value that prints the same passes.
 DEFAULT_TOLERANCE = 0.00005
+METRIC_KEYS = frozenset({"expected", "tolerance", "sd", "seeds"})  # a metric's mapping form
 
 
 class RegressionSpecError(ConfigError):
@@ -265,6 +266,10 @@ def _metric_check(metric: str, spec: Any, default_tol: float | str, n_seeds: int
             raise RegressionSpecError(f"{where}: a condition with seeds records each seed's value: "
                                       "{expected: MEAN, sd: SD, seeds: [...], tolerance: ...}")
         spec = {"expected": spec}
+    unknown = sorted(set(spec) - METRIC_KEYS)
+    if unknown:  # a misspelt 'expected' would turn a check into UNSET without a word
+        raise RegressionSpecError(f"{where}: unknown key(s) {', '.join(map(str, unknown))} "
+                                  f"(known: {', '.join(sorted(METRIC_KEYS))})")
     expected = _expected(spec.get("expected"), f"{where}.expected")
     values = tuple(_number(v, f"{where}.seeds") for v in spec.get("seeds") or ())
     if values and len(values) != n_seeds:
@@ -380,13 +385,17 @@ def missing_requirements(reg: Regression) -> list[str]:
     return missing
 
 
-def expand(text: str, work: Path, seed: int | None = None, results: Path | None = None) -> str:
+def expand(text: str, work: Path, seed: int | None = None, results: Path | None = None,
+           quote: bool = False) -> str:
     """Environment variables (``$BEIR_DIR``) as a shell would, then the placeholders. Nothing else
-    is read as one: a step's own braces (awk's ``'{print $1}'``) are kept as written."""
+    is read as one: a step's own braces (awk's ``'{print $1}'``) are kept as written. ``quote``:
+    for a step, which is split like a shell line, each path is one word even with spaces."""
     data = shared_data_root()
-    values = {"python": shlex.quote(sys.executable), "work": work, "root": REPO_ROOT,
+    values = {"python": sys.executable, "work": work, "root": REPO_ROOT,
               "data": data if data is not None else "<no shared data>",
               "results": results or RESULTS_DIR}
+    if quote:
+        values = {k: shlex.quote(str(v)) for k, v in values.items()}
     if seed is not None:
         values["seed"] = seed
     return PLACEHOLDER.sub(lambda m: str(values[m[1]]) if m[1] in values else m[0],
@@ -397,7 +406,7 @@ def run_step(command: str, work: Path, dry_run: bool, seed: int | None = None,
              results: Path | None = None, where: str = "") -> None:
     """Run one step (``where``: which condition, seed and step it is, printed before it; a step
     that takes long says so when it ends, since trainings run with --quiet)."""
-    cmd = expand(command, work, seed, results)
+    cmd = expand(command, work, seed, results, quote=True)
     print(f"{where}$ {cmd}", flush=True)
     if dry_run:
         return
@@ -413,7 +422,7 @@ def run_step(command: str, work: Path, dry_run: bool, seed: int | None = None,
 def step_paths(command: str, work: Path, seed: int | None = None) -> tuple[list[str], list[str]]:
     """(written, read): the paths under ``work`` a step's arguments name, as normalised paths or
     glob patterns (``name=pattern`` values and ``--set key=path`` included)."""
-    tokens = shlex.split(expand(command, work, seed))
+    tokens = shlex.split(expand(command, work, seed, quote=True))
     module = tokens[tokens.index("-m") + 1] if "-m" in tokens[:-1] else ""
     root = os.path.normpath(work)
     written: list[str] = []
@@ -490,11 +499,11 @@ def run_regression(reg: Regression, work: Path, dry_run: bool = False,
                 for c in conditions for k in c.checks]
         if dry_run:
             for step in reg.steps:
-                print(f"$ {expand(step, work, results=results)}")
+                print(f"$ {expand(step, work, results=results, quote=True)}")
             for c in conditions:
                 for seed in c.runs_per_seed():
                     for step in c.steps:
-                        print(f"$ {expand(step, work, seed, results)}")
+                        print(f"$ {expand(step, work, seed, results, quote=True)}")
         return rows, {}
     work.mkdir(parents=True, exist_ok=True)
     rows: list[Outcome] = []

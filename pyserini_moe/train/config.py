@@ -78,6 +78,7 @@ from pyserini_moe.validate import (
     non_negative,
     one_of,
     positive,
+    seed_range,
 )
 
 NEGATIVE_SOURCES = ("bm25", "run", "model")
@@ -136,7 +137,7 @@ class DataConfig:
     collection: str
     split: str = "train"
     validation_fraction: float = field(default=0.05, metadata=check(fraction))
-    seed: int = 42
+    seed: int = field(default=42, metadata=check(seed_range))
     num_negatives: int = field(default=1, metadata=check(non_negative))
     positives: str = field(default="all", metadata=check(one_of(POSITIVE_MODES)))
     negatives: NegativesConfig = field(default_factory=NegativesConfig)
@@ -175,7 +176,7 @@ class TrainingConfig:
     flops_weight: FlopsWeight = field(default_factory=FlopsWeight)
     flops_warmup_ratio: float = field(default=0.0, metadata=check(fraction))
     max_grad_norm: float | None = field(default=1.0, metadata=check(positive))
-    seed: int = 42
+    seed: int = field(default=42, metadata=check(seed_range))
     eval_every: int | None = field(default=None, metadata=check(positive))
     keep_snapshots: bool = False
     device: str = field(default="auto", metadata=check(_device))
