@@ -26,10 +26,11 @@ _SPEC.loader.exec_module(tool)
 def test_plan_lines_name_seed_recipe_overrides_and_encodings(tmp_path: Path) -> None:
     plan = tmp_path / "plan.txt"
     plan.write_text("# comment\n\nminilm 0 zero-shot\n"
-                    "sbmoe 43 encoders/x.yaml --set model.args.gate=random | inference=all\n")
+                    "sbmoe 43 encoders/sbmoe-protocol-minilm.yaml --set model.args.gate=random | "
+                    "inference=all\n")
     jobs = tool.parse_plan(plan)
     assert [j["name"] for j in jobs] == ["minilm-s0", "sbmoe-s43"]
-    assert jobs[1]["seed"] == 43 and jobs[1]["recipe"] == "encoders/x.yaml"
+    assert jobs[1]["seed"] == 43 and jobs[1]["recipe"] == "encoders/sbmoe-protocol-minilm.yaml"
     assert jobs[1]["sets"] == ["--set", "model.args.gate=random"]
     assert jobs[1]["options"] == ["inference=all"] and jobs[0]["options"] == []
 
@@ -79,3 +80,29 @@ def test_evaluate_pack_unpack_gives_the_runs_of_an_exact_search(
         ranked = sorted(run[qid], key=lambda doc: -run[qid][doc])
         assert ranked == expected[:len(ranked)]
         assert run[qid][ranked[0]] == pytest.approx(scores.max().item(), abs=1e-5)
+
+
+def test_prepare_never_deletes_a_folder_it_did_not_build(tmp_path: Path) -> None:
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("mine")
+    plan = tmp_path / "plan.txt"
+    plan.write_text("minilm 0 zero-shot\n")
+    with pytest.raises(SystemExit, match="did not build"):
+        tool.check_carry(precious, [plan])
+    with pytest.raises(SystemExit, match="inside --carry"):
+        tool.check_carry(tmp_path / "carry", [tmp_path / "carry" / "plan.txt"])
+    assert (precious / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("line, message", [
+    ("a fortytwo encoders/siamese-minilm.yaml", "plan.txt:1: expected NAME SEED RECIPE"),
+    ("a 42 encoders/none.yaml", "recipe encoders/none.yaml not found"),
+    ("a 42 'unclosed", "expected NAME SEED RECIPE"),
+    ("a 42 encoders/siamese-minilm.yaml --set nokey", "overrides are --set KEY=VALUE"),
+])
+def test_a_malformed_plan_line_is_named_before_any_device_time(line, message, tmp_path) -> None:
+    plan = tmp_path / "plan.txt"
+    plan.write_text(line + "\n")
+    with pytest.raises(SystemExit, match=message):
+        tool.parse_plan(plan)

@@ -74,10 +74,29 @@ def run_key(label: str, spec: str) -> str:
 
 
 LAST_ONLY = ("arguana:test", "cranfield:test", "cisi:test", "vaswani:test")
+CARRY_MARK = "plan.txt"  # a carry folder this tool built (prepare replaces only such a folder)
 JOBS_PER_TAR = 7  # 47 jobs -> 7 tars + log.tsv: the 8 files a call brings back
 
 
+def fail(message: str) -> None:
+    """One error line, exit 1: a tool's user errors carry no traceback."""
+    raise SystemExit(f"error: {message}")
+
+
 # ----------------------------------------------------------------------------- prepare (here)
+
+def check_carry(carry: Path, inputs: list[Path]) -> None:
+    """``prepare`` deletes and rebuilds ``carry``: only a folder it built before, never one that
+    holds an input."""
+    if carry.exists() and not carry.is_dir():
+        fail(f"--carry {carry} is a file, not a folder")
+    if carry.is_dir() and any(carry.iterdir()) and not (carry / CARRY_MARK).is_file():
+        fail(f"--carry {carry} is a folder this tool did not build (no {CARRY_MARK}): it "
+             "would be deleted; name a new folder")
+    for path in inputs:
+        if carry.resolve() in path.resolve().parents:
+            fail(f"{path} is inside --carry {carry}, which prepare deletes first; move it out")
+
 
 def prepare(args: argparse.Namespace) -> None:
     import torch
@@ -87,6 +106,9 @@ def prepare(args: argparse.Namespace) -> None:
     from pyserini_moe.paths import shared_data_root
 
     carry = Path(args.carry)
+    inputs = [Path(args.plan)] + ([Path(args.negatives)] if args.negatives else [])
+    check_carry(carry, inputs)
+    jobs = parse_plan(Path(args.plan))  # a bad line fails here, not on the device
     if carry.exists():
         shutil.rmtree(carry)
     minilm = carry / "minilm"
@@ -110,20 +132,36 @@ def prepare(args: argparse.Namespace) -> None:
         (carry / NEGATIVES_RUN).replace(carry / "negatives.trec")
     shutil.copy(args.plan, carry / "plan.txt")
     size = sum(p.stat().st_size for p in carry.rglob("*") if p.is_file())
-    print(f"{carry}: {size / 2**20:.1f} MiB")
+    print(f"{carry}: {size / 2**20:.1f} MiB, {len(jobs)} jobs")
 
 
 # ----------------------------------------------------------------------------- run (device)
 
 def parse_plan(path: Path) -> list[dict]:
+    """The plan's jobs; a malformed line is one error naming it (before any device time)."""
+    if not path.is_file():
+        fail(f"plan {path} not found")
     jobs = []
-    for line in path.read_text().splitlines():
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip() or line.startswith("#"):
             continue
         train, _, encodings = line.partition("|")
-        name, seed, recipe, *sets = shlex.split(train)
-        jobs.append({"name": f"{name}-s{seed}", "seed": int(seed), "recipe": recipe,
-                     "sets": sets, "options": shlex.split(encodings)})
+        try:
+            name, seed, recipe, *sets = shlex.split(train)
+            options = shlex.split(encodings)
+            seed = int(seed)
+        except ValueError as e:
+            fail(f"{path}:{number}: expected NAME SEED RECIPE [--set k=v ...] [| OPTION=VALUE "
+                 f"...] ({e})")
+        if recipe != "zero-shot" and not (ROOT / recipe).is_file():
+            fail(f"{path}:{number}: recipe {recipe} not found (paths are from the repository "
+                 "root)")
+        if any(s != "--set" and "=" not in s for s in sets) or any("=" not in o for o in options):
+            fail(f"{path}:{number}: overrides are --set KEY=VALUE, encodings OPTION=VALUE")
+        jobs.append({"name": f"{name}-s{seed}", "seed": seed, "recipe": recipe,
+                     "sets": sets, "options": options})
+    if not jobs:
+        fail(f"{path}: no jobs")
     return jobs
 
 
@@ -279,6 +317,9 @@ def evaluate(args: argparse.Namespace) -> None:
     arrays: dict[str, np.ndarray] = {}
     meta: dict = {"topics": {}, "digests": {}}
     corpora: dict[str, tuple[list[str], list[str]]] = {}
+    for checkpoint in args.checkpoint:
+        if "=" not in checkpoint or not Path(checkpoint.split("=", 1)[1]).exists():
+            fail(f"--checkpoint {checkpoint}: expected NAME=FOLDER of a saved model or backbone")
     for name, spec in (c.split("=", 1) for c in args.checkpoint):
         for option in [None, *args.option]:
             model = load_encoder(spec, device=device)
@@ -330,14 +371,20 @@ def unpack(args: argparse.Namespace) -> None:
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     ids_cache: dict[str, list[str]] = {}
+    written = 0
     for tar_path in args.tars:
+        if not tarfile.is_tarfile(tar_path):
+            fail(f"{tar_path} is not a tar file (run's runs-<k>.tar)")
         with tarfile.open(tar_path) as tar:
             for member in tar.getmembers():
                 if not member.name.endswith(".npz"):
                     continue
                 job = member.name[:-len(".npz")]
                 data = np.load(io.BytesIO(tar.extractfile(member).read()))
+                if "meta" not in data:
+                    fail(f"{tar_path}: {member.name} is not a job's runs (no meta)")
                 meta = json.loads(bytes(data["meta"]).decode())
+                written += len(meta["topics"])
                 for key, info in meta["topics"].items():
                     collection = info["collection"]
                     if collection not in ids_cache:
@@ -347,7 +394,9 @@ def unpack(args: argparse.Namespace) -> None:
                     write_run(out / f"{job}.{key}.trec", info["qids"], data[key + ".pos"],
                               data[key + ".score"] if key + ".score" in data else None,
                               ids_cache[collection], job)
-    print(f"runs in {out}")
+    if not written:
+        fail(f"no runs in {', '.join(args.tars)}: not the tars of a run call")
+    print(f"{written} runs in {out}")
 
 
 def write_run(path: Path, qids: list[str], positions: np.ndarray, scores: np.ndarray | None,
