@@ -215,18 +215,48 @@ def plot(snapshots: list[Snapshot], test_set: str, metric: str, dev_metric: str,
     save_png(fig, path)
 
 
+def training_folders(items: list[str]) -> dict[str, Path]:
+    """``[SEED=]DIR`` items as {label: folder}; a label given twice is refused (one of the two
+    trainings would silently drop out of the means)."""
+    folders: dict[str, Path] = {}
+    for item in items:
+        label, sep, path = item.partition("=")
+        folder = Path(path if sep else label)
+        label = label if sep else folder.name
+        if label in folders:
+            raise UserError(f"--train-dir: the label {label!r} is given twice ({folders[label]} "
+                            f"and {folder}); label each training once, e.g. 42=DIR 43=DIR")
+        folders[label] = folder
+    return folders
+
+
+def check_corpus(train_dir: Path, corpus: str) -> None:
+    """The held-out queries are the training collection's: searched in another corpus they find
+    nothing relevant (dev nDCG 0 at every step) and the dev rule keeps an arbitrary step."""
+    recipe = train_dir / "recipe.yaml"
+    if not recipe.is_file():
+        return
+    import yaml  # noqa: PLC0415
+
+    trained_on = str((yaml.safe_load(recipe.read_text()) or {}).get("data", {}).get("collection"))
+    if Path(trained_on).name != Path(corpus).name:
+        raise UserError(f"{train_dir} was trained on {trained_on!r}; its held-out queries "
+                        f"belong to that collection, not to --corpus {corpus}: pass --corpus "
+                        f"{trained_on}")
+
+
 def run_checkpoints(args: argparse.Namespace) -> int:
     """The ``checkpoints`` subcommand."""
     from pyserini_moe.analyze.common import emit  # noqa: PLC0415
 
     test = args.test or f"{args.corpus}:test"
     metrics = list(dict.fromkeys([args.metric, args.dev_metric]))
-    trainings = {}
-    for item in args.train_dir:
-        label, sep, path = item.partition("=")
-        folder = Path(path if sep else label)
-        trainings[label if sep else folder.name] = evaluate_training(
-            folder, args.corpus, [test], metrics, args.kind, args.max_length, not args.quiet)
+    folders = training_folders(args.train_dir)
+    for folder in folders.values():
+        check_corpus(folder, args.corpus)
+    trainings = {label: evaluate_training(folder, args.corpus, [test], metrics, args.kind,
+                                          args.max_length, not args.quiet)
+                 for label, folder in folders.items()}
     emit(report(trainings, test, args.metric, args.dev_metric, args.title), args.output)
     if args.plot:
         first = next(iter(trainings))

@@ -83,3 +83,17 @@ def test_a_training_without_snapshots_is_one_error_line(tmp_path):
     (tmp_path / "train_log.jsonl").write_text("")
     with pytest.raises(UserError, match="keep_snapshots"):
         checkpoints.snapshot_folders(tmp_path)
+
+
+def test_a_label_given_twice_and_a_foreign_corpus_are_refused(tmp_path) -> None:
+    from pyserini_moe.analyze.checkpoints import check_corpus, training_folders
+    from pyserini_moe.errors import UserError
+
+    with pytest.raises(UserError, match="the label '1' is given twice"):
+        training_folders([f"1={tmp_path / 'a'}", f"1={tmp_path / 'b'}"])
+    assert list(training_folders([str(tmp_path / "a"), f"7={tmp_path / 'b'}"])) == ["a", "7"]
+    (tmp_path / "recipe.yaml").write_text("data:\n  collection: scifact\n")
+    check_corpus(tmp_path, "scifact")
+    check_corpus(tmp_path, "/elsewhere/scifact")
+    with pytest.raises(UserError, match="trained on 'scifact'.*--corpus cranfield"):
+        check_corpus(tmp_path, "cranfield")
