@@ -92,6 +92,7 @@ SCALES = ("local", "paper")
 _TOPK = re.compile(r"top([1-9][0-9]*)")
 # The only placeholders of steps and paths (``{seed}`` only in a condition with seeds).
 PLACEHOLDER = re.compile(r"\{(python|work|root|data|results|seed)\}")
+PATH_BRACE = re.compile(r"\{([A-Za-z_]+)\}/")  # a placeholder where a path starts
 RESULTS_DIR = REPO_ROOT / "docs" / "results"  # {results} unless the run says otherwise
 # Flags whose value a step writes; ``--index`` is written by the commands that build one and
 # read by the others. Every other path under the work folder that a step names is read.
@@ -300,6 +301,18 @@ def _metric_check(metric: str, spec: Any, default_tol: float | str, n_seeds: int
     return MetricCheck(metric, expected, tol, values)
 
 
+def _check_path_placeholders(texts: list[str], where: str) -> None:
+    """A ``{name}/`` that is no placeholder is a typo (``{wrok}/run.trec``): left as written, it
+    would be a folder of that literal name under the repository. Braces elsewhere (an awk
+    program's ``{print $1}``) are a step's own and stay allowed."""
+    for text in texts:
+        for name in PATH_BRACE.findall(str(text)):
+            if not PLACEHOLDER.fullmatch(f"{{{name}}}"):
+                raise RegressionSpecError(f"{where}: '{{{name}}}' in {text!r} is no placeholder "
+                                          "(known: {python} {work} {root} {data} {results} "
+                                          "{seed})")
+
+
 def _check_seed_placeholder(raw: dict, seeded: bool, where: str) -> None:
     """A multi-seed condition keeps each seed's outputs apart; ``{seed}`` means nothing without."""
     texts = [*(raw.get("steps") or []), raw.get("run", "")]
@@ -350,6 +363,8 @@ def load_regression(path: str | os.PathLike) -> Regression:
         if not checks:
             raise RegressionSpecError(f"{where}: 'metrics' is empty")
         _check_seed_placeholder(raw, bool(seeds), where)
+        _check_path_placeholders([*(raw.get("steps") or []), raw.get("run", ""),
+                                  raw.get("qrels", "")], where)
         conditions.append(Condition(
             name=cname, steps=_steps(raw.get("steps"), where),
             run=_require(raw, "run", where, str), qrels=qrels, checks=checks,
@@ -358,6 +373,7 @@ def load_regression(path: str | os.PathLike) -> Regression:
     if any("{seed}" in step for step in _steps(doc.get("steps"), str(path))):
         raise RegressionSpecError(f"{path}: '{{seed}}' in the file's own steps: only a condition "
                                   "with 'seeds' has one")
+    _check_path_placeholders(_steps(doc.get("steps"), str(path)), str(path))
     return Regression(path=path, name=name, description=str(doc.get("description", "")),
                       scale=scale, requires=requires, steps=_steps(doc.get("steps"), str(path)),
                       conditions=conditions)

@@ -89,3 +89,11 @@ def test_two_files_of_one_name_are_refused(tmp_path: Path) -> None:
     first, second = _file(tmp_path), _file(tmp_path)
     with pytest.raises(UserError, match="several files are named tiny"):
         regress_main([str(first), str(second), "--work-dir", str(tmp_path / "w")])
+
+
+def test_a_misspelt_path_placeholder_is_refused_and_awk_braces_are_kept(tmp_path: Path) -> None:
+    path = _file(tmp_path, run="{wrok}/copy.trec")
+    with pytest.raises(RegressionSpecError, match=r"'\{wrok\}' in .* is no placeholder"):
+        load_regression(path)
+    awk = _file(tmp_path, name="awk", steps=["awk '{print $1}' {work}/copy.trec"])
+    assert load_regression(awk).conditions[0].steps == ["awk '{print $1}' {work}/copy.trec"]
