@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,10 @@ def run_groups(specs: list[str]) -> dict[str, list[str]]:
         else:
             name, _, pattern = spec.partition("=")
             files = sorted(glob.glob(pattern))
+            folders = [f for f in files if os.path.isdir(f)]
+            if folders:  # else "run file not found: <the folder>", later
+                raise UserError(f"--run {spec}: {pattern} matches the folder {folders[0]}, not "
+                                "a run file: make the pattern match the runs only")
             if not files:
                 raise FileNotFoundError(f"--run {spec}: no run file matches {pattern}")
         if name in groups:

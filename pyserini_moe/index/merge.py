@@ -46,6 +46,8 @@ def check_shards(shards: list[str | os.PathLike]) -> list[tuple[Path, dict[str, 
     """(folder, metadata) of each shard in shard-id order, after checking they form one whole."""
     found = []
     for folder in shards:
+        if not Path(folder).exists():
+            raise FileNotFoundError(f"shard {folder} does not exist")
         meta = read_meta(folder)
         if meta is None or "shard" not in meta:
             raise IndexMismatchError(f"{folder} is not an index shard (built with --shard-id / "

@@ -97,3 +97,13 @@ def test_a_misspelt_path_placeholder_is_refused_and_awk_braces_are_kept(tmp_path
         load_regression(path)
     awk = _file(tmp_path, name="awk", steps=["awk '{print $1}' {work}/copy.trec"])
     assert load_regression(awk).conditions[0].steps == ["awk '{print $1}' {work}/copy.trec"]
+
+
+def test_a_seed_glob_that_matches_a_folder_says_so(tmp_path: Path, capsys) -> None:
+    from pyserini_moe.cli.eval import main as eval_main
+
+    (tmp_path / "d-s1.trec").write_text(RUN)
+    (tmp_path / "d-sdir.trec").mkdir()
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
+    _refused(eval_main, ["--run", f"d={tmp_path}/d-s*.trec", "--qrels", str(tmp_path / "qrels.txt")],
+             "matches the folder", capsys)

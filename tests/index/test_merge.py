@@ -123,6 +123,8 @@ def test_shards_that_do_not_belong_together_are_refused(tiny_corpus, models, tmp
     full = build("dense", tiny_corpus, models["dense"], tmp_path / "full")
     assert run_main(merge_main, ["--shards", str(full), *out]) == 2
     assert "not an index shard" in capsys.readouterr().err
+    assert run_main(merge_main, ["--shards", str(tmp_path / "nowhere"), *out]) == 2
+    assert "shard " + str(tmp_path / "nowhere") + " does not exist" in capsys.readouterr().err
     assert not (tmp_path / "merged").exists()
     assert run_main(index_cli.main, ["--corpus", str(tiny_corpus), "--index", str(tmp_path / "x"),
                                      "--shard-id", "0", "--shard-num", "2"]) == 2
