@@ -25,23 +25,25 @@ def test_a_damaged_model_metadata_file(tiny_bert, tmp_path) -> None:
         load_model(folder, device="cpu")
 
 
+def _trainer(toy_data, tiny_bert, recipe):
+    """A two-step Siamese training on the toy data, the same each time it is made."""
+    from pyserini_moe.train.trainer import Trainer
+
+    torch.manual_seed(0)
+    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu")
+    return Trainer(model, recipe, toy_data(), progress=False)
+
+
 def test_a_damaged_training_checkpoint_says_start_again(toy_data, tiny_bert, tmp_path,
                                                         siamese_recipe) -> None:
-    from pyserini_moe.train.trainer import CHECKPOINT_DIR, STATE_FILE, Trainer
+    from pyserini_moe.train.trainer import CHECKPOINT_DIR, STATE_FILE
 
-    config = siamese_recipe
-
-    def trainer() -> Trainer:
-        torch.manual_seed(0)
-        model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu")
-        return Trainer(model, config, toy_data(), progress=False)
-
-    trainer().train()
+    _trainer(toy_data, tiny_bert, siamese_recipe).train()
     state = tmp_path / "run" / CHECKPOINT_DIR / STATE_FILE
     state.write_bytes(state.read_bytes()[:200])
     with pytest.raises(ValueError, match="training checkpoint is damaged.*start again with "
                                          "--overwrite") as err:
-        trainer().train(resume=True)
+        _trainer(toy_data, tiny_bert, siamese_recipe).train(resume=True)
     assert "weights_only=False" not in str(err.value)
 
 
@@ -50,22 +52,17 @@ def test_a_checkpoint_replaced_by_a_pickle_holding_code_is_not_loaded(toy_data, 
     """Issue 39: a state.pt holding code was called damaged with torch's text (it never ran)."""
     import os
 
-    from pyserini_moe.train.trainer import CHECKPOINT_DIR, STATE_FILE, Trainer
+    from pyserini_moe.train.trainer import CHECKPOINT_DIR, STATE_FILE
 
     class Code:
         def __reduce__(self):
             return os.mkdir, (str(tmp_path / "ran"),)
 
-    def trainer() -> Trainer:
-        torch.manual_seed(0)
-        model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu")
-        return Trainer(model, siamese_recipe, toy_data(), progress=False)
-
-    trainer().train()
+    _trainer(toy_data, tiny_bert, siamese_recipe).train()
     state = tmp_path / "run" / CHECKPOINT_DIR / STATE_FILE
     torch.save({"model": Code()}, state)
     with pytest.raises(ValueError) as err:
-        trainer().train(resume=True)
+        _trainer(toy_data, tiny_bert, siamese_recipe).train(resume=True)
     assert str(err.value) == (f"{state}: not loaded: it holds code or objects a safe load "
                               "refuses; start again with --overwrite")
     assert not (tmp_path / "ran").exists()
