@@ -32,8 +32,10 @@ FORMS = ("a BEIR collection (name or folder with corpus.jsonl), Pyserini's JsonC
 class DocumentFiles:
     """A corpus without queries or judgments, read by ``reader`` in file order."""
 
-    def __init__(self, root: Path, reader: Callable[[], Iterator[Document]]) -> None:
+    def __init__(self, root: Path, reader: Callable[[], Iterator[Document]],
+                 files: list[Path] | None = None) -> None:
         self.root = root
+        self.files = files or [root]  # what ``reader`` reads, in its order
         self.name = root.name.split(".")[0] if root.is_file() else root.name
         self._reader = reader
         self._count: int | None = None
@@ -71,7 +73,7 @@ def open_corpus(spec: str | os.PathLike) -> Corpus:
         files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(JSON_SUFFIXES))
         if not files:
             raise DataFormatError(path, f"not a corpus: --corpus takes {FORMS}")
-        return DocumentFiles(path, lambda: read_json_collection(files))
+        return DocumentFiles(path, lambda: read_json_collection(files), files)
     return BeirCollection.load(spec)
 
 

@@ -26,7 +26,7 @@ import torch
 from tqdm import tqdm
 
 from pyserini_moe.data.beir import BeirCollection, Document
-from pyserini_moe.data.corpus import JSON_SUFFIXES, Corpus, open_corpus
+from pyserini_moe.data.corpus import Corpus, open_corpus
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import write_meta
 from pyserini_moe.io import atomic_path
@@ -363,12 +363,7 @@ def corpus_identity(collection: Corpus) -> dict[str, Any]:
 def _corpus_files(collection: Corpus) -> list[Path]:
     """The files ``collection`` reads its documents from, in reading order (see
     :func:`~pyserini_moe.data.corpus.open_corpus`)."""
-    if isinstance(collection, BeirCollection):
-        return [collection.corpus_path]
-    if collection.root.is_file():
-        return [collection.root]
-    return sorted(p for p in collection.root.iterdir()
-                  if p.is_file() and p.name.endswith(JSON_SUFFIXES))
+    return [collection.corpus_path] if isinstance(collection, BeirCollection) else collection.files
 
 
 BUILDERS = {"dense": build_dense_index, "impact": build_impact_index,
