@@ -74,6 +74,9 @@ def run_key(label: str, spec: str) -> str:
 
 
 LAST_ONLY = ("arguana:test", "cranfield:test", "cisi:test", "vaswani:test")
+# The BM25 run in the carry; train.data.NEGATIVES_RUN is the name training writes it under (the
+# device's driver cannot import the package: it runs as a script from tools/).
+NEGATIVES = "negatives.trec"
 CARRY_MARK = "plan.txt"  # a carry folder this tool built (prepare replaces only such a folder)
 JOBS_PER_TAR = 7  # 47 jobs -> 7 tars + log.tsv: the 8 files a call brings back
 
@@ -122,14 +125,14 @@ def prepare(args: argparse.Namespace) -> None:
     for name in args.collections:
         shutil.copytree(data / name, carry / "data" / name)
     if args.negatives:
-        shutil.copy(args.negatives, carry / "negatives.trec")
+        shutil.copy(args.negatives, carry / NEGATIVES)
     else:  # the BM25 run SciFact's protocol recipes mine (depth 50), as training writes it
         from pyserini_moe.train.config import load_config
         from pyserini_moe.train.data import NEGATIVES_RUN, load_training_data
 
         data = load_config(ROOT / "encoders" / "taser-detr-protocol-minilm.yaml").data
         load_training_data(data, carry, progress=False)
-        (carry / NEGATIVES_RUN).replace(carry / "negatives.trec")
+        (carry / NEGATIVES_RUN).replace(carry / NEGATIVES)
     shutil.copy(args.plan, carry / "plan.txt")
     size = sum(p.stat().st_size for p in carry.rglob("*") if p.is_file())
     print(f"{carry}: {size / 2**20:.1f} MiB, {len(jobs)} jobs")
@@ -239,7 +242,7 @@ def run(args: argparse.Namespace) -> None:
                    str(model_dir), "--overwrite", "--quiet",
                    "--set", f"model.backbone={backbone}",
                    "--set", "data.negatives.source=run",
-                   "--set", f"data.negatives.run={carry / 'negatives.trec'}", *job["sets"]]
+                   "--set", f"data.negatives.run={carry / NEGATIVES}", *job["sets"]]
             if not stage(cmd, name, "train"):
                 return
             checkpoints = [("last", model_dir / "last"), ("best", model_dir / "best")]
@@ -264,9 +267,13 @@ def run(args: argparse.Namespace) -> None:
 
 # ------------------------------------------------------------------------ evaluate (either)
 
-def corpus_ids(collection: str) -> list[str]:
+def read_corpus(collection: str) -> tuple[list[str], list[str]]:
+    """(ids, texts) of ``collection``: what ``evaluate`` encodes and ``unpack`` maps positions
+    back through, read alike on both machines (their digests are compared)."""
     from pyserini_moe.data.corpus import open_corpus
-    return [doc.id for doc in open_corpus(collection).corpus()]
+
+    docs = list(open_corpus(collection).corpus())
+    return [d.id for d in docs], [d.contents for d in docs]
 
 
 def ids_digest(ids: list[str]) -> str:
@@ -308,7 +315,6 @@ def search(q, d, qids: list[str], doc_ids: list[str], hits: int, remove_query: b
 def evaluate(args: argparse.Namespace) -> None:
     import torch
 
-    from pyserini_moe.data.beir import BeirCollection
     from pyserini_moe.data.topics import load_topics
     from pyserini_moe.modeling.auto import load_encoder
     from pyserini_moe.modeling.base import Side
@@ -339,8 +345,7 @@ def evaluate(args: argparse.Namespace) -> None:
                 if topics == "dev" and not Path(args.dev_topics).is_file():
                     continue
                 if collection not in corpora:
-                    docs = list(BeirCollection.load(collection).corpus())
-                    corpora[collection] = ([d.id for d in docs], [d.contents for d in docs])
+                    corpora[collection] = read_corpus(collection)
                     meta["digests"][collection] = ids_digest(corpora[collection][0])
                 doc_ids, texts = corpora[collection]
                 if collection not in vectors:
@@ -388,7 +393,7 @@ def unpack(args: argparse.Namespace) -> None:
                 for key, info in meta["topics"].items():
                     collection = info["collection"]
                     if collection not in ids_cache:
-                        ids_cache[collection] = corpus_ids(collection)
+                        ids_cache[collection] = read_corpus(collection)[0]
                         if ids_digest(ids_cache[collection]) != meta["digests"][collection]:
                             raise SystemExit(f"{collection}: corpus differs from the device's")
                     write_run(out / f"{job}.{key}.trec", info["qids"], data[key + ".pos"],
