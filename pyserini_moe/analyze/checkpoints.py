@@ -30,6 +30,7 @@ from typing import Any
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.seeds import SeedSummary
+from pyserini_moe.io import read_yaml
 
 SNAPSHOT = re.compile(r"step-([0-9]+)")
 CACHE_FILE = "evaluation.json"
@@ -233,12 +234,14 @@ def training_folders(items: list[str]) -> dict[str, Path]:
 def check_corpus(train_dir: Path, corpus: str) -> None:
     """The held-out queries are the training collection's: searched in another corpus they find
     nothing relevant (dev nDCG 0 at every step) and the dev rule keeps an arbitrary step."""
-    recipe = train_dir / "recipe.yaml"
+    from pyserini_moe.train.trainer import RECIPE_FILE  # noqa: PLC0415
+
+    recipe = train_dir / RECIPE_FILE
     if not recipe.is_file():
         return
-    import yaml  # noqa: PLC0415
-
-    trained_on = str((yaml.safe_load(recipe.read_text()) or {}).get("data", {}).get("collection"))
+    saved = read_yaml(recipe, "the training's recipe", UserError)
+    data = saved.get("data") if isinstance(saved, dict) else None
+    trained_on = str((data or {}).get("collection"))
     if Path(trained_on).name != Path(corpus).name:
         raise UserError(f"{train_dir} was trained on {trained_on!r}; its held-out queries "
                         f"belong to that collection, not to --corpus {corpus}: pass --corpus "
