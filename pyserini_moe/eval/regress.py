@@ -91,7 +91,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SCALES = ("local", "paper")
 _TOPK = re.compile(r"top([1-9][0-9]*)")
 # The only placeholders of steps and paths (``{seed}`` only in a condition with seeds).
-PLACEHOLDER = re.compile(r"\{(python|work|root|data|results|seed)\}")
+PLACEHOLDERS = ("python", "work", "root", "data", "results", "seed")
+PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 PATH_BRACE = re.compile(r"\{([A-Za-z_]+)\}/")  # a placeholder where a path starts
 RESULTS_DIR = REPO_ROOT / "docs" / "results"  # {results} unless the run says otherwise
 # Flags whose value a step writes; ``--index`` is written by the commands that build one and
@@ -307,10 +308,10 @@ def _check_path_placeholders(texts: list[str], where: str) -> None:
     program's ``{print $1}``) are a step's own and stay allowed."""
     for text in texts:
         for name in PATH_BRACE.findall(str(text)):
-            if not PLACEHOLDER.fullmatch(f"{{{name}}}"):
+            if name not in PLACEHOLDERS:
+                known = " ".join(f"{{{p}}}" for p in PLACEHOLDERS)
                 raise RegressionSpecError(f"{where}: '{{{name}}}' in {text!r} is no placeholder "
-                                          "(known: {python} {work} {root} {data} {results} "
-                                          "{seed})")
+                                          f"(known: {known})")
 
 
 def _check_seed_placeholder(raw: dict, seeded: bool, where: str) -> None:
@@ -539,9 +540,9 @@ def run_regression(reg: Regression, work: Path, dry_run: bool = False,
             for seed in c.runs_per_seed():
                 if seed is not None and only_seeds and seed not in only_seeds:
                     continue
-                for k, step in enumerate([] if evaluate_only else c.steps, start=1):
+                for i, step in enumerate([] if evaluate_only else c.steps, start=1):
                     where = (f"[{number}/{len(conditions)} {c.name}"
-                             f"{'' if seed is None else f' seed {seed}'}, step {k}/{len(c.steps)}] ")
+                             f"{'' if seed is None else f' seed {seed}'}, step {i}/{len(c.steps)}] ")
                     run_step(step, work, dry_run, seed, results, where)
                 if not dry_run:
                     per_seed[seed] = c.evaluate(work, seed)
