@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 WORK   ?= work
 
-.PHONY: setup demo lint test regress regress-dry regress-smoke bench bench-scaling bench-scaling-100k clean
+.PHONY: setup demo lint test regress regress-dry regress-smoke bench bench-scaling bench-scaling-100k gpu-check clean
 
 setup: $(STAMP)
 
@@ -66,6 +66,12 @@ regress: setup
 # Writes $(WORK)/bench/bench.{md,json}.
 bench: setup
 	$(BIN)/python -m pyserini_moe.bench --output-dir $(WORK)/bench
+
+# On a CUDA machine: the CUDA tests, one protocol training (TASER Det-R) and the encoding table
+# (bench --sections pipeline --device cuda) into $(WORK)/gpu-check; without CUDA a dry run that
+# says what it skips. Writes $(WORK)/gpu-check/{*.log,bench/bench.md}.
+gpu-check: setup
+	$(BIN)/python tools/gpu_check.py --output-dir $(WORK)/gpu-check
 
 # The scaling section alone with its opt-in points, one sitting each, in either order: bench-scaling
 # measures 1k, 5k and ~20k documents (the local collections together), 58 min; bench-scaling-100k

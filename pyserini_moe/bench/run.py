@@ -37,7 +37,7 @@ def build_models(backbone: str, out: Path) -> dict[str, str]:
     return paths
 
 
-SECTIONS = ("encoding", "onnx", "latency", "scaling", "approximate")
+SECTIONS = ("encoding", "pipeline", "onnx", "latency", "scaling", "approximate")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="document tokens of every index and timing (the local "
                              "regressions' length)")
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--pipeline-docs", type=int, default=1024,
+                        help="documents of the pipeline section's timings")
+    parser.add_argument("--tokenizer-workers", type=int, default=2,
+                        help="tokenizer workers of the pipeline section's throughput rows")
     parser.add_argument("--repeats", type=int, default=2, help="interleaved timing rounds")
     parser.add_argument("--latency-docs", type=int, default=1000)
     parser.add_argument("--latency-queries", type=int, default=50,
@@ -121,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
                                                   args.max_length, args.device)
         bench_encoding(report, models, texts, args.max_length, args.batch_size, args.repeats,
                        args.device)
+    if "pipeline" in args.sections:
+        bench_pipeline(report, args, paths)
     if "onnx" in args.sections and args.device == "cpu":
         bench_onnx(report, work, indexes, paths["siamese"], texts, args, came=paths["came"])
     if "latency" in args.sections:
@@ -132,6 +138,22 @@ def main(argv: list[str] | None = None) -> int:
         bench_approximate(report, work, indexes, paths, args)
     print(save(report, work, args, started, complete=True))
     return 0
+
+
+def bench_pipeline(report: Report, args: argparse.Namespace, paths: dict[str, str]) -> None:
+    """The pipeline section (see :mod:`pyserini_moe.bench.pipeline`)."""
+    from pyserini_moe.bench import pipeline  # noqa: PLC0415
+    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
+    from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
+
+    texts = [d.contents for _, d in zip(range(args.pipeline_docs),
+                                        BeirCollection.load(args.corpus).corpus())]
+    siamese = load_encoder(paths["siamese"], device="cpu")
+    pipeline.bench_host(report, siamese, texts, args.max_length, args.batch_size, args.repeats)
+    pipeline.bench_padding(report, siamese.tokenizer, args.max_length, args.batch_size)
+    models = pipeline.throughput_models(args.backbone, paths, args.device)
+    pipeline.bench_throughput(report, models, texts, args.max_length, args.batch_size,
+                              args.repeats, args.device, args.tokenizer_workers)
 
 
 def save(report: Report, work: Path, args: argparse.Namespace, started: float, *,

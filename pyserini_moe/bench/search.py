@@ -154,7 +154,7 @@ def bench_approximate(report: Report, work: Path, indexes: Indexes, paths: dict[
     import numpy as np  # noqa: PLC0415
 
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
-    from pyserini_moe.encode.dense import DenseQueryEncoder  # noqa: PLC0415
+    from pyserini_moe.encode.adapters import DenseQueryEncoder  # noqa: PLC0415
     from pyserini_moe.search.encoded import SEARCHERS  # noqa: PLC0415
 
     [dense], _ = indexes.build(("dense",), args.corpus, paths["siamese"],

@@ -75,6 +75,16 @@ def build_parser() -> argparse.ArgumentParser:
                          "another encoder")
     enc.add_argument("--batch-size", type=int, default=32, help="documents per encoding batch")
     enc.add_argument("--max-length", type=int, default=256, help="document tokens kept")
+    enc.add_argument("--tokenizer-workers", type=int, default=1, metavar="N",
+                     help="threads that tokenize the next batches while the model encodes this "
+                          "one (each with its own tokenizer); more than 1 helps when the model "
+                          "runs on a GPU and the CPU has cores to spare")
+    enc.add_argument("--length-bucket", type=int, default=1, metavar="W",
+                     help="sort each W consecutive batches by text length before padding, so "
+                          "that a batch pads only to its own longest text (the docid order of "
+                          "the index is unchanged; vectors differ from unsorted batches by float "
+                          "rounding only); 1 = off. Worth it where lengths vary (ArguAna at 256 "
+                          "tokens: 28%% of the positions are padding, 11%% with W=8)")
     add_device_args(enc)
     add_zero_shot_args(enc)
     enc.add_argument("--faiss", default="flat",
@@ -102,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    for flag in ("threads", "batch_size", "max_length", "quantization"):
+    for flag in ("threads", "batch_size", "max_length", "quantization", "tokenizer_workers",
+                 "length_bucket"):
         if getattr(args, flag) < 1:
             raise UserError(f"--{flag.replace('_', '-')} must be >= 1")
     if (args.shard_id is None) != (args.shard_num is None):
@@ -148,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         shard = Shard(args.shard_id, args.shard_num) if args.shard_num is not None else None
         build_indexes(args.corpus, encoder, dict(zip(kinds, args.index)),
                       batch_size=args.batch_size, max_length=args.max_length, faiss=args.faiss,
+                      tokenizer_workers=args.tokenizer_workers, length_bucket=args.length_bucket,
                       quantization=args.quantization, threads=args.threads, device=args.device,
                       precision=args.precision, compression=args.compression,
                       doc_max_terms=args.doc_max_terms,

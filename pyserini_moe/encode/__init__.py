@@ -1,17 +1,23 @@
 """Pyserini ``DocumentEncoder``/``QueryEncoder`` adapters around our models.
 
-Thin on purpose: they pick the representation (dense, impact, multi-vector), tell the model which
-side it encodes (MoE routers need it), and convert tensors to what Pyserini's indexers and
-searchers take. Importing this package imports pyserini, so it bootstraps the JVM first.
+They pick the representation (dense, impact, multi-vector), tell the model which side it encodes
+(MoE routers need it), and convert tensors to what Pyserini's indexers and searchers take.
+Importing this package has no side effects: the adapters (:mod:`.adapters`) import Pyserini, and
+with it the JVM, on first use of one of their names; encoding passages for a dense or
+multi-vector index (``*PassageEncoder`` in :mod:`.dense`, :mod:`.multivector`) needs no Java.
 """
 
-from pyserini_moe import _java
+from __future__ import annotations
 
-_java.bootstrap()
-
-from pyserini_moe.encode.dense import DenseDocumentEncoder, DenseQueryEncoder  # noqa: E402
-from pyserini_moe.encode.impact import ImpactDocumentEncoder, ImpactQueryEncoder  # noqa: E402
-from pyserini_moe.encode.multivector import MultiVectorDocumentEncoder, MultiVectorQueryEncoder  # noqa: E402
+from typing import Any
 
 __all__ = ["DenseDocumentEncoder", "DenseQueryEncoder", "ImpactDocumentEncoder",
            "ImpactQueryEncoder", "MultiVectorDocumentEncoder", "MultiVectorQueryEncoder"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from pyserini_moe.encode import adapters  # noqa: PLC0415 - starts the JVM
+
+        return getattr(adapters, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

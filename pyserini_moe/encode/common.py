@@ -1,14 +1,14 @@
-"""What the three adapter families share: model loading, the side each encodes, conversion of
-model outputs, and the identity of an encoder."""
+"""What the three representation families share: model loading, the side each encodes,
+conversion of model outputs, and the identity of an encoder. Nothing here imports Pyserini: the
+passage side of a dense or multi-vector index is encoded without a JVM (:mod:`.adapters` holds
+the Pyserini classes)."""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
 import torch
-from pyserini.encode import DocumentEncoder, QueryEncoder
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.base import (
@@ -19,11 +19,10 @@ from pyserini_moe.modeling.base import (
     fingerprint,
 )
 
-log = logging.getLogger(__name__)
 DEFAULT_MAX_POSITIONS = 512  # a model whose position limit cannot be read (BERT's)
 
 
-class _ModelAdapter:
+class ModelAdapter:
     """Holds the model; subclasses say which representation they take and how to convert it."""
 
     representation: Representation  # the field of Encoded this adapter uses
@@ -55,8 +54,9 @@ class _ModelAdapter:
         raise NotImplementedError
 
 
-class ModelDocumentEncoder(_ModelAdapter, DocumentEncoder):
-    """Pyserini ``DocumentEncoder`` over the passage side of a model."""
+class PassageEncoder(ModelAdapter):
+    """The passage side of a model, as Pyserini's ``DocumentEncoder`` has it (``encode(texts,
+    titles)``), without Pyserini: what an index of vectors needs."""
 
     def __init__(self, model: TextEncoder | str, device: str | None = None,
                  max_length: int = 256) -> None:
@@ -67,36 +67,6 @@ class ModelDocumentEncoder(_ModelAdapter, DocumentEncoder):
         return self.convert(self.model.encode(join_titles(texts, titles), Side.PASSAGE,
                                               max_length or self.max_length,
                                               only=self.representation))
-
-
-class ModelQueryEncoder(_ModelAdapter, QueryEncoder):
-    """Pyserini ``QueryEncoder`` over the query side of a model; ``encode_batch`` lets Pyserini's
-    searchers encode a batch of queries at once."""
-
-    def __init__(self, model: TextEncoder | str, device: str | None = None,
-                 max_length: int | None = None) -> None:
-        QueryEncoder.__init__(self)
-        self._init_model(model, device, max_length)
-        self.has_model = True
-        self.queries_cut = 0  # queries longer than max_length so far (their tail is not read)
-
-    def encode(self, query: str, **kwargs: Any) -> Any:
-        return self.encode_batch([query])[0]
-
-    def encode_batch(self, queries: list[str]) -> Any:
-        queries = list(queries)
-        self._count_cut(queries)
-        return self.convert(self.model.encode(queries, Side.QUERY, self.max_length,
-                                              only=self.representation))
-
-    def _count_cut(self, queries: list[str]) -> None:
-        """Say (once per encoder, then keep counting) when a query is longer than max_length."""
-        lengths = self.model.tokenizer(queries)["input_ids"]
-        cut = sum(len(ids) > self.max_length for ids in lengths)
-        if cut and not self.queries_cut:
-            log.warning("queries longer than %d tokens are cut (--query-max-length); the first "
-                        "batch has %d", self.max_length, cut)
-        self.queries_cut += cut
 
 
 def position_limit(model: Any) -> int | None:

@@ -1,14 +1,14 @@
-"""Dense adapters: one vector per text, searched by Pyserini's ``FaissSearcher``."""
+"""Dense representations: one vector per text, in a Faiss index (Pyserini's ``FaissSearcher``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from pyserini_moe.encode.common import ModelDocumentEncoder, ModelQueryEncoder
+from pyserini_moe.encode.common import PassageEncoder
 from pyserini_moe.modeling.base import Encoded, Representation
 
 
-class _Dense:
+class Dense:
     representation = Representation.DENSE
 
     def convert(self, out: Encoded) -> np.ndarray:
@@ -16,9 +16,5 @@ class _Dense:
         return out.dense.float().cpu().numpy()
 
 
-class DenseDocumentEncoder(_Dense, ModelDocumentEncoder):
+class DensePassageEncoder(Dense, PassageEncoder):
     """Passages -> float32 [B, H] (the passage side of the model: passage experts, P-FFN, ...)."""
-
-
-class DenseQueryEncoder(_Dense, ModelQueryEncoder):
-    """Queries -> float32 vectors for ``FaissSearcher``."""

@@ -1,4 +1,4 @@
-"""Impact (learned sparse) adapters, searched by Pyserini's ``LuceneImpactSearcher``.
+"""Impact (learned sparse) representations, searched by Pyserini's ``LuceneImpactSearcher``.
 
 Lucene stores impacts as integers: a weight of 0.4 would silently become 0. Both sides therefore
 quantise explicitly with the same factor (``round(w * factor)``, terms rounding to 0 dropped),
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from pyserini_moe.encode.common import ModelDocumentEncoder, ModelQueryEncoder
+from pyserini_moe.encode.common import PassageEncoder
 from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.base import Encoded, Representation, TextEncoder
 
@@ -44,7 +44,7 @@ def dequantize(vector: dict[str, int], factor: int) -> dict[str, float]:
     return {t: w / factor for t, w in vector.items()}
 
 
-class _Impact:
+class Impact:
     representation = Representation.SPARSE
 
     def _init_impact(self, quantization: int) -> None:
@@ -60,7 +60,7 @@ class _Impact:
         return quantize(out.sparse, self.vocab, self.quantization)
 
 
-class ImpactDocumentEncoder(_Impact, ModelDocumentEncoder):
+class ImpactPassageEncoder(Impact, PassageEncoder):
     """Passages -> ``{token: int}`` vectors for a ``JsonVectorCollection``; with ``max_terms``,
     each keeps its heaviest ``max_terms`` terms (static pruning of the index)."""
 
@@ -75,24 +75,3 @@ class ImpactDocumentEncoder(_Impact, ModelDocumentEncoder):
 
     def convert(self, out: Encoded) -> list[dict[str, int]]:
         return quantize(out.sparse, self.vocab, self.quantization, self.max_terms)
-
-
-class ImpactQueryEncoder(_Impact, ModelQueryEncoder):
-    """Queries -> ``{token: int}``, the form ``LuceneImpactSearcher`` sends to Lucene; at most
-    ``max_terms`` terms (the heaviest) per query, so Lucene accepts every query."""
-
-    def __init__(self, model: TextEncoder | str, device: str | None = None,
-                 max_length: int | None = None, quantization: int = DEFAULT_QUANTIZATION,
-                 max_terms: int = DEFAULT_QUERY_MAX_TERMS) -> None:
-        super().__init__(model, device, max_length)
-        self._init_impact(quantization)
-        if max_terms < 1:
-            raise UserError("max_terms must be >= 1")
-        self.max_terms = max_terms
-        self.queries = self.terms = 0  # encoded so far: what a search reports as terms per query
-
-    def convert(self, out: Encoded) -> list[dict[str, int]]:
-        vectors = quantize(out.sparse, self.vocab, self.quantization, self.max_terms)
-        self.queries += len(vectors)
-        self.terms += sum(map(len, vectors))
-        return vectors

@@ -1,14 +1,14 @@
-"""Multi-vector (late-interaction) adapters: one vector per token, searched by our Faiss index."""
+"""Multi-vector (late-interaction) representations: one vector per token, in our Faiss index."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from pyserini_moe.encode.common import ModelDocumentEncoder, ModelQueryEncoder
+from pyserini_moe.encode.common import PassageEncoder
 from pyserini_moe.modeling.base import Encoded, Representation
 
 
-class _MultiVector:
+class MultiVector:
     representation = Representation.MULTI
 
     def convert(self, out: Encoded) -> list[np.ndarray]:
@@ -18,9 +18,5 @@ class _MultiVector:
         return [v[m] for v, m in zip(vectors, mask)]
 
 
-class MultiVectorDocumentEncoder(_MultiVector, ModelDocumentEncoder):
+class MultiVectorPassageEncoder(MultiVector, PassageEncoder):
     """Passages -> list of [L_i, D] token matrices."""
-
-
-class MultiVectorQueryEncoder(_MultiVector, ModelQueryEncoder):
-    """Queries -> [L_q, D] token matrices."""

@@ -198,6 +198,7 @@ class _MultiVectorSink(_Sink):
 
 def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLike], *,
                   batch_size: int = 32, max_length: int = 256, faiss: str = "flat",
+                  tokenizer_workers: int = 1, length_bucket: int = 1,
                   quantization: int = 100, threads: int = 1, device: str | None = None,
                   precision: str = "fp32", compression: str | None = None,
                   doc_max_terms: int | None = None,
@@ -210,6 +211,8 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
     encoding pass of ``encoder``; returns the folders.
 
     ``faiss``: dense flat | hnsw[M]; multivector flat | ivf{nlist},pq{m} | hnsw[M].
+    ``tokenizer_workers`` / ``length_bucket``: ``workers`` / ``bucket`` of
+    :func:`~pyserini_moe.modeling.pipeline.encode_stream`.
     ``quantization``: impact weights are stored as round(w * factor) (recorded in the index).
     ``compression``: multivector ``none`` | ``pq{m}`` (residual codes, see index.residual).
     ``doc_max_terms``: impact passages keep their heaviest terms only (recorded in the index).
@@ -217,9 +220,9 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
     zero-shot (see ``load_encoder``; recorded in the index, so its searches encode alike).
     """
     from pyserini_moe.encode.common import describe  # noqa: PLC0415
-    from pyserini_moe.encode.dense import DenseDocumentEncoder  # noqa: PLC0415
-    from pyserini_moe.encode.impact import ImpactDocumentEncoder  # noqa: PLC0415
-    from pyserini_moe.encode.multivector import MultiVectorDocumentEncoder  # noqa: PLC0415
+    from pyserini_moe.encode.dense import DensePassageEncoder  # noqa: PLC0415
+    from pyserini_moe.encode.impact import ImpactPassageEncoder  # noqa: PLC0415
+    from pyserini_moe.encode.multivector import MultiVectorPassageEncoder  # noqa: PLC0415
 
     if "dense" in outputs:
         check_dense_faiss(faiss)
@@ -242,11 +245,11 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
     collection = open_corpus(corpus)
     model = load_encoder(encoder, device, options=options, precision=precision,
                          **(zero_shot or {}))
-    adapters = {"dense": lambda: DenseDocumentEncoder(model, max_length=max_length),
-                "impact": lambda: ImpactDocumentEncoder(model, max_length=max_length,
+    adapters = {"dense": lambda: DensePassageEncoder(model, max_length=max_length),
+                "impact": lambda: ImpactPassageEncoder(model, max_length=max_length,
                                                         quantization=quantization,
                                                         max_terms=doc_max_terms),
-                "multivector": lambda: MultiVectorDocumentEncoder(model, max_length=max_length)}
+                "multivector": lambda: MultiVectorPassageEncoder(model, max_length=max_length)}
     sinks = {"dense": _DenseSink, "impact": _ImpactSink, "multivector": _MultiVectorSink}
     built = {kind: adapters[kind]() for kind in folders}  # each checks the model can do its kind
     # One representation: the model computes only it; several: everything it produces.
@@ -266,7 +269,8 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
         # the next batches are read and tokenized in a background thread while this one encodes
         stream = encode_stream(model, batches(collection, batch_size, "+".join(folders), progress,
                                               shard), Side.PASSAGE, max_length, only=only,
-                               texts=lambda docs: [d.contents for d in docs])
+                               texts=lambda docs: [d.contents for d in docs],
+                               workers=tokenizer_workers, bucket=length_bucket)
         for batch, out in stream:
             _refuse_non_finite(out, used, batch, list(folders.values()))
             for sink in active:

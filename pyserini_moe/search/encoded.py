@@ -139,7 +139,7 @@ class DenseSearcher(_EncodedSearcher):
             hnsw.efSearch = ef_search
 
     def _query_encoder(self, model: TextEncoder, max_length: int | None) -> Any:
-        from pyserini_moe.encode.dense import DenseQueryEncoder  # noqa: PLC0415
+        from pyserini_moe.encode.adapters import DenseQueryEncoder  # noqa: PLC0415
 
         return DenseQueryEncoder(model, max_length=max_length)
 
@@ -188,7 +188,7 @@ class ImpactSearcher(_EncodedSearcher):
         self._store: Any = None  # doc_vectors/, read at the first exact re-scoring
 
     def _query_encoder(self, model: TextEncoder, max_length: int | None) -> Any:
-        from pyserini_moe.encode.impact import ImpactQueryEncoder  # noqa: PLC0415
+        from pyserini_moe.encode.adapters import ImpactQueryEncoder  # noqa: PLC0415
 
         return ImpactQueryEncoder(model, max_length=max_length,
                                   quantization=int(self.meta["quantization"]),
@@ -288,7 +288,7 @@ class MultiVectorSearcher(_EncodedSearcher):
         self.searcher = MultiVectorIndex(self.index, faiss_params=faiss_params)
 
     def _query_encoder(self, model: TextEncoder, max_length: int | None) -> Any:
-        from pyserini_moe.encode.multivector import MultiVectorQueryEncoder  # noqa: PLC0415
+        from pyserini_moe.encode.adapters import MultiVectorQueryEncoder  # noqa: PLC0415
 
         return MultiVectorQueryEncoder(model, max_length=max_length)
 

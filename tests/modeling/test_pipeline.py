@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.modeling import SbMoeEncoder, SiameseBiEncoder
+from pyserini_moe.modeling import CameEncoder, SbMoeEncoder, SiameseBiEncoder
 from pyserini_moe.modeling.base import Side
 from pyserini_moe.modeling.pipeline import encode_stream
 
@@ -41,11 +41,10 @@ def test_an_error_in_the_tokenizer_thread_is_raised_at_its_batch(tiny_bert: Path
 
 def test_stopping_early_ends_the_thread(tiny_bert: Path) -> None:
     model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").eval()
-    before = threading.active_count()
     stream = encode_stream(model, (["text"] for _ in range(100)), Side.PASSAGE, 16, prefetch=1)
     next(stream)
-    stream.close()  # the consumer breaks off: the tokenizer thread must not stay blocked
-    assert threading.active_count() == before
+    stream.close()  # the consumer breaks off: the tokenizer threads must not stay blocked
+    assert not _pipeline_threads()
 
 
 def test_an_encoder_without_encode_tokens_is_encoded_batch_by_batch() -> None:
@@ -63,3 +62,99 @@ def test_batches_of_records_are_encoded_by_their_texts(tiny_bert: Path) -> None:
                                texts=lambda batch: [r["text"] for r in batch]))
     assert [batch[0]["id"] for batch, _ in pairs] == ["d1", "d2"]
     assert torch.equal(pairs[1][1].dense, model.encode(["dense"], Side.PASSAGE, 16).dense)
+
+
+# texts of very different lengths, so that sorting a window moves them across batches
+UNEVEN = [["a", "the longest text of them all by far, with many words in it", "mid length text"],
+          ["short", "x"], ["another fairly long passage about experts and routers", "b", "cc"]]
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: CameEncoder.from_backbone(p, device="cpu"),  # dense + sparse + multi
+    lambda p: SbMoeEncoder.from_backbone(p, n_experts=3, device="cpu")])
+@pytest.mark.parametrize("bucket", [2, 5])
+def test_a_bucketed_stream_puts_every_vector_back_in_its_batch(make, bucket, tiny_bert: Path
+                                                               ) -> None:
+    model = make(tiny_bert).eval()
+    streamed = list(encode_stream(model, iter(UNEVEN), Side.PASSAGE, 16, bucket=bucket))
+    assert [batch for batch, _ in streamed] == UNEVEN
+    for texts, (_, out) in zip(UNEVEN, streamed, strict=True):
+        alone = model.encode(texts, Side.PASSAGE, 16)
+        for name in model.representations:
+            got, want = getattr(out, name), getattr(alone, name)
+            if name == "multi":  # padded to the window's longest: compare the real tokens
+                assert torch.equal(out.mask[:, :alone.mask.shape[1]], alone.mask)
+                assert not out.mask[:, alone.mask.shape[1]:].any()
+                got = got[:, :want.shape[1]] * alone.mask[..., None]
+                want = want * alone.mask[..., None]
+            assert got.shape == want.shape
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_sorting_a_window_cuts_its_padding(tiny_bert: Path) -> None:
+    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").eval()
+    seen: list[int] = []
+    encode_tokens = model.encode_tokens
+
+    def spy(tokens, side, only=None):
+        seen.append(int(tokens["attention_mask"].numel()))
+        return encode_tokens(tokens, side, only)
+
+    model.encode_tokens = spy
+    list(encode_stream(model, iter(UNEVEN), Side.PASSAGE, 16))
+    plain, seen[:] = sum(seen), []
+    list(encode_stream(model, iter(UNEVEN), Side.PASSAGE, 16, bucket=3))
+    assert sum(seen) < plain
+
+
+def test_two_workers_give_the_one_workers_vectors_bit_for_bit(tiny_bert: Path) -> None:
+    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").eval()
+    batches = [[f"text number {i} " * (i % 7 + 1), "short"] for i in range(20)]
+    one = [out.dense for _, out in encode_stream(model, iter(batches), Side.PASSAGE, 32)]
+    two = list(encode_stream(model, iter(batches), Side.PASSAGE, 32, workers=2, prefetch=3))
+    assert [batch for batch, _ in two] == batches
+    for a, (_, b) in zip(one, two, strict=True):
+        assert torch.equal(a, b.dense)
+
+
+def test_stopping_early_ends_every_worker(tiny_bert: Path) -> None:
+    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").eval()
+    stream = encode_stream(model, (["text"] for _ in range(100)), Side.PASSAGE, 16, workers=2,
+                           bucket=2)
+    next(stream)
+    assert _pipeline_threads()
+    stream.close()
+    assert not _pipeline_threads()
+
+
+def _pipeline_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("tokenize")]
+
+
+def test_an_error_reading_the_batches_is_raised_to_the_consumer(tiny_bert: Path) -> None:
+    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").eval()
+
+    def damaged():
+        yield ["fine"]
+        raise UserError("corpus.jsonl line 2: not JSON")
+
+    with pytest.raises(UserError, match="not JSON"):
+        list(encode_stream(model, damaged(), Side.PASSAGE, 16))
+
+
+def test_workers_and_bucket_must_be_positive(tiny_bert: Path) -> None:
+    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").eval()
+    with pytest.raises(ValueError, match="workers and bucket"):
+        list(encode_stream(model, iter(BATCHES), Side.PASSAGE, 16, bucket=0))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("bucket", [1, 4])
+def test_on_cuda_pinned_batches_give_the_batch_by_batch_vectors(tiny_bert: Path, bucket) -> None:
+    model = SbMoeEncoder.from_backbone(tiny_bert, n_experts=3, device="cuda").eval()
+    streamed = list(encode_stream(model, iter(UNEVEN), Side.PASSAGE, 16, workers=2,
+                                  bucket=bucket))
+    for texts, (_, out) in zip(UNEVEN, streamed, strict=True):
+        assert out.dense.device.type == "cuda"
+        torch.testing.assert_close(out.dense, model.encode(texts, Side.PASSAGE, 16).dense,
+                                   atol=1e-5, rtol=1e-5)

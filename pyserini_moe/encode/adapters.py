@@ -1,0 +1,104 @@
+"""Pyserini's ``DocumentEncoder`` / ``QueryEncoder`` over our models, one pair per representation.
+
+Thin on purpose: each is the representation's conversion (:mod:`.dense`, :mod:`.impact`,
+:mod:`.multivector`) on Pyserini's base class, so Pyserini's indexers and searchers take it.
+Importing this module imports Pyserini, so it bootstraps the JVM first; our own indexer encodes
+passages through the Pyserini-free ``*PassageEncoder`` classes instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pyserini_moe import _java
+
+_java.bootstrap()
+
+from pyserini.encode import DocumentEncoder, QueryEncoder  # noqa: E402
+
+from pyserini_moe.encode.common import ModelAdapter  # noqa: E402
+from pyserini_moe.encode.dense import Dense, DensePassageEncoder  # noqa: E402
+from pyserini_moe.encode.impact import (  # noqa: E402
+    DEFAULT_QUANTIZATION,
+    DEFAULT_QUERY_MAX_TERMS,
+    Impact,
+    ImpactPassageEncoder,
+    quantize,
+)
+from pyserini_moe.encode.multivector import MultiVector, MultiVectorPassageEncoder  # noqa: E402
+from pyserini_moe.errors import UserError  # noqa: E402
+from pyserini_moe.modeling.base import Encoded, Side, TextEncoder  # noqa: E402
+
+log = logging.getLogger(__name__)
+
+
+class ModelQueryEncoder(ModelAdapter, QueryEncoder):
+    """Pyserini ``QueryEncoder`` over the query side of a model; ``encode_batch`` lets Pyserini's
+    searchers encode a batch of queries at once."""
+
+    def __init__(self, model: TextEncoder | str, device: str | None = None,
+                 max_length: int | None = None) -> None:
+        QueryEncoder.__init__(self)
+        self._init_model(model, device, max_length)
+        self.has_model = True
+        self.queries_cut = 0  # queries longer than max_length so far (their tail is not read)
+
+    def encode(self, query: str, **kwargs: Any) -> Any:
+        return self.encode_batch([query])[0]
+
+    def encode_batch(self, queries: list[str]) -> Any:
+        queries = list(queries)
+        self._count_cut(queries)
+        return self.convert(self.model.encode(queries, Side.QUERY, self.max_length,
+                                              only=self.representation))
+
+    def _count_cut(self, queries: list[str]) -> None:
+        """Say (once per encoder, then keep counting) when a query is longer than max_length."""
+        lengths = self.model.tokenizer(queries)["input_ids"]
+        cut = sum(len(ids) > self.max_length for ids in lengths)
+        if cut and not self.queries_cut:
+            log.warning("queries longer than %d tokens are cut (--query-max-length); the first "
+                        "batch has %d", self.max_length, cut)
+        self.queries_cut += cut
+
+
+class DenseDocumentEncoder(DensePassageEncoder, DocumentEncoder):
+    """Passages -> float32 [B, H] for Pyserini's Faiss indexer."""
+
+
+class DenseQueryEncoder(Dense, ModelQueryEncoder):
+    """Queries -> float32 vectors for ``FaissSearcher``."""
+
+
+class ImpactDocumentEncoder(ImpactPassageEncoder, DocumentEncoder):
+    """Passages -> ``{token: int}`` vectors for a ``JsonVectorCollection``."""
+
+
+class ImpactQueryEncoder(Impact, ModelQueryEncoder):
+    """Queries -> ``{token: int}``, the form ``LuceneImpactSearcher`` sends to Lucene; at most
+    ``max_terms`` terms (the heaviest) per query, so Lucene accepts every query."""
+
+    def __init__(self, model: TextEncoder | str, device: str | None = None,
+                 max_length: int | None = None, quantization: int = DEFAULT_QUANTIZATION,
+                 max_terms: int = DEFAULT_QUERY_MAX_TERMS) -> None:
+        super().__init__(model, device, max_length)
+        self._init_impact(quantization)
+        if max_terms < 1:
+            raise UserError("max_terms must be >= 1")
+        self.max_terms = max_terms
+        self.queries = self.terms = 0  # encoded so far: what a search reports as terms per query
+
+    def convert(self, out: Encoded) -> list[dict[str, int]]:
+        vectors = quantize(out.sparse, self.vocab, self.quantization, self.max_terms)
+        self.queries += len(vectors)
+        self.terms += sum(map(len, vectors))
+        return vectors
+
+
+class MultiVectorDocumentEncoder(MultiVectorPassageEncoder, DocumentEncoder):
+    """Passages -> list of [L_i, D] token matrices."""
+
+
+class MultiVectorQueryEncoder(MultiVector, ModelQueryEncoder):
+    """Queries -> [L_q, D] token matrices."""
