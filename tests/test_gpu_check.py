@@ -57,5 +57,5 @@ def test_tests_needing_a_missing_module_are_left_out(monkeypatch, tmp_path) -> N
                         lambda name: None if name == "faiss" else real(name))
     tests = tool.steps(tool.main.__globals__["argparse"].Namespace(
         output_dir=tmp_path, backbone="b", train_set=[], docs=1, max_length=8, batch_size=1,
-        tokenizer_workers=1))[0][1]
+        tokenizer_workers=1, length_bucket=1))[0][1]
     assert tests[-2:] == ["-k", "not test_index_flags_record_the_precision"]

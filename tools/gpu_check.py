@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -51,7 +52,8 @@ def steps(args: argparse.Namespace) -> list[tuple[str, list[str], bool]]:
     bench = [py, "-m", "pyserini_moe.bench", "--sections", "pipeline", "--device", "cuda",
              "--backbone", args.backbone, "--pipeline-docs", str(args.docs), "--max-length",
              str(args.max_length), "--batch-size", str(args.batch_size), "--tokenizer-workers",
-             str(args.tokenizer_workers), "--output-dir", str(args.output_dir / "bench")]
+             str(args.tokenizer_workers), "--length-bucket", str(args.length_bucket),
+             "--repeats", "1", "--output-dir", str(args.output_dir / "bench")]
     return [("cuda tests", tests, False), ("protocol training", train, True),
             ("encoding table", bench, True)]
 
@@ -63,10 +65,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="backbone of the training and the bench (a folder or a name)")
     parser.add_argument("--train-set", action="append", default=[], metavar="KEY=VALUE",
                         help="a recipe setting of the training (repeatable)")
-    parser.add_argument("--docs", type=int, default=2048, help="passages of the encoding table")
+    parser.add_argument("--docs", type=int, default=16384,
+                        help="passages of the encoding table (16 windows at the defaults)")
     parser.add_argument("--max-length", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--tokenizer-workers", type=int, default=4)
+    parser.add_argument("--length-bucket", type=int, default=4)
+    parser.add_argument("--tokenizer-workers", type=int, default=max(1, (os.cpu_count() or 1) - 2),
+                        help="tokenizer processes (default: every core but two)")
     args = parser.parse_args(argv)
     import torch  # noqa: PLC0415
 

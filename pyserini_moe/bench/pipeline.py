@@ -12,7 +12,8 @@ Three measurements, each side by side in one run:
   before the pipeline) against the pipeline; and the device alone on the pipeline's own batches
   already on it (``busy`` = pipeline / device alone: the share of the wall time the device is
   working). On CPU: the --backbone's plain bi-encoder; on CUDA also TASER and CAME, and a
-  BERT-base of random weights, in fp32 and bf16.
+  BERT-base of random weights, in bf16 (the bi-encoder in fp32 too). A pipeline's rate is its
+  steady state, from its first batch on; the time to that batch is reported beside it.
 """
 
 from __future__ import annotations
@@ -72,6 +73,23 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def _stream_rate(stream: Iterator[tuple[list[str], Any]], device: str) -> tuple[float, float]:
+    """(docs/s once the first batch is out, seconds to the first batch) of an encoding stream:
+    the steady state apart from the start-up (spawning tokenizer processes takes seconds, which
+    a corpus of millions of passages pays once)."""
+    start = time.perf_counter()
+    first = None
+    docs = 0
+    for batch, _ in stream:
+        if first is None:
+            _sync(device)
+            first = time.perf_counter()
+            continue
+        docs += len(batch)
+    _sync(device)
+    return docs / (time.perf_counter() - first), first - start
+
+
 def _rate(n: int, run: Any, device: str, repeats: int) -> float:
     """Best docs/s of ``repeats`` calls of ``run``."""
     best = 0.0
@@ -99,10 +117,9 @@ def bench_host(report: Report, model: Any, texts: list[str], max_length: int,
         for batch in batches:
             model.tokenize(batch, Side.PASSAGE, max_length, on_device=False)
 
-    def pipeline(workers: int) -> None:
-        for _ in encode_stream(model, batches, Side.PASSAGE, max_length, workers=workers,
-                               prefetch=2 * workers):
-            pass
+    def pipeline(workers: int) -> float:
+        return _stream_rate(encode_stream(model, batches, Side.PASSAGE, max_length,
+                                          workers=workers, prefetch=2 * workers), "cpu")[0]
 
     rates = {"tokenizer alone": 0.0, "pipeline, 1 worker": 0.0, "pipeline, 2 workers": 0.0}
     with _encode_tokens(model, null), _serial_tokenizers():
@@ -110,8 +127,7 @@ def bench_host(report: Report, model: Any, texts: list[str], max_length: int,
             rates["tokenizer alone"] = max(rates["tokenizer alone"],
                                            _rate(len(texts), tokenizer_alone, "cpu", 1))
             for workers, key in ((1, "pipeline, 1 worker"), (2, "pipeline, 2 workers")):
-                rates[key] = max(rates[key],
-                                 _rate(len(texts), lambda w=workers: pipeline(w), "cpu", 1))
+                rates[key] = max(rates[key], pipeline(workers))
     alone = rates["tokenizer alone"]
     for what, rate in rates.items():
         report.add("pipeline: host", what=what, docs_per_s=round(rate, 1),
@@ -151,40 +167,42 @@ def bench_padding(report: Report, tokenizer: Any, max_length: int, batch_size: i
 
 
 def bench_throughput(report: Report, models: dict[str, Any], texts: list[str], max_length: int,
-                     batch_size: int, repeats: int, device: str, workers: int) -> None:
-    """Batch by batch in one thread, the pipeline (with and without buckets), the device alone."""
+                     batch_size: int, repeats: int, device: str, workers: int,
+                     bucket: int = BUCKET) -> None:
+    """Batch by batch in one thread (the loop before the pipeline), the pipeline with one
+    tokenizer thread, with ``workers`` tokenizer processes, and with length buckets too (steady
+    state: see ``_stream_rate``), and the device alone on the last one's own batches."""
     from pyserini_moe.modeling.base import Side  # noqa: PLC0415
     from pyserini_moe.modeling.pipeline import encode_stream  # noqa: PLC0415
 
     batches = _batches(texts, batch_size)
+    pipelines = {"pipeline, 1 thread": (1, 1), f"pipeline, {workers} processes": (workers, 1),
+                 f"pipeline, {workers} processes, bucket {bucket}": (workers, bucket)}
     for label, model in models.items():
         def loop(m: Any = model) -> None:
             for batch in batches:
                 m.encode(batch, Side.PASSAGE, max_length)
 
-        def stream(bucket: int, m: Any = model) -> None:
-            for _ in encode_stream(m, batches, Side.PASSAGE, max_length, workers=workers,
-                                   prefetch=2 * workers, bucket=bucket):
-                pass
-
-        device_alone = _device_alone(model, batches, max_length, workers)
+        device_alone = _device_alone(model, batches, max_length, workers, bucket)
         loop()  # warm-up
-        rates = {"loop": 0.0, "pipeline": 0.0, f"pipeline+bucket{BUCKET}": 0.0,
-                 f"device alone (bucket{BUCKET})": 0.0}
+        rates = dict.fromkeys(["loop", *pipelines, "device alone"], 0.0)
+        startup = dict.fromkeys(pipelines, 0.0)
         for _ in range(repeats):
             rates["loop"] = max(rates["loop"], _rate(len(texts), loop, device, 1))
-            rates["pipeline"] = max(rates["pipeline"],
-                                    _rate(len(texts), lambda: stream(1), device, 1))
-            key = f"pipeline+bucket{BUCKET}"
-            rates[key] = max(rates[key], _rate(len(texts), lambda: stream(BUCKET), device, 1))
-            key = f"device alone (bucket{BUCKET})"
-            rates[key] = max(rates[key], _rate(len(texts), device_alone, device, 1))
-        best = rates[f"pipeline+bucket{BUCKET}"]
-        busy = best / rates[f"device alone (bucket{BUCKET})"]
+            for what, (n, b) in pipelines.items():
+                rate, startup[what] = _stream_rate(encode_stream(
+                    model, batches, Side.PASSAGE, max_length, workers=n, prefetch=2 * n,
+                    bucket=b), device)
+                rates[what] = max(rates[what], rate)
+            rates["device alone"] = max(rates["device alone"],
+                                        _rate(len(texts), device_alone, device, 1))
+        best = rates[f"pipeline, {workers} processes, bucket {bucket}"]
+        busy = best / rates["device alone"]
         for what, rate in rates.items():
             report.add("pipeline: throughput", model=label, device=device, path=what,
                        docs_per_s=round(rate, 1), vs_loop=round(rate / rates["loop"], 3),
-                       busy=round(busy, 3) if what.startswith("pipeline+") else "")
+                       first_batch_s=round(startup[what], 2) if what in startup else "",
+                       busy=round(rate / rates["device alone"], 3) if what in startup else "")
         backbone = label.split()[0]
         if device.startswith("cuda") and backbone in GPU_SPEEDUP and "bf16" in label \
                 and "siamese" in label:
@@ -195,7 +213,8 @@ def bench_throughput(report: Report, models: dict[str, Any], texts: list[str], m
                           "wall time", busy, GPU_BUSY)
 
 
-def _device_alone(model: Any, batches: list[list[str]], max_length: int, workers: int) -> Any:
+def _device_alone(model: Any, batches: list[list[str]], max_length: int, workers: int,
+                  bucket: int) -> Any:
     """A function that encodes the pipeline's own padded batches, already on the device."""
     from pyserini_moe.modeling.base import Side  # noqa: PLC0415
     from pyserini_moe.modeling.pipeline import encode_stream  # noqa: PLC0415
@@ -209,7 +228,7 @@ def _device_alone(model: Any, batches: list[list[str]], max_length: int, workers
 
     with _encode_tokens(model, record):
         for _ in encode_stream(model, batches, Side.PASSAGE, max_length, workers=workers,
-                               bucket=BUCKET):
+                               bucket=bucket):
             pass
 
     def run() -> None:
@@ -219,22 +238,20 @@ def _device_alone(model: Any, batches: list[list[str]], max_length: int, workers
 
 
 def throughput_models(backbone: str, paths: dict[str, str], device: str) -> dict[str, Any]:
-    """What the throughput part times: on CPU the backbone's bi-encoder in fp32; on CUDA also
-    TASER and CAME, and BERT-base of random weights, each in fp32 and bf16."""
+    """What the throughput part times: on CPU the backbone's bi-encoder in fp32; on CUDA the
+    bi-encoder in fp32 and bf16 and TASER and CAME in bf16, for the backbone and for a BERT-base
+    of random weights."""
     from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
 
     if not device.startswith("cuda"):
         return {"minilm siamese fp32": load_encoder(paths["siamese"], device=device)}
-    models = {}
-    for name in CUDA_MODELS:
-        for precision in ("fp32", "bf16"):
-            models[f"minilm {name} {precision}"] = load_encoder(
-                paths[name], device=device, precision=precision)
+    timed = [("siamese", "fp32"), *((name, "bf16") for name in CUDA_MODELS)]
+    models = {f"minilm {name} {precision}": load_encoder(paths[name], device=device,
+                                                          precision=precision)
+              for name, precision in timed}
     base = _bert_base(backbone)
-    for name in CUDA_MODELS:
-        for precision in ("fp32", "bf16"):
-            models[f"bert-base {name} {precision}"] = _random_model(name, base, device,
-                                                                    precision)
+    models.update({f"bert-base {name} {precision}": _random_model(name, base, device, precision)
+                   for name, precision in timed})
     return models
 
 

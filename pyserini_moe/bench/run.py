@@ -76,9 +76,14 @@ def main(argv: list[str] | None = None) -> int:
                              "regressions' length)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--pipeline-docs", type=int, default=1024,
-                        help="documents of the pipeline section's timings")
+                        help="passages of the pipeline section's timings (--corpus repeated "
+                             "where it has fewer)")
     parser.add_argument("--tokenizer-workers", type=int, default=2,
-                        help="tokenizer workers of the pipeline section's throughput rows")
+                        help="tokenizer processes of the pipeline section's throughput rows")
+    parser.add_argument("--length-bucket", type=int, default=16,
+                        help="batches sorted together in the pipeline section's bucketed row "
+                             "(keep --pipeline-docs at 10 windows of --batch-size x this or "
+                             "more, or the pipeline has nothing to overlap)")
     parser.add_argument("--repeats", type=int, default=2, help="interleaved timing rounds")
     parser.add_argument("--latency-docs", type=int, default=1000)
     parser.add_argument("--latency-queries", type=int, default=50,
@@ -146,14 +151,16 @@ def bench_pipeline(report: Report, args: argparse.Namespace, paths: dict[str, st
     from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
     from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
 
-    texts = [d.contents for _, d in zip(range(args.pipeline_docs),
-                                        BeirCollection.load(args.corpus).corpus())]
+    corpus = [d.contents for _, d in zip(range(args.pipeline_docs),
+                                         BeirCollection.load(args.corpus).corpus())]
+    texts = (corpus * (args.pipeline_docs // len(corpus) + 1))[:args.pipeline_docs]
     siamese = load_encoder(paths["siamese"], device="cpu")
     pipeline.bench_host(report, siamese, texts, args.max_length, args.batch_size, args.repeats)
     pipeline.bench_padding(report, siamese.tokenizer, args.max_length, args.batch_size)
     models = pipeline.throughput_models(args.backbone, paths, args.device)
     pipeline.bench_throughput(report, models, texts, args.max_length, args.batch_size,
-                              args.repeats, args.device, args.tokenizer_workers)
+                              args.repeats, args.device, args.tokenizer_workers,
+                              args.length_bucket)
 
 
 def save(report: Report, work: Path, args: argparse.Namespace, started: float, *,

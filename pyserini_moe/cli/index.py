@@ -76,9 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     enc.add_argument("--batch-size", type=int, default=32, help="documents per encoding batch")
     enc.add_argument("--max-length", type=int, default=256, help="document tokens kept")
     enc.add_argument("--tokenizer-workers", type=int, default=1, metavar="N",
-                     help="threads that tokenize the next batches while the model encodes this "
-                          "one (each with its own tokenizer); more than 1 helps when the model "
-                          "runs on a GPU and the CPU has cores to spare")
+                     help="workers that tokenize the next batches while the model encodes "
+                          "this one: 1 = a background thread; N > 1 = N processes, one core "
+                          "each (spawned at the start, seconds), for a model on a GPU with "
+                          "cores to spare")
     enc.add_argument("--length-bucket", type=int, default=1, metavar="W",
                      help="sort each W consecutive batches by text length before padding, so "
                           "that a batch pads only to its own longest text (the docid order of "

@@ -255,12 +255,9 @@ class RetrievalModel(nn.Module, ABC):
         return q.dense @ p.dense.T
 
     def tokenize(self, texts: list[str], side: Side, max_length: int,
-                 on_device: bool = True, tokenizer: Any = None) -> dict[str, torch.Tensor]:
-        """The padded batch ``forward`` takes; ``on_device=False`` leaves it on the CPU and
-        ``tokenizer`` is a copy of this model's (a background worker's half of
-        :func:`pyserini_moe.modeling.pipeline.encode_stream`: a fast tokenizer sets its padding
-        state on each call, so two threads must not share one)."""
-        batch = tokenize(tokenizer or self.tokenizer, texts, side, max_length, "pt",
+                 on_device: bool = True) -> dict[str, torch.Tensor]:
+        """The padded batch ``forward`` takes; ``on_device=False`` leaves it on the CPU."""
+        batch = tokenize(self.tokenizer, texts, side, max_length, "pt",
                          text_prefix(self.args, side))
         return {k: v.to(self.device) for k, v in batch.items()} if on_device else dict(batch)
 

@@ -4,11 +4,14 @@ padding.
 
 Tokenizing in the calling thread leaves a GPU idle between batches (issue 36: every model topped
 out near 1,100 passages/s on an H100 whatever its size). Here a feeder thread reads the batches
-in windows of ``bucket`` and hands each window to one of ``workers`` tokenizer threads (Hugging
-Face's fast tokenizers release the GIL; each worker has its own copy, since a fast tokenizer
-sets its padding state on every call); the prepared windows wait, in order, in a bounded queue;
-the batch's memory is pinned when the model is on CUDA and the model's thread copies it without
-blocking.
+in windows of ``bucket`` and hands each window to a tokenizer worker; the prepared windows wait,
+in order, in a bounded queue; the model's thread pins a batch's memory when the model is on
+CUDA and copies it without blocking.
+
+One worker is a background thread. More are processes, spawned once per stream, each with its
+own copy of the tokenizer and one core: measured on an H200 (docs/performance.md), tokenizer
+*threads* did not beat the batch-by-batch loop, because turning a tokenizer's output into arrays
+holds the GIL, and the model's thread needs the GIL for every kernel it launches.
 
 ``bucket=1`` keeps every batch as it is: the vectors are exactly those of
 :meth:`RetrievalModel.encode` batch by batch. ``bucket=W > 1`` sorts the texts of W consecutive
@@ -22,20 +25,22 @@ export) is encoded batch by batch as before.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import itertools
+import multiprocessing
+import os
 import queue
 import threading
-import weakref
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, TextEncoder
+from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, TextEncoder, text_prefix
+from pyserini_moe.modeling.base import tokenize as tokenize_texts
 
 _DONE = object()
 T = TypeVar("T")
@@ -43,18 +48,17 @@ T = TypeVar("T")
 # chunks of different lengths are joined. A router's aux_loss / routing are training signals,
 # not vectors: a bucketed window does not carry them.
 _PER_TEXT = ("dense", "sparse", "multi", "mask")
-# A model's tokenizer -> its copies for extra workers, made once (a copy costs ~60 ms).
-_COPIES: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
 
 
 @dataclasses.dataclass
 class _Window(Generic[T]):
-    """Consecutive batches tokenized together. ``chunks``: (rows, padded tokens), where rows are
-    the chunk's positions among the window's texts (None: the chunk is batch i, in order)."""
+    """Consecutive batches tokenized together; ``chunks`` comes from a worker: (rows, padded
+    tokens), rows being the chunk's positions among the window's texts (None: the chunk is batch
+    i, in order)."""
 
     batches: list[T]
     sizes: list[int]
-    chunks: list[tuple[torch.Tensor | None, dict[str, torch.Tensor]]]
+    chunks: Future
 
 
 def encode_stream(model: TextEncoder, batches: Iterable[T], side: Side, max_length: int,
@@ -63,11 +67,12 @@ def encode_stream(model: TextEncoder, batches: Iterable[T], side: Side, max_leng
                   bucket: int = 1) -> Iterator[tuple[T, Encoded]]:
     """``(batch, model.encode(texts(batch), side, max_length, only))`` for each batch, in order.
 
-    Up to ``max(prefetch, workers)`` windows of ``bucket`` batches are tokenized ahead by
-    ``workers`` threads (``batches`` is read by a feeder thread: a corpus reader's progress runs
-    ahead by as much). ``bucket > 1`` sorts each window by length before padding (see the module
-    docstring). An error while reading or tokenizing (an empty query, a damaged record) is
-    raised here, at the window it belongs to."""
+    Up to ``max(prefetch, workers)`` windows of ``bucket`` batches are tokenized ahead, by one
+    background thread (``workers=1``) or by ``workers`` processes (``workers > 1``; see the module
+    docstring for why processes); ``batches`` is read by a feeder thread, so a corpus reader's
+    progress runs ahead by as much. ``bucket > 1`` sorts each window by length before padding.
+    An error while reading or tokenizing (an empty query, a damaged record) is raised here, at
+    the window it belongs to."""
     if not isinstance(model, RetrievalModel) or prefetch < 1:
         for batch in batches:
             yield batch, model.encode(texts(batch), side, max_length, only=only)
@@ -75,44 +80,29 @@ def encode_stream(model: TextEncoder, batches: Iterable[T], side: Side, max_leng
     if workers < 1 or bucket < 1:
         raise ValueError(f"workers and bucket must be >= 1 (got {workers}, {bucket})")
     pin = model.device.type == "cuda"
-    tokenizers = _tokenizers(model.tokenizer, workers)
-
-    def prepare(window: list[T]) -> _Window[T]:
-        tokenizer = tokenizers.get()  # a worker holds a tokenizer no other thread uses
-        try:
-            return _prepare(window, tokenizer)
-        finally:
-            tokenizers.put(tokenizer)
-
-    def _prepare(window: list[T], tokenizer: Any) -> _Window[T]:
-        def tokenize(batch_texts: list[str]) -> dict[str, torch.Tensor]:
-            tokens = model.tokenize(batch_texts, side, max_length, on_device=False,
-                                    tokenizer=tokenizer)
-            return {k: v.pin_memory() for k, v in tokens.items()} if pin else tokens
-
-        per_batch = [texts(batch) for batch in window]
-        if bucket == 1:
-            return _Window(window, [len(t) for t in per_batch],
-                           [(None, tokenize(t)) for t in per_batch])
-        flat = [text for batch_texts in per_batch for text in batch_texts]
-        order = sorted(range(len(flat)), key=lambda i: -len(flat[i]))  # stable: ties in order
-        width = max(len(t) for t in per_batch) or 1
-        chunks = []
-        for start in range(0, len(flat), width):
-            rows = order[start:start + width]
-            chunks.append((torch.tensor(rows), tokenize([flat[i] for i in rows])))
-        return _Window(window, [len(t) for t in per_batch], chunks)
+    settings = (side, max_length, text_prefix(model.args, side))
+    if workers == 1:
+        pool: Executor = ThreadPoolExecutor(1, thread_name_prefix="tokenize",
+                                            initializer=_start_worker,
+                                            initargs=(model.tokenizer, *settings, False))
+    else:
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_start_worker,
+                                   initargs=(model.tokenizer, *settings, True))
 
     def encode(window: _Window[T]) -> Iterator[tuple[T, Encoded]]:
         outs = []
-        for rows, tokens in window.chunks:
+        for rows, tokens in window.chunks.result():
+            tokens = {k: torch.as_tensor(v) for k, v in tokens.items()}
+            if pin:
+                tokens = {k: v.pin_memory() for k, v in tokens.items()}
             tokens = {k: v.to(model.device, non_blocking=pin) for k, v in tokens.items()}
             outs.append((rows, model.encode_tokens(tokens, side, only)))
         if all(rows is None for rows, _ in outs):
             yield from zip(window.batches, (out for _, out in outs), strict=True)
             return
         joined = _join([out for _, out in outs])
-        rows = torch.cat([r for r, _ in outs])
+        rows = torch.tensor([r for chunk_rows, _ in outs for r in chunk_rows])
         place = torch.empty_like(rows)
         place[rows] = torch.arange(len(rows))  # place[i]: where text i of the window landed
         start = 0
@@ -122,7 +112,6 @@ def encode_stream(model: TextEncoder, batches: Iterable[T], side: Side, max_leng
 
     ready: queue.Queue[Any] = queue.Queue(maxsize=max(prefetch, workers))
     stop = threading.Event()
-    pool = ThreadPoolExecutor(workers, thread_name_prefix="tokenize")
 
     def put(item: Any) -> bool:
         while not stop.is_set():
@@ -137,7 +126,9 @@ def encode_stream(model: TextEncoder, batches: Iterable[T], side: Side, max_leng
         try:
             it = iter(batches)
             while window := list(itertools.islice(it, bucket)):
-                if not put(pool.submit(prepare, window)):
+                per_batch = [texts(batch) for batch in window]
+                future = pool.submit(_tokenize_window, per_batch, bucket)
+                if not put(_Window(window, [len(t) for t in per_batch], future)):
                     return
             put(_DONE)
         except BaseException as e:  # noqa: BLE001 - handed to the consumer, raised there
@@ -149,8 +140,8 @@ def encode_stream(model: TextEncoder, batches: Iterable[T], side: Side, max_leng
         while (item := ready.get()) is not _DONE:
             if isinstance(item, BaseException):
                 raise item
-            yield from encode(item.result())
-    finally:  # the consumer stopped early (an error, a break): let the threads end
+            yield from encode(item)
+    finally:  # the consumer stopped early (an error, a break): let the workers end
         stop.set()
         while feeder.is_alive():
             try:
@@ -160,15 +151,37 @@ def encode_stream(model: TextEncoder, batches: Iterable[T], side: Side, max_leng
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _tokenizers(tokenizer: Any, workers: int) -> queue.SimpleQueue[Any]:
-    """``workers`` tokenizers no two threads share: the model's own and cached copies of it."""
-    copies = _COPIES.setdefault(tokenizer, [])
-    while len(copies) < workers - 1:
-        copies.append(copy.deepcopy(tokenizer))
-    free: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    for each in (tokenizer, *copies[:workers - 1]):
-        free.put(each)
-    return free
+# ------------------------------------------------------------------ the tokenizer's side
+# A worker's tokenizer and settings: module state of a worker process; in the one-thread case
+# the model's own tokenizer (no other thread tokenizes while the stream runs).
+_WORKER: dict[str, Any] = {}
+
+
+def _start_worker(tokenizer: Any, side: Side, max_length: int, prefix: str,
+                  own_process: bool) -> None:
+    if own_process:  # one core a worker: the tokenizers' Rust threads would fight the others
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    _WORKER.update(tokenizer=tokenizer, side=side, max_length=max_length, prefix=prefix)
+
+
+def _tokenize_window(per_batch: list[list[str]], bucket: int
+                     ) -> list[tuple[list[int] | None, dict[str, np.ndarray]]]:
+    """The window's padded chunks: its batches as they are (``bucket=1``), else its texts
+    sorted by length, longest first (by characters: a cheap proxy for tokens), in runs of the
+    largest batch's size."""
+    w = _WORKER
+
+    def tokenize(chunk: list[str]) -> dict[str, np.ndarray]:
+        return tokenize_texts(w["tokenizer"], chunk, w["side"], w["max_length"], "np",
+                              w["prefix"])
+
+    if bucket == 1:
+        return [(None, tokenize(t)) for t in per_batch]
+    flat = [text for batch_texts in per_batch for text in batch_texts]
+    order = sorted(range(len(flat)), key=lambda i: -len(flat[i]))  # stable: ties in order
+    width = max(len(t) for t in per_batch) or 1
+    return [(rows, tokenize([flat[i] for i in rows]))
+            for rows in (order[i:i + width] for i in range(0, len(flat), width))]
 
 
 def _join(parts: list[Encoded]) -> Encoded:

@@ -28,12 +28,13 @@ def test_host_and_throughput_rows_and_targets(tiny_bert: Path) -> None:
     report = Report()
     pipeline.bench_host(report, model, TEXTS * 4, 16, 4, repeats=1)
     pipeline.bench_throughput(report, {"tiny siamese fp32": model}, TEXTS * 4, 16, 4, 1, "cpu",
-                              workers=2)
+                              workers=2, bucket=2)
     host = report.sections["pipeline: host"]
     assert [row["what"] for row in host] == ["tokenizer alone", "pipeline, 1 worker",
                                              "pipeline, 2 workers"]
     assert all(row["docs_per_s"] > 0 for row in host)
     paths = [row["path"] for row in report.sections["pipeline: throughput"]]
-    assert paths == ["loop", "pipeline", "pipeline+bucket16", "device alone (bucket16)"]
+    assert paths == ["loop", "pipeline, 1 thread", "pipeline, 2 processes",
+                     "pipeline, 2 processes, bucket 2", "device alone"]
     assert [t["target"].split(" ")[2] for t in report.targets] == ["pipeline", "pipeline"]
     assert model.encode_tokens.__func__ is SiameseBiEncoder.encode_tokens  # spies removed

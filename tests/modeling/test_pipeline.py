@@ -3,6 +3,7 @@ encoding batch by batch (bit for bit on the CPU), same order, errors raised at t
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 from pathlib import Path
 
@@ -122,9 +123,19 @@ def test_stopping_early_ends_every_worker(tiny_bert: Path) -> None:
     stream = encode_stream(model, (["text"] for _ in range(100)), Side.PASSAGE, 16, workers=2,
                            bucket=2)
     next(stream)
-    assert _pipeline_threads()
+    assert _pipeline_threads() and multiprocessing.active_children()
     stream.close()
-    assert not _pipeline_threads()
+    assert not _pipeline_threads() and not multiprocessing.active_children()
+
+
+def test_an_error_in_a_tokenizer_process_is_raised_at_its_window(tiny_bert: Path) -> None:
+    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").eval()
+    stream = encode_stream(model, iter([["fine"], ["   "], ["never reached"]]), Side.QUERY, 16,
+                           workers=2)
+    assert next(stream)[1].dense.shape[0] == 1
+    with pytest.raises(UserError, match="empty query"):
+        next(stream)
+    assert not multiprocessing.active_children()
 
 
 def _pipeline_threads() -> list[threading.Thread]:
