@@ -25,6 +25,13 @@ from pyserini_moe.search.fusion import CAME_METHODS, FUSIONS, RANX_METHODS, RANX
 from pyserini_moe.search.hybrid import PYSERINI_ALPHA
 
 METHODS = FUSIONS + ("hybrid",)
+RRF_K = 60
+CANDIDATES = 1000
+# Settings read by some methods only: name -> the methods that read it.
+_ONLY_FOR = {"rrf_k": ("rrf",), "weights": ("wsum", "linear"),
+             "norm": RANX_METHODS,  # a CAME fusion defines its own; hybrid: --hybrid-normalize
+             **dict.fromkeys(("alpha", "hybrid_normalize", "weight_on_dense", "candidates"),
+                             ("hybrid",))}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="ranx normalisation for rrf/combsum/combmnz/wsum; default raw scores")
     parser.add_argument("--weights", type=float, nargs="+", default=None,
                         help="wsum/linear weights, one per run (or tune them with --dev-runs)")
-    parser.add_argument("--rrf-k", type=int, default=60,
-                        help="rrf's k: 1 / (k + rank), k >= 1")
+    parser.add_argument("--rrf-k", type=int, default=None,
+                        help=f"rrf's k: 1 / (k + rank), k >= 1 (default {RRF_K})")
     parser.add_argument("--remove-query", action="store_true",
                         help="drop each query's own id from the runs first, as if each was "
                              "searched with --remove-query (BEIR ArguAna, Quora); runs searched "
@@ -60,8 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="Pyserini's per-query normalisation (Ma et al. 2021)")
     hyb.add_argument("--weight-on-dense", action="store_true",
                      help="alpha weighs the first (dense) run instead")
-    hyb.add_argument("--candidates", type=int, default=1000,
-                     help="K': top results of each side that enter the hybrid (TASER uses 100)")
+    hyb.add_argument("--candidates", type=int, default=None,
+                     help=f"K': top results of each side that enter the hybrid (default "
+                          f"{CANDIDATES}; TASER uses 100)")
     dev = parser.add_argument_group("tuning on a dev split")
     dev.add_argument("--dev-runs", nargs="+", default=None,
                      help="the same systems' runs on dev queries, in the order of --runs: tunes "
@@ -92,8 +100,28 @@ def _say_different_queries(paths: list[str], runs: list[Run]) -> None:
           "all); a query missing from a run is fused from the others", file=sys.stderr)
 
 
+def _refuse_what_the_method_ignores(args: argparse.Namespace) -> None:
+    """A setting the chosen method does not read is a mistake (a weight meant for wsum given to
+    rrf, an alpha to combsum), not something to drop in silence; then fill the defaults."""
+    defaults = {"alpha": PYSERINI_ALPHA}  # shown by --help, so kept; other defaults are None
+    given = [name for name, methods in _ONLY_FOR.items()
+             if getattr(args, name) not in (None, False, defaults.get(name))
+             and args.method not in methods]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise UserError(f"--method {args.method} does not use {flags}")
+    if args.weights is not None:
+        if args.dev_runs is not None:
+            raise UserError("--weights or --dev-runs (which tunes the weights), not both")
+        if min(args.weights) < 0 or not any(args.weights):
+            raise UserError(f"--weights must be >= 0 and not all 0, got {args.weights}")
+    args.rrf_k = RRF_K if args.rrf_k is None else args.rrf_k
+    args.candidates = CANDIDATES if args.candidates is None else args.candidates
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _refuse_what_the_method_ignores(args)
     if args.hits < 1:
         raise UserError("--hits must be >= 1")
     if args.rrf_k < 1:  # k <= 0 divides by zero at rank -k or inverts the fusion

@@ -24,6 +24,7 @@ import hashlib
 import json
 import logging
 import os
+import unicodedata
 from abc import ABC, abstractmethod
 from enum import Enum
 from pathlib import Path
@@ -369,12 +370,18 @@ def text_prefix(args: dict[str, Any], side: Side) -> str:
     return args.get(f"{side.value}_prefix") or ""
 
 
+def is_blank(text: str) -> bool:
+    """Nothing to read: only whitespace and invisible format characters (a zero-width space, a
+    byte-order mark, a word joiner), which ``str.strip`` keeps and a tokenizer drops."""
+    return all(c.isspace() or unicodedata.category(c) == "Cf" for c in text)
+
+
 def tokenize(tokenizer: Any, texts: list[str], side: Side, max_length: int,
              tensors: str, prefix: str = "") -> dict[str, Any]:
     """``input_ids`` and ``attention_mask`` of a padded, truncated batch (``tensors``: "pt" or
     "np"), each text after ``prefix``. An empty passage is legal (Cranfield has two); an empty
     query is a user error."""
-    if side is Side.QUERY and any(not t or not t.strip() for t in texts):
+    if side is Side.QUERY and any(map(is_blank, texts)):
         raise UserError("cannot encode an empty query")
     if prefix:
         texts = [prefix + t for t in texts]

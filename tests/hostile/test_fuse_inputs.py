@@ -62,3 +62,55 @@ def test_runs_over_different_queries_are_fused_with_one_warning(tmp_path: Path, 
     assert run_main(fuse.main, ["--runs", str(tmp_path / "a.trec"), str(tmp_path / "a.trec"),
                                 "--method", "rrf", "--output", str(out)]) == 0
     assert "warning" not in capsys.readouterr().err  # the same queries: nothing to say
+
+
+@pytest.mark.parametrize("method, extra, flags", [
+    ("rrf", ["--weights", "1", "2"], "--weights"),                       # F06
+    ("combsum", ["--rrf-k", "10"], "--rrf-k"),                           # F07
+    ("came_sum", ["--alpha", "0.5", "--candidates", "100"], "--alpha, --candidates"),
+    ("hybrid", ["--norm", "min-max"], "--norm"),
+    ("wsum", ["--hybrid-normalize", "--weights", "1", "1"], "--hybrid-normalize"),
+])
+def test_a_setting_the_method_ignores_is_refused(tmp_path: Path, capsys, method, extra,
+                                                 flags) -> None:
+    (tmp_path / "a.trec").write_text("q1 Q0 d1 1 3.0 t\nq1 Q0 d2 2 2.0 t\n")
+    out = tmp_path / "fused.trec"
+    code = run_main(fuse.main, ["--runs", str(tmp_path / "a.trec"), str(tmp_path / "a.trec"),
+                                "--method", method, "--output", str(out), *extra])
+    assert code == 2 and not out.exists()
+    assert capsys.readouterr().err == f"error: --method {method} does not use {flags}\n"
+
+
+@pytest.mark.parametrize("weights, message", [
+    (["1", "-1"], "--weights must be >= 0 and not all 0, got [1.0, -1.0]"),  # F08
+    (["0", "0"], "--weights must be >= 0 and not all 0, got [0.0, 0.0]"),    # F09
+])
+def test_negative_or_all_zero_weights_are_refused(tmp_path: Path, capsys, weights,
+                                                  message) -> None:
+    (tmp_path / "a.trec").write_text("q1 Q0 d1 1 3.0 t\n")
+    out = tmp_path / "fused.trec"
+    code = run_main(fuse.main, ["--runs", str(tmp_path / "a.trec"), str(tmp_path / "a.trec"),
+                                "--method", "wsum", "--weights", *weights, "--output", str(out)])
+    assert code == 2 and not out.exists()
+    assert capsys.readouterr().err == f"error: {message}\n"
+
+
+def test_weights_and_their_tuning_are_not_both_taken(tmp_path: Path, capsys) -> None:
+    (tmp_path / "a.trec").write_text("q1 Q0 d1 1 3.0 t\n")
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\n")
+    a = str(tmp_path / "a.trec")
+    code = run_main(fuse.main, ["--runs", a, a, "--method", "wsum", "--weights", "1", "1",
+                                "--dev-runs", a, a, "--dev-qrels", str(tmp_path / "qrels.txt"),
+                                "--output", str(tmp_path / "f.trec")])
+    assert code == 2
+    assert "--weights or --dev-runs (which tunes the weights), not both" in capsys.readouterr().err
+
+
+def test_the_defaults_still_apply(tmp_path: Path) -> None:
+    (tmp_path / "a.trec").write_text("q1 Q0 d1 1 3.0 t\nq1 Q0 d2 2 2.0 t\n")
+    (tmp_path / "b.trec").write_text("q1 Q0 d2 1 3.0 t\nq1 Q0 d1 2 2.0 t\n")
+    out = tmp_path / "f.trec"
+    assert run_main(fuse.main, ["--runs", str(tmp_path / "a.trec"), str(tmp_path / "b.trec"),
+                                "--method", "rrf", "--output", str(out)]) == 0
+    scores = [float(line.split()[4]) for line in out.read_text().splitlines()]
+    assert scores == pytest.approx([1 / 61 + 1 / 62] * 2, rel=1e-4)  # k = 60
