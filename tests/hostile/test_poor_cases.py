@@ -22,3 +22,19 @@ def test_an_invisible_query_is_an_empty_query(tiny_bert: Path, query: str) -> No
 
 def test_a_query_with_one_visible_character_is_not_blank() -> None:
     assert not is_blank("\u200bq") and not is_blank("é")
+
+
+def test_qrels_of_another_collection_are_noticed(tmp_path: Path, capsys) -> None:  # E00
+    from pyserini_moe.cli import run_main
+    from pyserini_moe.eval import __main__ as eval_cli
+
+    (tmp_path / "run.trec").write_text("1 Q0 d7 1 3.0 t\n2 Q0 d8 1 2.0 t\n")
+    (tmp_path / "other.txt").write_text("1 0 x1 1\n2 0 x2 1\n")  # same query ids, other docs
+    (tmp_path / "own.txt").write_text("1 0 d7 1\n2 0 x2 1\n")
+    assert run_main(eval_cli.main, ["--run", str(tmp_path / "run.trec"), "--qrels",
+                                    str(tmp_path / "other.txt")]) == 0
+    assert "none of its 2 documents for the judged queries is judged in these qrels: are they " \
+           "another collection's?" in capsys.readouterr().err
+    assert run_main(eval_cli.main, ["--run", str(tmp_path / "run.trec"), "--qrels",
+                                    str(tmp_path / "own.txt")]) == 0
+    assert "another collection" not in capsys.readouterr().err
