@@ -28,6 +28,7 @@ def atomic_path(target: str | os.PathLike, *, directory: bool = False,
     """
     target = Path(target)
     _check_target(target, directory=directory, overwrite=overwrite)
+    created = _missing_parents(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     _sweep_dead_writers(target)
     prefix = f".{target.name}.tmp-{os.getpid()}-"
@@ -55,7 +56,20 @@ def atomic_path(target: str | os.PathLike, *, directory: bool = False,
             shutil.rmtree(tmp, ignore_errors=True)
         else:
             tmp.unlink(missing_ok=True)
+        for folder in created:  # the folders made for the target, if nothing else went in
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         raise
+
+
+def _missing_parents(target: Path) -> list[Path]:
+    """The folders above ``target`` that do not exist yet, deepest first."""
+    missing = []
+    for folder in target.absolute().parents:
+        if folder.exists():
+            break
+        missing.append(folder)
+    return missing
 
 
 def _usual_modes(tmp: Path) -> None:

@@ -251,13 +251,19 @@ class Trainer:
         if overwrite and not resume and self.is_main:
             shutil.rmtree(checkpoint, ignore_errors=True)  # never resume the replaced run
             shutil.rmtree(self.out / SNAPSHOTS_DIR, ignore_errors=True)  # nor keep its models
+        created = not self.out.exists()
         self.out.mkdir(parents=True, exist_ok=True)
         if self.data is None:
             if not self.is_main:  # the main rank mines first (and fills the shared caches)
                 barrier(self.ranks)
-            self.data = load_training_data(self.config.data, self.out, reuse_mined=resume,
-                                           progress=self.progress and self.is_main,
-                                           sampling_seed=self.cfg.seed)
+            try:
+                self.data = load_training_data(self.config.data, self.out, reuse_mined=resume,
+                                               progress=self.progress and self.is_main,
+                                               sampling_seed=self.cfg.seed)
+            except BaseException:  # bad data (an unknown collection): leave no folder behind
+                if created and self.is_main:
+                    shutil.rmtree(self.out, ignore_errors=True)
+                raise
             if self.is_main:
                 barrier(self.ranks)
         if not self.data.train_pairs:

@@ -38,3 +38,45 @@ def test_qrels_of_another_collection_are_noticed(tmp_path: Path, capsys) -> None
     assert run_main(eval_cli.main, ["--run", str(tmp_path / "run.trec"), "--qrels",
                                     str(tmp_path / "own.txt")]) == 0
     assert "another collection" not in capsys.readouterr().err
+
+
+def test_a_training_refused_for_its_data_leaves_no_folder(tmp_path: Path, capsys) -> None:  # T02
+    from pyserini_moe.cli import run_main
+    from pyserini_moe.train import __main__ as train_cli
+
+    recipe = Path(__file__).resolve().parents[2] / "encoders" / "taser-detr-protocol-minilm.yaml"
+    out = tmp_path / "model"
+    assert run_main(train_cli.main, ["--config", str(recipe), "--output-dir", str(out), "--set",
+                                     "data.collection=nosuch", "--quiet"]) == 2
+    assert "unknown collection 'nosuch'" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_conversion_refused_for_its_input_leaves_no_folder(tmp_path: Path, capsys) -> None:
+    """D04 / D05: a failed write removes the folders made for its output (and only those)."""
+    from pyserini_moe import dpr
+    from pyserini_moe.cli import run_main
+
+    (tmp_path / "bad.tsv").write_text("id\ttext\ttitle\nx\n")
+    (tmp_path / "bad.csv").write_text("")
+    out = tmp_path / "new" / "deeper"
+    assert run_main(dpr.main, ["wiki", "--input", str(tmp_path / "bad.tsv"), "--output",
+                               str(out / "corpus.jsonl.gz"), "--quiet"]) == 2
+    assert not (tmp_path / "new").exists()
+    assert run_main(dpr.main, ["qa", "--input", str(tmp_path / "bad.csv"), "--output",
+                               str(out / "topics.jsonl")]) == 2
+    assert not (tmp_path / "new").exists()
+    capsys.readouterr()
+
+
+def test_a_failed_write_keeps_folders_that_were_there(tmp_path: Path) -> None:
+    from pyserini_moe.io import atomic_path
+
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(RuntimeError), atomic_path(tmp_path / "kept" / "a" / "out.txt"):
+        raise RuntimeError
+    assert (tmp_path / "kept").is_dir() and not (tmp_path / "kept" / "a").exists()
+    with pytest.raises(RuntimeError), atomic_path(tmp_path / "kept" / "b" / "out.txt") as tmp:
+        (tmp.parent / "other.txt").write_text("written beside it")  # not the writer's: kept
+        raise RuntimeError
+    assert (tmp_path / "kept" / "b" / "other.txt").is_file()
