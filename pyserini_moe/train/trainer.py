@@ -251,6 +251,11 @@ class Trainer:
         if overwrite and not resume and self.is_main:
             shutil.rmtree(checkpoint, ignore_errors=True)  # never resume the replaced run
             shutil.rmtree(self.out / SNAPSHOTS_DIR, ignore_errors=True)  # nor keep its models
+        folders = [CHECKPOINT_DIR, "best", "last", *[SNAPSHOTS_DIR] * self.cfg.keep_snapshots]
+        for blocked in (self.out / name for name in folders):
+            if blocked.exists() and not blocked.is_dir():  # found now, not after the first epoch
+                raise UserError(f"{blocked} is a file where the training writes a folder: move it "
+                                "away or choose another output directory")
         created = not self.out.exists()
         self.out.mkdir(parents=True, exist_ok=True)
         if self.data is None:

@@ -80,3 +80,25 @@ def test_a_failed_write_keeps_folders_that_were_there(tmp_path: Path) -> None:
         (tmp.parent / "other.txt").write_text("written beside it")  # not the writer's: kept
         raise RuntimeError
     assert (tmp_path / "kept" / "b" / "other.txt").is_file()
+
+
+@pytest.mark.parametrize("name, keep", [("snapshots", True), ("best", False)])
+def test_a_file_where_the_training_writes_a_folder_is_refused_first(toy_data, tiny_bert,
+                                                                     siamese_recipe, name,
+                                                                     keep) -> None:  # T08
+    import dataclasses
+
+    import torch
+
+    from pyserini_moe.train.trainer import LOG_FILE, Trainer
+
+    recipe = dataclasses.replace(siamese_recipe, training=dataclasses.replace(
+        siamese_recipe.training, keep_snapshots=keep))
+    recipe.output_dir.mkdir(parents=True)
+    (recipe.output_dir / name).write_text("a file in the way")
+    torch.manual_seed(0)
+    trainer = Trainer(SiameseBiEncoder.from_backbone(tiny_bert, device="cpu"), recipe, toy_data(),
+                      progress=False)
+    with pytest.raises(UserError, match=f"{name} is a file where the training writes a folder"):
+        trainer.train()
+    assert not (recipe.output_dir / LOG_FILE).exists()  # refused before the first step
