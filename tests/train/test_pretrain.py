@@ -11,13 +11,11 @@ import pytest
 import torch
 
 from pyserini_moe.modeling import CotMoteEncoder, Side, load_model
+from pyserini_moe.modeling.cotmae import ContextualMae, mask_tokens, mlm_heads_for
 from pyserini_moe.pretrain import main as pretrain_main
 from pyserini_moe.train.pretrain import (
     ContextExample,
-    ContextualMae,
     PretrainArgs,
-    mask_tokens,
-    mlm_heads_for,
     pretrain,
     pseudo_query_pairs,
     query_examples,
