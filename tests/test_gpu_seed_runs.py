@@ -15,7 +15,7 @@ import torch
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.base import Side
-from pyserini_moe.runs import read_trec_run
+from pyserini_moe.runs import ranked, read_trec_run
 
 _SPEC = importlib.util.spec_from_file_location(
     "gpu_seed_runs", Path(__file__).resolve().parents[1] / "tools" / "gpu_seed_runs.py")
@@ -60,7 +60,8 @@ def test_evaluate_pack_unpack_gives_the_runs_of_an_exact_search(
     npz = tmp_path / "job-s42.npz"
     tool.evaluate(argparse.Namespace(
         checkpoint=[f"zeroshot={tiny_bert}"], option=[], dev_topics="",
-        topics=[f"{tiny_corpus}:test"], output=str(npz), device="cpu", batch=7))
+        topics=[f"{tiny_corpus}:test"], output=str(npz), device="cpu", batch=7, doc_length=256,
+        query_length=512, kinds="dense"))
     packer = tool.Packer(tmp_path)
     packer.add(0, [npz])
     with tarfile.open(tmp_path / "runs-0.tar") as tar:
@@ -106,3 +107,70 @@ def test_a_malformed_plan_line_is_named_before_any_device_time(line, message, tm
     plan.write_text(line + "\n")
     with pytest.raises(SystemExit, match=message):
         tool.parse_plan(plan)
+
+
+def test_plan_settings_after_the_bar_say_how_to_search(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.txt"
+    plan.write_text("mote 43 encoders/cotmote-protocol-minilm.yaml | kinds=dense,impact,hybrid "
+                    "doc_length=128 query_length=64\n"
+                    "sbmoe 42 encoders/sbmoe-protocol-minilm.yaml | inference=all\n")
+    mote, sbmoe = tool.parse_plan(plan)
+    assert mote["options"] == [] and mote["evaluation"] == [
+        "--kinds=dense,impact,hybrid", "--doc-length=128", "--query-length=64"]
+    assert sbmoe["options"] == ["inference=all"] and sbmoe["evaluation"] == []
+    plan.write_text("mote 43 encoders/cotmote-protocol-minilm.yaml | kinds=dense,bm25\n")
+    with pytest.raises(SystemExit, match="kinds=dense,bm25: choose from dense,impact,hybrid"):
+        tool.parse_plan(plan)
+
+
+def test_quantized_weights_are_the_impact_index_terms() -> None:
+    from pyserini_moe.encode.impact import quantize
+
+    torch.manual_seed(0)
+    weights = torch.relu(torch.randn(5, 40)) * 0.05
+    weights[0, :8] = 0.1  # ties at the cut
+    vocab = [f"t{i}" for i in range(40)]
+    for max_terms in (None, 6):
+        dense = tool.quantized(weights, max_terms)
+        expected = quantize(weights, vocab, tool.QUANTIZATION, max_terms)
+        got = [{vocab[i]: int(w) for i, w in enumerate(row.tolist()) if w} for row in dense]
+        assert got == expected
+
+
+def test_impact_and_hybrid_runs_are_the_lucene_and_fused_runs(tiny_bert: Path, tiny_corpus: Path,
+                                                               tmp_path: Path) -> None:
+    """The device's impact and hybrid runs of a CoT-MoTE model rank as the Lucene impact index
+    and ``search --retriever fused --fusion exact`` here (top 10 of every query)."""
+    from pyserini_moe.cli import run_main
+    from pyserini_moe.index import __main__ as index_cli
+    from pyserini_moe.modeling import CotMoteEncoder
+    from pyserini_moe.search import __main__ as search_cli
+
+    torch.manual_seed(0)
+    model = CotMoteEncoder.from_backbone(tiny_bert, device="cpu").save(tmp_path / "mote")
+    dense, impact = tmp_path / "dense", tmp_path / "impact"
+    assert run_main(index_cli.main, ["--retriever", "dense", "impact", "--index", str(dense),
+                                     str(impact), "--corpus", str(tiny_corpus), "--encoder",
+                                     str(model), "--max-length", "32", "--device", "cpu",
+                                     "--quiet"]) == 0
+    here = {}
+    for kind, indexes in (("impact", [impact]), ("hybrid", [dense, impact])):
+        out = tmp_path / f"{kind}.trec"
+        extra = ["--fusion", "exact"] if kind == "hybrid" else []
+        assert search_cli.main(["--retriever", "fused" if kind == "hybrid" else kind, "--index",
+                                *map(str, indexes), "--topics", f"{tiny_corpus}:test",
+                                "--query-max-length", "16", "--hits", "10", "--output", str(out),
+                                "--device", "cpu", "--quiet", *extra]) == 0
+        here[kind] = read_trec_run(out)
+    npz = tmp_path / "mote-s1.npz"
+    tool.evaluate(argparse.Namespace(
+        checkpoint=[f"last={model}"], option=[], dev_topics="", topics=[f"{tiny_corpus}:test"],
+        output=str(npz), device="cpu", batch=7, doc_length=32, query_length=16,
+        kinds="dense,impact,hybrid"))
+    tool.Packer(tmp_path).add(0, [npz])
+    tool.unpack(argparse.Namespace(tars=[str(tmp_path / "runs-0.tar")], output=str(tmp_path / "r")))
+    for kind, run in here.items():
+        device = read_trec_run(tmp_path / "r" / f"mote-s1.last+{kind}.{tiny_corpus.name}-test.trec")
+        for qid, hits in run.items():  # both in trec_eval's order (ties: docid descending)
+            assert [d for d, _ in ranked(hits)] == [d for d, _ in ranked(device[qid])][:10], \
+                (kind, qid)

@@ -19,11 +19,12 @@ its working tree travels in 64 MiB (files back: 8, 16 MiB each). So this tool, i
 4. ``check`` (here, before spending device time): ``evaluate`` on the CPU for one model against
    the Pyserini / Faiss route of the regressions (same rankings, scores within 1e-4).
 
-Plan lines (``--plan``): ``NAME SEED RECIPE [--set key=value ...] [| ENCODER_OPTION=VALUE ...]``;
-the part after ``|`` names extra encodings of every checkpoint (SB-MoE's ``inference=all``).
-Plans of the protocol files are in ``tools/gpu_plans/``. Dense models only (every checkpoint is
-searched by its ``dense`` vectors): CoT-MoTE's sparse side and CAME's lexical and multi-vector
-experts are not covered yet.
+Plan lines (``--plan``): ``NAME SEED RECIPE [--set key=value ...] [| SETTING=VALUE ...]``;
+after ``|``, ``kinds=dense,impact,hybrid`` (the runs to write: see KINDS; default dense),
+``doc_length=N`` / ``query_length=N`` (default 256 / 512, the regressions' --max-length /
+--query-max-length) and any other KEY=VALUE as an extra encoding of every checkpoint (SB-MoE's
+``inference=all``). Plans of the protocol files are in ``tools/gpu_plans/``. CAME's lexical and
+multi-vector experts are not covered yet.
 
     python tools/gpu_seed_runs.py prepare --plan tools/gpu_plans/sbmoe-protocol.txt
     # on the device machine, carrying .gpu (57 MiB with the local collections):
@@ -60,6 +61,16 @@ TOPICS = {
     "cisi:test": ("cisi", 1000, False, False),
     "vaswani:test": ("vaswani", 1000, False, False),
 }
+
+
+# Plan settings after "|" that say how to search (not encoder options): document and query
+# tokens (the protocol's index --max-length / search --query-max-length) and the run kinds.
+EVALUATION = ("doc_length", "query_length", "kinds")
+# dense: inner product; impact: quantised term weights as Lucene scores them (sum of query x
+# document integers, ties in index order); hybrid: the two summed exactly over the union of both
+# top-1000 lists (search --retriever fused --fusion exact), impact scores dequantised.
+KINDS = ("dense", "impact", "hybrid")
+QUANTIZATION, QUERY_MAX_TERMS, FUSED_CANDIDATES = 100, 1024, 1000
 
 
 def topics_settings(spec: str) -> tuple[str, int, bool, bool]:
@@ -161,8 +172,16 @@ def parse_plan(path: Path) -> list[dict]:
                  "root)")
         if any(s != "--set" and "=" not in s for s in sets) or any("=" not in o for o in options):
             fail(f"{path}:{number}: overrides are --set KEY=VALUE, encodings OPTION=VALUE")
+        settings = [o for o in options if o.split("=", 1)[0] in EVALUATION]
+        for setting in settings:
+            key, value = setting.split("=", 1)
+            if key == "kinds" and not set(value.split(",")) <= set(KINDS):
+                fail(f"{path}:{number}: kinds={value}: choose from {','.join(KINDS)}")
+            if key != "kinds" and not value.isdigit():
+                fail(f"{path}:{number}: {setting}: a number of tokens")
         jobs.append({"name": f"{name}-s{seed}", "seed": seed, "recipe": recipe,
-                     "sets": sets, "options": options})
+                     "sets": sets, "options": [o for o in options if o not in settings],
+                     "evaluation": [f"--{o.replace('_', '-')}" for o in settings]})
     if not jobs:
         fail(f"{path}: no jobs")
     return jobs
@@ -250,7 +269,8 @@ def run(args: argparse.Namespace) -> None:
         cmd = [sys.executable, __file__, "evaluate", "--output", str(npz),
                "--dev-topics", str(model_dir / "dev_topics.tsv"),
                *[f"--checkpoint={c}={p}" for c, p in checkpoints],
-               *[f"--option={o}" for o in job["options"]], "--topics", *args.topics]
+               *[f"--option={o}" for o in job["options"]], *job["evaluation"],
+               "--topics", *args.topics]
         if stage(cmd, name, "evaluate"):
             kept = [npz]
             for log_name in ("train_log.jsonl", "train_summary.json"):
@@ -280,25 +300,65 @@ def ids_digest(ids: list[str]) -> str:
     return hashlib.sha1("\n".join(ids).encode()).hexdigest()[:16]
 
 
-def encode_all(model, texts: list[str], side, max_length: int, batch: int):
-    """Vectors in ``texts`` order, encoded longest first so a batch pads little (padding is
-    masked out: the order changes float sums only in the last bits)."""
+def encode_all(model, texts: list[str], side, max_length: int, batch: int,
+               field: str = "dense"):
+    """One representation (``dense`` or ``sparse``) of ``texts``, in their order, encoded longest
+    first so a batch pads little (padding is masked out: the order changes float sums only in
+    the last bits)."""
+    return encode_fields(model, texts, side, max_length, batch, (field,))[field]
+
+
+def encode_fields(model, texts: list[str], side, max_length: int, batch: int,
+                  fields: tuple[str, ...]) -> dict:
+    """:func:`encode_all` of several representations from one encoding pass."""
     import torch
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-    vectors = torch.cat([model.encode([texts[j] for j in order[i:i + batch]], side,
-                                      max_length).dense.float()
-                         for i in range(0, len(texts), batch)])
-    result = torch.empty_like(vectors)
-    result[torch.tensor(order, device=vectors.device)] = vectors
+    only = fields[0] if len(fields) == 1 and len(model.representations) > 1 else None
+    parts: dict[str, list] = {f: [] for f in fields}
+    for i in range(0, len(texts), batch):
+        out = model.encode([texts[j] for j in order[i:i + batch]], side, max_length, only=only)
+        for f in fields:
+            parts[f].append(getattr(out, f).float())
+    result = {}
+    for f, chunks in parts.items():
+        vectors = torch.cat(chunks)
+        result[f] = torch.empty_like(vectors)
+        result[f][torch.tensor(order, device=vectors.device)] = vectors
     return result
+
+
+def quantized(weights, max_terms: int | None = None):
+    """Term weights as the impact index stores them: round(w x 100) in float32 as
+    ``encode.impact.quantize`` does, zeros dropped, at most ``max_terms`` a row (the heaviest;
+    equal weights by vocabulary order), as float64 integers."""
+    import torch
+    q = torch.round(weights.float() * QUANTIZATION).clamp(min=0).double()
+    if max_terms is not None and int((q > 0).sum(dim=1).max()) > max_terms:
+        vocab = q.shape[1]
+        key = q * vocab + (vocab - 1 - torch.arange(vocab, device=q.device, dtype=q.dtype))
+        keep = torch.zeros_like(q, dtype=torch.bool)
+        keep.scatter_(1, key.topk(max_terms, dim=1).indices, True)
+        q = q * keep
+    return q
 
 
 def search(q, d, qids: list[str], doc_ids: list[str], hits: int, remove_query: bool):
     """Exact inner-product top ``hits`` (+1 when the query's own id is dropped, as ``search
     --remove-query``); returns positions [Q, hits] and scores."""
+    return top_hits(q @ d.T, qids, doc_ids, hits, remove_query)
+
+
+def top_hits(scores, qids: list[str], doc_ids: list[str], hits: int, remove_query: bool,
+             index_order: bool = False):
+    """The top ``hits`` of a [Q, D] score matrix; ``index_order``: equal scores in corpus order
+    (Lucene's, for integer impact scores; the key is exact in float64 below 2**53)."""
     import torch
-    k = min(hits + int(remove_query), d.shape[0])
-    scores, positions = torch.topk(q @ d.T, k, dim=1)
+    k = min(hits + int(remove_query), scores.shape[1])
+    if index_order:
+        positions = _lucene_order(scores).topk(k, dim=1).indices
+        scores = scores.gather(1, positions)
+    else:
+        scores, positions = torch.topk(scores, k, dim=1)
     scores, positions = scores.cpu().numpy(), positions.cpu().numpy()
     if remove_query:
         where = {doc: i for i, doc in enumerate(doc_ids)}
@@ -310,6 +370,39 @@ def search(q, d, qids: list[str], doc_ids: list[str], hits: int, remove_query: b
             keep_s.append(scores[row][mask][:hits])
         positions, scores = np.stack(keep_p), np.stack(keep_s)
     return positions[:, :hits], scores[:, :hits]
+
+
+def kind_scores(kind: str, q: dict, d: dict):
+    """[Q, D] scores of one run kind from the encoded queries and passages (see KINDS).
+
+    Lucene's impact run is Pyserini's ``LuceneImpactSearcher``'s: it leaves out of every query
+    the terms whose idf log(N / df) is not above its ``min_idf`` of 0, i.e. the terms that occur
+    in every passage. The fused run re-scores the union of the dense and the Lucene top 1,000
+    with exact dot products of the whole quantised vectors (``doc_vectors/``), those terms
+    included."""
+    import torch
+    dense = q["dense"] @ d["dense"].T if kind in ("dense", "hybrid") else None
+    if kind == "dense":
+        return dense
+    queries, passages = quantized(q["sparse"], QUERY_MAX_TERMS), quantized(d["sparse"])
+    everywhere = (passages > 0).sum(dim=0) == passages.shape[0]
+    lucene = queries.masked_fill(everywhere, 0) @ passages.T
+    if kind == "impact":
+        return lucene
+    k = min(FUSED_CANDIDATES, dense.shape[1])
+    union = torch.zeros_like(dense, dtype=torch.bool)
+    union.scatter_(1, dense.topk(k, dim=1).indices, True)
+    union.scatter_(1, _lucene_order(lucene).topk(k, dim=1).indices, True)
+    exact = dense.double() + (queries @ passages.T) / QUANTIZATION ** 2
+    return exact.masked_fill(~union, float("-inf"))
+
+
+def _lucene_order(scores):
+    """Integer scores made unique by corpus order (equal scores: the earlier passage first)."""
+    import torch
+    n = scores.shape[1]
+    return scores.double() * n + (n - 1 - torch.arange(n, device=scores.device,
+                                                       dtype=torch.float64))
 
 
 def evaluate(args: argparse.Namespace) -> None:
@@ -339,7 +432,11 @@ def evaluate(args: argparse.Namespace) -> None:
             # zero-shot collections for the last checkpoint, without extra encodings
             specs = [t for t in args.topics if t not in LAST_ONLY
                      or (name in ("last", "zeroshot") and not option)]
-            vectors: dict[str, object] = {}
+            kinds = args.kinds.split(",")
+            fields = tuple(f for f in ("dense", "sparse")
+                           if f == "dense" and {"dense", "hybrid"} & set(kinds)
+                           or f == "sparse" and {"impact", "hybrid"} & set(kinds))
+            vectors: dict[str, dict] = {}
             for topics in specs:
                 collection, hits, remove_query, keep_scores = topics_settings(topics)
                 if topics == "dev" and not Path(args.dev_topics).is_file():
@@ -349,18 +446,22 @@ def evaluate(args: argparse.Namespace) -> None:
                     meta["digests"][collection] = ids_digest(corpora[collection][0])
                 doc_ids, texts = corpora[collection]
                 if collection not in vectors:
-                    vectors[collection] = encode_all(model, texts, Side.PASSAGE, 256, args.batch)
+                    vectors[collection] = encode_fields(model, texts, Side.PASSAGE,
+                                                        args.doc_length, args.batch, fields)
                 queries = load_topics(args.dev_topics if topics == "dev" else topics)
                 qids = list(queries)
-                q = encode_all(model, [queries[i] for i in qids], Side.QUERY, 512, args.batch)
-                positions, scores = search(q, vectors[collection], qids, doc_ids, hits,
-                                           remove_query)
-                key = run_key(label, topics)
-                dtype = np.int16 if len(doc_ids) < 2**15 else np.int32
-                arrays[key + ".pos"] = positions.astype(dtype)
-                if keep_scores:
-                    arrays[key + ".score"] = scores.astype(np.float32)
-                meta["topics"][key] = {"qids": qids, "collection": collection}
+                q = encode_fields(model, [queries[i] for i in qids], Side.QUERY,
+                                  args.query_length, args.batch, fields)
+                for kind in kinds:
+                    positions, scores = top_hits(kind_scores(kind, q, vectors[collection]),
+                                                 qids, doc_ids, hits, remove_query,
+                                                 index_order=kind == "impact")
+                    key = run_key(label if kind == "dense" else f"{label}+{kind}", topics)
+                    dtype = np.int16 if len(doc_ids) < 2**15 else np.int32
+                    arrays[key + ".pos"] = positions.astype(dtype)
+                    if keep_scores:
+                        arrays[key + ".score"] = scores.astype(np.float32)
+                    meta["topics"][key] = {"qids": qids, "collection": collection}
             del model
             if device == "cuda":
                 torch.cuda.empty_cache()
@@ -443,6 +544,9 @@ def main() -> None:
     p.add_argument("--output", required=True)
     p.add_argument("--device", default=None)
     p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--doc-length", type=int, default=256, help="passage tokens (index's)")
+    p.add_argument("--query-length", type=int, default=512, help="query tokens (search's)")
+    p.add_argument("--kinds", default="dense", help=f"runs to write: {','.join(KINDS)}")
     p = sub.add_parser("unpack", help="tars -> TREC runs (here)")
     p.add_argument("tars", nargs="+")
     p.add_argument("--output", default="work/gpu/runs")
