@@ -229,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         write_msmarco_run(run, args.output, hits=args.hits)
     else:
         write_trec_run(run, args.output, tag=args.run_tag or run_tag(settings), hits=args.hits)
+    for notice in outcome.notices:
+        print(notice, file=sys.stderr)
     terms = "" if outcome.query_terms is None else f"; {outcome.query_terms:.1f} terms a query"
     print(f"{len(run)} queries searched in {elapsed:.1f}s ({len(run) / max(elapsed, 1e-9):.1f} q/s; "
           f"{outcome.open_seconds:.1f}s more to load the model and index{terms}); run written "

@@ -76,6 +76,43 @@ def _looks_like(folder: Path) -> str:
     return ""
 
 
+def self_hits(run: Run) -> tuple[int, int]:
+    """(queries with a hit whose docid is the query's own id, how many of those at rank 1): what
+    ``--remove-query`` is about to drop. In ArguAna the query is that document and comes first;
+    in Cranfield or CISI the ids only coincide (query 1, document 1) and the hits fall anywhere."""
+    found = first = 0
+    for qid, docs in run.items():
+        if qid in docs:
+            found += 1
+            first += max(docs.values()) == docs[qid]
+    return found, first
+
+
+def remove_query_notice(run: Run) -> str:
+    """One line saying what ``--remove-query`` drops from ``run`` (before it drops it)."""
+    found, first = self_hits(run)
+    if not found:
+        return "note: --remove-query dropped nothing: no query retrieved a document of its own id"
+    line = (f"note: --remove-query dropped the document of the query's own id for {found} of "
+            f"{len(run)} queries ({first} of them ranked first)")
+    if first * 2 < found:
+        line += ("; mostly not ranked first, so these look like other documents that share a "
+                 "query's id (as in Cranfield or CISI), not the query itself: search without "
+                 "--remove-query")
+    return line
+
+
+def no_hits_notice(run: Run, topics: dict[str, str]) -> str | None:
+    """A warning naming the queries that retrieved nothing (a BM25 query of stopwords only),
+    which evaluation counts as 0; None when every query has hits."""
+    empty = [qid for qid in topics if not run.get(qid)]
+    if not empty:
+        return None
+    return (f"warning: {len(empty)} of {len(topics)} queries retrieved nothing (e.g. {empty[0]}: "
+            f"{topics[empty[0]][:60]!r}); the run has no line for them and evaluation counts "
+            "them as 0")
+
+
 def remove_query(run: Run, hits: int | None = None) -> Run:
     """Each query's hits less the document whose docid is the query's own id (Pyserini's
     ``--remove-query``), the best ``hits`` kept (all with None).

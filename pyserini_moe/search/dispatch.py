@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING
 from pyserini_moe.errors import UserError
 from pyserini_moe.representation import INDEX_KINDS
 from pyserini_moe.runs import Run
-from pyserini_moe.search.base import Searcher, remove_query
+from pyserini_moe.search.base import (
+    Searcher,
+    no_hits_notice,
+    remove_query,
+    remove_query_notice,
+)
 from pyserini_moe.search.hybrid import PYSERINI_ALPHA
 
 if TYPE_CHECKING:
@@ -64,6 +69,7 @@ class SearchOutcome:
     open_seconds: float
     search_seconds: float
     query_terms: float | None = None  # impact searches: mean terms per query sent to Lucene
+    notices: list[str] = dataclasses.field(default_factory=list)  # what a user must hear about
 
 
 def search_topics(s: SearchSettings, topics: dict[str, str]) -> SearchOutcome:
@@ -97,12 +103,16 @@ def search_topics(s: SearchSettings, topics: dict[str, str]) -> SearchOutcome:
         bm25_run = bm25.search(topics, hits=s.candidates, threads=s.threads,
                                batch_size=s.batch_size, progress=not s.quiet)
         run = hybrid(run, bm25_run, s.alpha, s.hybrid_normalize, s.weight_on_dense, k=hits)
+    notices = []
     if s.remove_query:
+        notices.append(remove_query_notice(run))
         run = remove_query(run, s.hits)
         expert_runs = {kind: remove_query(r) for kind, r in expert_runs.items()}
     encoder = getattr(main, "query_encoder", None)
     terms = encoder.terms / encoder.queries if getattr(encoder, "queries", 0) else None
-    return SearchOutcome(run, expert_runs, opened - clock, time.perf_counter() - opened, terms)
+    notices += filter(None, [no_hits_notice(run, topics)])
+    return SearchOutcome(run, expert_runs, opened - clock, time.perf_counter() - opened, terms,
+                         notices)
 
 
 def recorded_retriever(indexes: list[str]) -> str:

@@ -126,3 +126,33 @@ def test_fusing_runs_without_the_query_cannot_bring_it_back(tmp_path) -> None:
         assert fuse.main(["--runs", str(tmp_path / "a.trec"), str(tmp_path / "b.trec"),
                           "--method", method, "--output", str(flagged), "--remove-query"]) == 0
         assert read_trec_run(flagged) == fused
+
+
+def test_the_notice_says_what_remove_query_drops() -> None:
+    """S01/S02 of the hostile passes: on Cranfield or CISI query 1 and document 1 only share an
+    id; dropping document 1 from query 1's hits was silent."""
+    from pyserini_moe.search.base import remove_query_notice, self_hits
+
+    arguana = {"d2": {"d2": 9.0, "a": 5.0}, "d7": {"d7": 8.0, "b": 1.0}, "d9": {"a": 1.0}}
+    cranfield = {"1": {"9": 5.0, "1": 2.0}, "2": {"4": 3.0, "7": 2.5, "2": 1.0}, "3": {"3": 4.0}}
+    assert self_hits(arguana) == (2, 2) and self_hits(cranfield) == (3, 1)
+    assert remove_query_notice(arguana) == ("note: --remove-query dropped the document of the "
+                                            "query's own id for 2 of 3 queries (2 of them ranked "
+                                            "first)")
+    assert "look like other documents that share a query's id" in remove_query_notice(cranfield)
+    assert "dropped nothing" in remove_query_notice({"q1": {"d1": 1.0}})
+
+
+def test_a_search_says_what_it_dropped_and_which_queries_found_nothing(arguana_like, indexes,
+                                                                      tmp_path, capsys) -> None:
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("d2\t" + (arguana_like / "corpus.jsonl").read_text().splitlines()[2]
+                      .split('"text": "')[1].split('"')[0] + "\nnothing\tthe of and\n")
+    assert run_main(search_cli.main, ["--retriever", "bm25", "--index", indexes["bm25"],
+                                      "--topics", str(topics), "--output",
+                                      str(tmp_path / "run.trec"), "--remove-query",
+                                      "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "dropped the document of the query's own id for 1 of 2 queries (1 of them ranked " \
+           "first)" in err
+    assert "warning: 1 of 2 queries retrieved nothing (e.g. nothing: 'the of and')" in err
