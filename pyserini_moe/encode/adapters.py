@@ -89,6 +89,14 @@ class ImpactQueryEncoder(Impact, ModelQueryEncoder):
         self.max_terms = max_terms
         self.queries = self.terms = 0  # encoded so far: what a search reports as terms per query
 
+    def encode_batch(self, queries: list[str]) -> list[dict[str, int]]:
+        """One query at a time, so a query has one encoding wherever it is encoded: padding a
+        batch changes a weight's last bits, and quantising can round such a weight the other
+        way (``encode_queries`` and ``search`` once differed by one unit so). Pyserini's
+        ``LuceneImpactSearcher`` encodes one query at a time too."""
+        one = super().encode_batch  # (a comprehension has no zero-argument super())
+        return [vector for query in queries for vector in one([query])]
+
     def convert(self, out: Encoded) -> list[dict[str, int]]:
         vectors = quantize(out.sparse, self.vocab, self.quantization, self.max_terms)
         self.queries += len(vectors)

@@ -423,3 +423,18 @@ def test_lucene_holds_a_bounded_number_of_hits_at_once(corpus, models, tmp_path,
     monkeypatch.setattr(encoded, "MAX_HITS_IN_FLIGHT", 10)
     assert searcher.search(topics, hits=5, progress=False) == expected
     assert slices == [["q0", "q1"], ["q2"]]
+
+
+def test_an_impact_query_has_one_encoding_alone_or_in_a_batch(models, monkeypatch):
+    """Issue 39: encode_queries (batches) and search (Pyserini: one query at a time) gave
+    vectors one quantisation unit apart. A batch is now encoded query by query."""
+    encoder = ImpactQueryEncoder(models["impact"], device="cpu")
+    seen = []
+    encode = encoder.model.encode
+    monkeypatch.setattr(encoder.model, "encode",
+                        lambda texts, *a, **k: seen.append(len(texts)) or encode(texts, *a, **k))
+    queries = ["cat", "what is dense retrieval with many experts", "sparse"]
+    batched = encoder.encode_batch(queries)
+    assert seen == [1, 1, 1]
+    assert batched == [encoder.encode(q) for q in queries]
+    assert encoder.queries == 6
