@@ -94,9 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="multivector: store each token as its centroid + a product-quantised "
                           "residual of m codes of bits bits (default 8) (PLAID-style search) "
                           "instead of float16, e.g. pq64 (66 bytes a token at 128 dimensions, "
-                          "float16 256) or pq64x12 (98 bytes, a finer codec); the build "
-                          "writes the float16 tokens first and compresses them at the end, so "
-                          "it needs their size in free disk beside the index while it runs")
+                          "float16 256) or pq64x12 (98 bytes, a finer codec); the codec is "
+                          "trained on the corpus's first 262,144 tokens and every later token "
+                          "is compressed as it is encoded: no float16 token reaches the disk")
     enc.add_argument("--doc-max-terms", type=int, default=None, metavar="N",
                      help="impact: keep each passage's N heaviest terms (static pruning; "
                           "the index records N and its mean terms per passage)")

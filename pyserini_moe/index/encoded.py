@@ -189,7 +189,8 @@ class _MultiVectorSink(_Sink):
             self.writer = self.stack.enter_context(MultiVectorIndexWriter(
                 self.out, int(matrices[0].shape[1]), self.meta,
                 faiss_index=self.options["faiss"], progress=self.options["progress"],
-                overwrite=self.options["overwrite"], compression=self.options["compression"]))
+                overwrite=self.options["overwrite"], compression=self.options["compression"],
+                expected_docs=self.options["docs"]))
         self.writer.add_batch([d.id for d in docs], matrices)
 
     def finish(self) -> None:
@@ -257,7 +258,8 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
     meta = {"collection": collection.name, "max_length": max_length,
             **_shard_field(shard, collection), **describe(model, encoder)}
     settings = {"faiss": faiss, "quantization": quantization, "threads": threads,
-                "progress": progress, "overwrite": overwrite, "compression": compression}
+                "progress": progress, "overwrite": overwrite, "compression": compression,
+                "docs": collection.num_docs() if shard is None else None}
     with contextlib.ExitStack() as stack:
         active = []
         for kind, folder in folders.items():

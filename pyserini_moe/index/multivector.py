@@ -16,7 +16,14 @@ On disk an index folder holds:
 
 With ``compression="pq{m}"`` (or ``"pq{m}x{bits}"``) the vectors, the token map and the Faiss
 index give way to residual codes (``2 + m * bits / 8`` bytes a token instead of ``2 * dim``) and
-PLAID-style search stages: see :mod:`pyserini_moe.index.residual`.
+PLAID-style search stages: see :mod:`pyserini_moe.index.residual`. Such a build streams: the
+codec is trained on a sample taken first, the corpus's first ``train_size`` tokens (262,144 by
+default, ~2,000 SciFact passages at 128 tokens), and every later token is compressed as it
+arrives, in chunks of ``add_chunk``; nothing but the codes reaches the disk, and memory holds the
+sample or one chunk. The number of centroids is chosen as ``default_nlist`` of the corpus's
+estimated tokens: the sample's tokens per document times ``expected_docs`` (the indexer passes
+the corpus's size; without it, the sample's own count, fewer centroids). A corpus smaller than
+the sample is compressed at the end, its codec trained on all of it.
 
 Search is two-stage, like ColBERT v1: every query token fetches its nearest document tokens from
 Faiss, their documents are the candidates, and the candidates are re-scored with *exact* MaxSim
@@ -174,7 +181,8 @@ class MultiVectorIndexWriter:
     def __init__(self, index_dir: str | os.PathLike, dim: int, encoder_meta: dict[str, Any],
                  faiss_index: str = "flat", *, train_size: int = 262_144,
                  add_chunk: int = 131_072, seed: int = 0, progress: bool = True,
-                 overwrite: bool = True, compression: str | None = None) -> None:
+                 overwrite: bool = True, compression: str | None = None,
+                 expected_docs: int | None = None) -> None:
         if dim <= 0:
             raise UserError(f"dim must be positive, got {dim}")
         if "encoder" not in encoder_meta:
@@ -197,16 +205,23 @@ class MultiVectorIndexWriter:
         self.seed = seed
         self.progress = progress
         self.overwrite = overwrite
+        self.expected_docs = expected_docs
         self._atomic: Any = None
         self._seen: set[str] = set()
         self._offsets = array("q", [0])
+        # compressed builds: tokens waiting for the codec (the sample) or for their chunk
+        self._pending: list[np.ndarray] = []
+        self._pending_tokens = 0
+        self._codec: ResidualCodec | None = None
+        self._coded: tuple[_NpyAppender, _NpyAppender] | None = None  # centroid ids, codes
 
     def __enter__(self) -> MultiVectorIndexWriter:
         self._atomic = atomic_path(self.index_dir, directory=True, overwrite=self.overwrite)
         self._tmp: Path = self._atomic.__enter__()
         try:
-            self._vectors = _NpyAppender(self._tmp / VECTORS_FILE, np.float16, self.dim)
-            self._token2doc = _NpyAppender(self._tmp / TOKEN2DOC_FILE, np.int32)
+            if self._pq is None:
+                self._vectors = _NpyAppender(self._tmp / VECTORS_FILE, np.float16, self.dim)
+                self._token2doc = _NpyAppender(self._tmp / TOKEN2DOC_FILE, np.int32)
             self._docids = open(self._tmp / DOCIDS_FILE, "w", encoding="utf-8")
         except BaseException as err:
             self._atomic.__exit__(type(err), err, err.__traceback__)
@@ -220,8 +235,10 @@ class MultiVectorIndexWriter:
             if exc is None:
                 self._finish()
         except BaseException as err:
+            self._close_coded()
             self._atomic.__exit__(type(err), err, err.__traceback__)
             raise
+        self._close_coded()
         self._atomic.__exit__(exc_type, exc, tb)  # renames on success, removes temp otherwise
 
     @property
@@ -246,8 +263,11 @@ class MultiVectorIndexWriter:
         half = vectors.astype(np.float16)
         if not np.isfinite(half).all():
             raise UserError(f"document {docid!r}: vectors are NaN/inf or overflow float16")
-        self._vectors.append(half)
-        self._token2doc.append(np.full(len(half), self.n_docs, dtype=np.int32))
+        if self._pq is None:
+            self._vectors.append(half)
+            self._token2doc.append(np.full(len(half), self.n_docs, dtype=np.int32))
+        else:
+            self._take(half)
         self._docids.write(docid + "\n")
         self._seen.add(docid)
         self._offsets.append(self._offsets[-1] + len(half))
@@ -260,9 +280,41 @@ class MultiVectorIndexWriter:
             self.add(docid, mat)
 
     def _close_files(self) -> None:
-        self._vectors.close()
-        self._token2doc.close()
+        if self._pq is None:
+            self._vectors.close()
+            self._token2doc.close()
         self._docids.close()
+
+    def _close_coded(self) -> None:
+        for appender in self._coded or ():
+            appender.close()
+
+    # -- compressed builds: sample first, then compress as the tokens arrive ----------------
+    def _take(self, tokens: np.ndarray) -> None:
+        self._pending.append(tokens)
+        self._pending_tokens += len(tokens)
+        if self._codec is None and self._pending_tokens >= self.train_size:
+            self._start_codec()
+        elif self._codec is not None and self._pending_tokens >= self.add_chunk:
+            self._flush()
+
+    def _start_codec(self) -> None:
+        """Train the codec on the tokens taken so far (the sample), then compress them."""
+        sample = np.concatenate(self._pending).astype(np.float32)
+        per_doc = len(sample) / max(1, self.n_docs)
+        estimated = len(sample) if self.expected_docs is None else max(
+            len(sample), round(per_doc * self.expected_docs))
+        self._codec = ResidualCodec.train(sample, default_nlist(estimated), self._pq, self.seed)
+        self._coded = (_NpyAppender(self._tmp / TOKEN_CENTROIDS_FILE, np.uint16),
+                       _NpyAppender(self._tmp / CODES_FILE, np.uint8, self._codec.pq.code_size))
+        self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            cids, codes = self._codec.encode(np.concatenate(self._pending))
+            self._coded[0].append(cids)
+            self._coded[1].append(codes)
+        self._pending, self._pending_tokens = [], 0
 
     def _finish(self) -> None:
         """Write offsets, build the Faiss index over the on-disk tokens, and record metadata."""
@@ -271,10 +323,10 @@ class MultiVectorIndexWriter:
                             f"{self.index_dir}")
         offsets = np.frombuffer(self._offsets, dtype=np.int64)
         np.save(self._tmp / OFFSETS_FILE, offsets)
-        tokens = np.load(self._tmp / VECTORS_FILE, mmap_mode="r")
         if self._pq is not None:
-            self._compress(tokens, offsets)
+            self._finish_compressed(offsets)
             return
+        tokens = np.load(self._tmp / VECTORS_FILE, mmap_mode="r")
         index = faiss.index_factory(self.dim, self._factory, faiss.METRIC_INNER_PRODUCT)
         if not index.is_trained:
             index.train(self._sample(tokens))
@@ -291,32 +343,22 @@ class MultiVectorIndexWriter:
         return np.asarray(tokens[np.sort(rng.choice(len(tokens), size=n, replace=False))],
                           dtype=np.float32)
 
-    def _compress(self, tokens: np.ndarray, offsets: np.ndarray) -> None:
-        """Residual codes in place of the float16 vectors (see :mod:`.residual`)."""
-        codec = ResidualCodec.train(self._sample(tokens), default_nlist(len(tokens)),
-                                    self._pq, self.seed)
-        cids = _NpyAppender(self._tmp / TOKEN_CENTROIDS_FILE, np.uint16)
-        codes = _NpyAppender(self._tmp / CODES_FILE, np.uint8, codec.pq.code_size)
-        for start in tqdm(range(0, len(tokens), self.add_chunk), desc="compress", unit="chunk",
-                          disable=not self.progress):
-            c, k = codec.encode(tokens[start:start + self.add_chunk])
-            cids.append(c)
-            codes.append(k)
-        cids.close()
-        codes.close()
-        nlist = len(codec.centroids)
+    def _finish_compressed(self, offsets: np.ndarray) -> None:
+        """The last chunk's codes (or, for a corpus smaller than the sample, the codec and all
+        the codes), the centroids' document lists and the codec (see :mod:`.residual`)."""
+        if self._codec is None:
+            self._start_codec()
+        self._flush()
+        self._close_coded()
+        nlist = len(self._codec.centroids)
         list_offsets, list_docs = centroid_lists(
             np.load(self._tmp / TOKEN_CENTROIDS_FILE, mmap_mode="r"), offsets, nlist)
         np.save(self._tmp / LIST_OFFSETS_FILE, list_offsets)
         np.save(self._tmp / LIST_DOCS_FILE, list_docs)
-        codec.save(self._tmp)
-        n_tokens = len(tokens)
-        del tokens
-        for name in (VECTORS_FILE, TOKEN2DOC_FILE):  # the codes replace them
-            (self._tmp / name).unlink()
-        write_meta(self._tmp, KIND, dim=self.dim, n_docs=self.n_docs, n_tokens=n_tokens,
+        self._codec.save(self._tmp)
+        write_meta(self._tmp, KIND, dim=self.dim, n_docs=self.n_docs, n_tokens=int(offsets[-1]),
                    faiss=None, compression=self.compression, nlist=nlist,
-                   bytes_per_token=codec.bytes_per_token, **self.encoder_meta)
+                   bytes_per_token=self._codec.bytes_per_token, **self.encoder_meta)
 
 
 class MultiVectorIndex:

@@ -134,3 +134,36 @@ def test_centroid_interaction_in_blocks_and_small_corpora(indexes, corpus, tmp_p
     with pytest.raises(UserError, match="at least 256 token vectors"):
         _build(tmp_path / "few", few, compression="pq8")
     assert not (tmp_path / "few").exists()
+
+
+def test_a_compressed_build_streams(corpus, tmp_path: Path, monkeypatch) -> None:  # noqa: F811
+    """Issue 36: the codec is trained on the first ``train_size`` tokens, every later token is
+    compressed in chunks as it arrives; no float16 vector reaches the disk and memory holds at
+    most the sample or a chunk (plus one document); the rankings stay those of exact MaxSim."""
+    from pyserini_moe.index import multivector
+
+    docs, queries = corpus
+    opened, most = [], [0]
+    appender = multivector._NpyAppender.__init__
+    monkeypatch.setattr(multivector._NpyAppender, "__init__",
+                        lambda self, path, *a: opened.append(path.name) or appender(self, path, *a))
+    take = MultiVectorIndexWriter._take
+
+    def watched(self, tokens):
+        take(self, tokens)
+        most[0] = max(most[0], self._pending_tokens)
+    monkeypatch.setattr(MultiVectorIndexWriter, "_take", watched)
+    total = sum(len(v) for v in docs.values())
+    sample, chunk = total // 4, total // 10
+    folder = _build(tmp_path / "streamed", docs, compression="pq32", train_size=sample,
+                    add_chunk=chunk, expected_docs=len(docs))
+    assert VECTORS_FILE not in opened and "token2doc.npy" not in opened
+    longest = max(len(v) for v in docs.values())
+    assert most[0] < max(sample, chunk) + longest
+    meta = read_meta(folder)
+    assert meta["n_tokens"] == total
+    assert meta["nlist"] == min(default_nlist(total), sample)  # estimated from the sample
+    exact, streamed = MultiVectorIndex(_build(tmp_path / "exact", docs)), MultiVectorIndex(folder)
+    overlaps = [len({d for d, _ in exact.exhaustive_search(q, k=10)}
+                    & {d for d, _ in streamed.search(q, k=10)}) / 10 for q in queries.values()]
+    assert np.mean(overlaps) >= 0.9
