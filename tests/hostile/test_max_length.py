@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers import BertConfig, RobertaConfig
 
-from pyserini_moe.encode.common import position_limit
 from pyserini_moe.encode import DenseDocumentEncoder, DenseQueryEncoder
+from pyserini_moe.encode.common import position_limit
 from pyserini_moe.modeling import SiameseBiEncoder
 
 
