@@ -259,7 +259,9 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
             **_shard_field(shard, collection), **describe(model, encoder)}
     settings = {"faiss": faiss, "quantization": quantization, "threads": threads,
                 "progress": progress, "overwrite": overwrite, "compression": compression,
-                "docs": collection.num_docs() if shard is None else None}
+                # a compressed multi-vector build sizes its codec by the corpus (one count)
+                "docs": collection.num_docs() if "multivector" in outputs
+                and (compression or "none").lower() != "none" else None}
     with contextlib.ExitStack() as stack:
         active = []
         for kind, folder in folders.items():
