@@ -73,9 +73,9 @@ def bench_latency(report: Report, work: Path, indexes: Indexes, paths: dict[str,
         impact_meta = metas[index]  # int8 encodes its own passages
         encoder = opened[name].query_encoder
         report.add("sparsity", index=f"{name} (CoT-MoTE's sparse side)",
-                   terms_per_passage=impact_meta["terms_per_doc"],
+                   terms_per_passage=impact_meta.terms_per_doc,
                    terms_per_query=round(encoder.terms / max(1, encoder.queries), 1),
-                   postings=round(impact_meta["terms_per_doc"] * impact_meta["num_docs"]))
+                   postings=round(impact_meta.terms_per_doc * impact_meta.num_docs))
     for name, limit in (("dense", 3.0), ("impact", 2.0), (impact_cut, 2.0), (int8_cut, 2.0),
                         ("multivector-compressed", 5.0)):
         report.target(f"{name} single-query latency within {limit:g}x BM25's",
@@ -86,12 +86,12 @@ def bench_latency(report: Report, work: Path, indexes: Indexes, paths: dict[str,
                       _overlap(opened[name].search(topics, hits=100, progress=False), exact),
                       0.99, unit="")
     per_token = {name: folder_mb(built[f"latency-{name}"]) * 2 ** 20
-                 / read_meta(built[f"latency-{name}"])["n_tokens"]
+                 / read_meta(built[f"latency-{name}"]).n_tokens
                  for name in ("multivector", "multivector-compressed")}
     for name, size in per_token.items():  # all files (codebooks, lists, Faiss) vs the vectors
         meta = read_meta(built[f"latency-{name}"])
         report.add("multivector storage", index=name, bytes_per_token=round(size, 1),
-                   vector_bytes_per_token=meta.get("bytes_per_token", 2 * meta["dim"]))
+                   vector_bytes_per_token=meta.bytes_per_token or 2 * meta.dim)
     report.target(f"multivector {args.multivector_compression} bytes per token <= 1/6 of the "
                   "float16 index's", per_token["multivector-compressed"] / per_token["multivector"],
                   1 / 6, higher=False)

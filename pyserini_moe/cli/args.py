@@ -134,6 +134,6 @@ def _exported_from(export_dir: Path, spec: str, options: dict[str, Any]) -> bool
     from pyserini_moe.modeling.base import fingerprint  # noqa: PLC0415
     from pyserini_moe.modeling.onnx import ONNX_FILE, export_fingerprint  # noqa: PLC0415
 
-    meta = json.loads((export_dir / ONNX_FILE).read_text())
+    exported = json.loads((export_dir / ONNX_FILE).read_text())  # the export's, not an index's
     current = fingerprint(load_encoder(spec, device="cpu", options=options))
-    return meta.get("fingerprint") == export_fingerprint(current, bool(meta.get("int8")))
+    return exported.get("fingerprint") == export_fingerprint(current, bool(exported.get("int8")))

@@ -58,8 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(f"{args.index} has no pyserini_moe_index.json: encode queries for an "
                         "index built by python -m pyserini_moe.index")
     topics = load_topics(args.topics)
-    out = encode_queries(args.index, meta["kind"], topics, args.output, args.encoder,
+    out = encode_queries(args.index, meta.kind, topics, args.output, args.encoder,
                          args.device, args.query_max_length, args.batch_size, args.overwrite,
                          args.precision)
-    print(f"{len(topics)} queries encoded for a {meta['kind']} index into {out}", file=sys.stderr)
+    print(f"{len(topics)} queries encoded for a {meta.kind} index into {out}", file=sys.stderr)
     return 0

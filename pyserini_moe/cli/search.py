@@ -172,11 +172,11 @@ def _backend_encoder(args: argparse.Namespace) -> str:
     from pyserini_moe.index.meta import read_meta  # noqa: PLC0415
 
     first = args.index[0]
-    meta = read_meta(first) or {}
-    encoder = args.encoder or meta.get("encoder")
+    meta = read_meta(first)
+    encoder = args.encoder or (meta.encoder if meta else None)
     if not encoder:
         raise UserError(f"{first} records no encoder: give --encoder with --backend")
-    return backend_encoder(encoder, args.backend, meta.get("encoder_options"))
+    return backend_encoder(encoder, args.backend, meta.encoder_options if meta else None)
 
 
 def main(argv: list[str] | None = None) -> int:

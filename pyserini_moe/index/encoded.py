@@ -96,12 +96,14 @@ def check_dense_faiss(spec: str) -> int | None:
 
 
 class _Sink:
-    """One index fed from the shared encoding pass: ``add`` each batch, ``finish`` once."""
+    """One index fed from the shared encoding pass: ``add`` each batch, ``finish`` once.
+    ``fields``: the :class:`~pyserini_moe.index.meta.IndexMeta` fields every index of the pass
+    records (encoder, collection, shard, ...)."""
 
-    def __init__(self, out: Path, adapter: Any, meta: dict[str, Any],
+    def __init__(self, out: Path, adapter: Any, fields: dict[str, Any],
                  stack: contextlib.ExitStack, options: dict[str, Any]) -> None:
-        self.out, self.adapter, self.meta, self.stack, self.options = (out, adapter, meta,
-                                                                         stack, options)
+        self.out, self.adapter, self.fields, self.stack, self.options = (out, adapter, fields,
+                                                                           stack, options)
 
     def add(self, docs: list[Document], out: Encoded) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -134,7 +136,7 @@ class _DenseSink(_Sink):
         self.ids.flush()
         _faiss.write_index(self.index, str(self.out / "index"))
         write_meta(self.out, "dense", num_docs=self.index.ntotal, dim=self.index.d,
-                   faiss=self.options["faiss"], **self.meta)
+                   faiss=self.options["faiss"], **self.fields)
 
 
 class _ImpactSink(_Sink):
@@ -145,7 +147,7 @@ class _ImpactSink(_Sink):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self.sharded = "shard" in self.meta
+        self.sharded = self.options["sharded"]
         folder = self.out if self.sharded else Path(self.stack.enter_context(
             tempfile.TemporaryDirectory(prefix="pyserini-moe-vectors-")))
         self.vectors_dir = folder
@@ -160,18 +162,18 @@ class _ImpactSink(_Sink):
 
     def finish(self) -> None:
         self.file.close()
-        meta = {"quantization": self.options["quantization"],
-                "doc_max_terms": self.adapter.max_terms,
-                "terms_per_doc": round(self.terms / max(1, self.count), 1), **self.meta}
+        impact = {"quantization": self.options["quantization"],
+                  "doc_max_terms": self.adapter.max_terms,
+                  "terms_per_doc": round(self.terms / max(1, self.count), 1)}
         if self.sharded:
-            write_meta(self.out, IMPACT_SHARD, num_docs=self.count, **meta)
+            write_meta(self.out, IMPACT_SHARD, num_docs=self.count, **impact, **self.fields)
             return
         if not self.terms:
             raise UserError(f"every document's term weights round to 0 at --quantization "
                             f"{self.options['quantization']}: the index would hold no term "
                             "(raise the factor, or check that the model is trained)")
         lucene_impact_index(self.vectors_dir, self.out, self.options["threads"])
-        write_meta(self.out, "impact", num_docs=self.count, **meta)
+        write_meta(self.out, "impact", num_docs=self.count, **impact, **self.fields)
 
 
 class _MultiVectorSink(_Sink):
@@ -187,7 +189,7 @@ class _MultiVectorSink(_Sink):
         matrices = self.adapter.convert(out)
         if self.writer is None:  # the writer owns its folder: it renames it over ``out``'s
             self.writer = self.stack.enter_context(MultiVectorIndexWriter(
-                self.out, int(matrices[0].shape[1]), self.meta,
+                self.out, int(matrices[0].shape[1]), self.fields,
                 faiss_index=self.options["faiss"], progress=self.options["progress"],
                 overwrite=self.options["overwrite"], compression=self.options["compression"],
                 expected_docs=self.options["docs"]))
@@ -255,10 +257,11 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
     built = {kind: adapters[kind]() for kind in folders}  # each checks the model can do its kind
     # One representation: the model computes only it; several: everything it produces.
     only = built[next(iter(built))].representation if len(built) == 1 else None
-    meta = {"collection": collection.name, "max_length": max_length,
-            **_shard_field(shard, collection), **describe(model, encoder)}
+    fields = {"collection": collection.name, "max_length": max_length,
+              **_shard_field(shard, collection), **describe(model, encoder)}
     settings = {"faiss": faiss, "quantization": quantization, "threads": threads,
                 "progress": progress, "overwrite": overwrite, "compression": compression,
+                "sharded": shard is not None,
                 # a compressed multi-vector build sizes its codec by the corpus (one count)
                 "docs": collection.num_docs() if "multivector" in outputs
                 and (compression or "none").lower() != "none" else None}
@@ -267,7 +270,7 @@ def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLik
         for kind, folder in folders.items():
             out = folder if kind == "multivector" else stack.enter_context(
                 atomic_path(folder, directory=True, overwrite=overwrite))
-            active.append(sinks[kind](out, built[kind], meta, stack, settings))
+            active.append(sinks[kind](out, built[kind], fields, stack, settings))
         seen = 0
         used = {adapter.representation for adapter in built.values()}
         # the next batches are read and tokenized in a background thread while this one encodes

@@ -26,63 +26,66 @@ Examples::
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from pyserini_moe.index.encoded import IMPACT_SHARD, IMPACT_VECTORS, faiss_index
-from pyserini_moe.index.meta import IndexMismatchError, read_meta, write_meta
+from pyserini_moe.index.meta import IndexMeta, IndexMismatchError, read_meta
 from pyserini_moe.io import atomic_path
 
 # Fields every shard must agree on (besides the encoder fingerprint and options).
 _SAME = ("kind", "collection", "max_length", "faiss", "quantization", "dim", "model_type",
          "doc_max_terms", "precision")
-# Fields of a shard's metadata that describe the shard, not the merged index.
-_PER_SHARD = {"kind", "created_by", "shard", "num_docs", "n_docs", "n_tokens", "terms_per_doc"}
+# Fields of a shard's metadata that describe the shard, not the merged index (cleared in it).
+_PER_SHARD = {"created_by": None, "shard": None, "num_docs": None, "n_tokens": None,
+              "terms_per_doc": None}
 
 
-def check_shards(shards: list[str | os.PathLike]) -> list[tuple[Path, dict[str, Any]]]:
+def check_shards(shards: list[str | os.PathLike]) -> list[tuple[Path, IndexMeta]]:
     """(folder, metadata) of each shard in shard-id order, after checking they form one whole."""
     found = []
     for folder in shards:
         if not Path(folder).exists():
             raise FileNotFoundError(f"shard {folder} does not exist")
         meta = read_meta(folder)
-        if meta is None or "shard" not in meta:
+        if meta is None or meta.shard is None:
             raise IndexMismatchError(f"{folder} is not an index shard (built with --shard-id / "
                                      "--shard-num by python -m pyserini_moe.index)")
         found.append((Path(folder), meta))
     first = found[0][1]
     for folder, meta in found[1:]:
         for field in ("encoder_fingerprint", "encoder_options", *_SAME):
-            if meta.get(field) != first.get(field):
+            ours, theirs = getattr(first, field), getattr(meta, field)
+            if theirs != ours:
                 raise IndexMismatchError(f"{folder} and {found[0][0]} differ in {field} "
-                                         f"({meta.get(field)!r} vs {first.get(field)!r}): they are "
+                                         f"({theirs!r} vs {ours!r}): they are "
                                          "not shards of one encoding")
     _check_one_corpus(found)
-    num = first["shard"]["num"]
+    num = first.shard["num"]
     for folder, meta in found[1:]:
-        if meta["shard"]["num"] != num:
-            raise IndexMismatchError(f"{folder} is shard {meta['shard']['id']} of "
-                                     f"{meta['shard']['num']}, {found[0][0]} shard "
-                                     f"{first['shard']['id']} of {num}: shards of different "
+        if meta.shard["num"] != num:
+            raise IndexMismatchError(f"{folder} is shard {meta.shard['id']} of "
+                                     f"{meta.shard['num']}, {found[0][0]} shard "
+                                     f"{first.shard['id']} of {num}: shards of different "
                                      "splits")
-    ids = sorted(meta["shard"]["id"] for _, meta in found)
+    ids = sorted(meta.shard["id"] for _, meta in found)
     if ids != list(range(num)):
         raise IndexMismatchError(f"the shards must be ids 0..{num - 1} of {num}, each once; got "
                                  f"ids {ids}")
-    return sorted(found, key=lambda item: item[1]["shard"]["id"])
+    return sorted(found, key=lambda item: item[1].shard["id"])
 
 
-def _check_one_corpus(found: list[tuple[Path, dict[str, Any]]]) -> None:
+def _check_one_corpus(found: list[tuple[Path, IndexMeta]]) -> None:
     """Shards of two corpora that share a folder name (``/a/scifact``, ``/b/scifact``) agree on
     ``collection``; the corpus identity a shard records (document count, content digest) tells
     them apart. The path is not compared: shards encoded on two machines read one corpus from two
     places. Shards written before the identity was recorded lack it and are not compared."""
     first_folder, first = found[0]
     for folder, meta in found[1:]:
-        theirs, ours = meta.get("corpus"), first.get("corpus")
+        theirs, ours = meta.corpus, first.corpus
         if theirs is None or ours is None:
             continue
         if (theirs.get("documents"), theirs.get("sha256")) != (ours.get("documents"),
@@ -105,8 +108,8 @@ def merge(shards: list[str | os.PathLike], index_dir: str | os.PathLike, threads
     if index_dir.exists() and not overwrite:
         raise FileExistsError(f"{index_dir} already exists; pass --overwrite to rebuild it")
     ordered = check_shards(shards)
-    kind = ordered[0][1]["kind"]
-    common = {k: v for k, v in ordered[0][1].items() if k not in _PER_SHARD}
+    kind = ordered[0][1].kind
+    common = dataclasses.replace(ordered[0][1], **_PER_SHARD)
     if kind == "dense":
         _merge_dense(ordered, index_dir, common, overwrite)
     elif kind == "multivector":
@@ -118,11 +121,11 @@ def merge(shards: list[str | os.PathLike], index_dir: str | os.PathLike, threads
     return index_dir
 
 
-def _merge_dense(ordered: list[tuple[Path, dict[str, Any]]], index_dir: Path,
-                 common: dict[str, Any], overwrite: bool) -> None:
+def _merge_dense(ordered: list[tuple[Path, IndexMeta]], index_dir: Path,
+                 common: IndexMeta, overwrite: bool) -> None:
     import faiss  # noqa: PLC0415
 
-    merged = faiss_index(int(common["dim"]), common["faiss"])
+    merged = faiss_index(common.dim, common.faiss)
     with atomic_path(index_dir, directory=True, overwrite=overwrite) as out, \
             open(out / "docid", "w") as ids:
         for folder, _ in ordered:
@@ -131,16 +134,17 @@ def _merge_dense(ordered: list[tuple[Path, dict[str, Any]]], index_dir: Path,
             ids.write((folder / "docid").read_text())
         ids.flush()
         faiss.write_index(merged, str(out / "index"))
-        write_meta(out, "dense", num_docs=merged.ntotal, **common)
+        dataclasses.replace(common, num_docs=merged.ntotal).write(out)
 
 
-def _merge_multivector(ordered: list[tuple[Path, dict[str, Any]]], index_dir: Path,
-                       common: dict[str, Any], progress: bool, overwrite: bool) -> None:
+def _merge_multivector(ordered: list[tuple[Path, IndexMeta]], index_dir: Path,
+                       common: IndexMeta, progress: bool, overwrite: bool) -> None:
     from pyserini_moe.index.multivector import MultiVectorIndex, MultiVectorIndexWriter  # noqa: PLC0415
 
-    encoder_meta = {k: v for k, v in common.items() if k not in ("dim", "faiss")}
-    with MultiVectorIndexWriter(index_dir, int(common["dim"]), encoder_meta,
-                                faiss_index=common["faiss"], progress=progress,
+    # the writer records kind, dim, faiss and the counts itself; the rest as the shards did
+    encoder_meta = {k: v for k, v in common.to_json().items() if k not in ("kind", "dim", "faiss")}
+    with MultiVectorIndexWriter(index_dir, common.dim, encoder_meta,
+                                faiss_index=common.faiss, progress=progress,
                                 overwrite=overwrite) as writer:
         for folder, _ in ordered:
             shard = MultiVectorIndex(folder)
@@ -148,19 +152,19 @@ def _merge_multivector(ordered: list[tuple[Path, dict[str, Any]]], index_dir: Pa
                 writer.add(docid, shard.vectors[shard.offsets[i]:shard.offsets[i + 1]])
 
 
-def _merge_impact(ordered: list[tuple[Path, dict[str, Any]]], index_dir: Path,
-                  common: dict[str, Any], threads: int, overwrite: bool) -> None:
+def _merge_impact(ordered: list[tuple[Path, IndexMeta]], index_dir: Path,
+                  common: IndexMeta, threads: int, overwrite: bool) -> None:
     from pyserini_moe.index.encoded import lucene_impact_index  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory(prefix="pyserini-moe-shards-") as tmp:
         for folder, meta in ordered:  # one input folder holding every shard's vector file
             os.symlink((folder / IMPACT_VECTORS).resolve(),
-                       Path(tmp) / f"vectors-{meta['shard']['id']:05d}.jsonl")
+                       Path(tmp) / f"vectors-{meta.shard['id']:05d}.jsonl")
         with atomic_path(index_dir, directory=True, overwrite=overwrite) as out:
             postings = lucene_impact_index(tmp, out, threads)
-            num_docs = sum(m["num_docs"] for _, m in ordered)
-            write_meta(out, "impact", num_docs=num_docs,
-                       terms_per_doc=round(postings / max(1, num_docs), 1), **common)
+            num_docs = sum(m.num_docs for _, m in ordered)
+            dataclasses.replace(common, kind="impact", num_docs=num_docs,
+                                terms_per_doc=round(postings / max(1, num_docs), 1)).write(out)
 
 
 if __name__ == "__main__":  # the door moved: library modules import no command

@@ -46,7 +46,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.index.meta import IndexMismatchError, check_kind, write_meta
+from pyserini_moe.index.meta import IndexMeta, IndexMismatchError, check_kind, write_meta
 from pyserini_moe.index.residual import (
     CODES_FILE,
     LIST_DOCS_FILE,
@@ -89,8 +89,8 @@ def default_candidates_per_token(k: int) -> int:
     return max(k, MIN_CANDIDATES_PER_TOKEN)
 
 
-_RESERVED_META = frozenset({"kind", "created_by", "dim", "n_docs", "n_tokens", "faiss",
-                            "compression", "nlist", "bytes_per_token"})
+_RESERVED_META = frozenset({"kind", "created_by", "dim", "num_docs", "n_docs", "n_tokens",
+                            "faiss", "compression", "nlist", "bytes_per_token"})
 #: Compressed indexes: centroids probed per query token, and documents kept by centroid
 #: interaction for re-scoring with decoded tokens (at least; 4 x k for larger k). Measured on
 #: 1,000 SciFact passages (untrained ColBERT head, pq64, top 100): keeping 400 documents found
@@ -190,6 +190,7 @@ class MultiVectorIndexWriter:
         clash = _RESERVED_META & encoder_meta.keys()
         if clash:
             raise UserError(f"encoder_meta may not set reserved fields {sorted(clash)}")
+        IndexMeta(kind=KIND, **encoder_meta)  # another field than IndexMeta's: TypeError, now
         self.index_dir = Path(index_dir)
         self.dim = int(dim)
         self.encoder_meta = dict(encoder_meta)
@@ -334,7 +335,7 @@ class MultiVectorIndexWriter:
                           disable=not self.progress):
             index.add(np.asarray(tokens[start:start + self.add_chunk], dtype=np.float32))
         faiss.write_index(index, str(self._tmp / FAISS_FILE))
-        write_meta(self._tmp, KIND, dim=self.dim, n_docs=self.n_docs, n_tokens=len(tokens),
+        write_meta(self._tmp, KIND, dim=self.dim, num_docs=self.n_docs, n_tokens=len(tokens),
                    faiss=self.faiss_index, **self.encoder_meta)
 
     def _sample(self, tokens: np.ndarray) -> np.ndarray:
@@ -356,7 +357,8 @@ class MultiVectorIndexWriter:
         np.save(self._tmp / LIST_OFFSETS_FILE, list_offsets)
         np.save(self._tmp / LIST_DOCS_FILE, list_docs)
         self._codec.save(self._tmp)
-        write_meta(self._tmp, KIND, dim=self.dim, n_docs=self.n_docs, n_tokens=int(offsets[-1]),
+        write_meta(self._tmp, KIND, dim=self.dim, num_docs=self.n_docs,
+                   n_tokens=int(offsets[-1]),
                    faiss=None, compression=self.compression, nlist=nlist,
                    bytes_per_token=self._codec.bytes_per_token, **self.encoder_meta)
 
@@ -380,16 +382,19 @@ class MultiVectorIndex:
         if meta is None:
             raise IndexMismatchError(f"{self.index_dir} has no pyserini_moe_index.json; it is "
                                      "not a multivector index built by pyserini-moe")
-        self.meta: dict[str, Any] = meta
-        self.dim = int(meta["dim"])
+        if meta.dim is None or meta.num_docs is None:
+            raise IndexMismatchError(f"{self.index_dir}: its pyserini_moe_index.json records no "
+                                     "dim or document count; the index is corrupt")
+        self.meta: IndexMeta = meta
+        self.dim = meta.dim
         self.offsets = load_array(self.index_dir / OFFSETS_FILE)
         self.docids = (self.index_dir / DOCIDS_FILE).read_text(encoding="utf-8").split("\n")[:-1]
-        if not len(self.docids) + 1 == len(self.offsets) == meta["n_docs"] + 1:
+        if not len(self.docids) + 1 == len(self.offsets) == meta.num_docs + 1:
             raise IndexMismatchError(f"{self.index_dir}: docids/offsets/metadata disagree on the "
                                      "number of documents; the index is corrupt")
         self.score_chunk_tokens = score_chunk_tokens
         self.compressed: CompressedSearch | None = None
-        if meta.get("compression"):
+        if meta.compression:
             self.compressed = CompressedSearch(self.index_dir, self.offsets)
             self._compressed_params = _compressed_params(faiss_params)
             return

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pyserini_moe import _java
 from pyserini_moe.errors import UserError
-from pyserini_moe.index.meta import IndexMismatchError, check_kind
+from pyserini_moe.index.meta import IndexMeta, IndexMismatchError, check_kind
 from pyserini_moe.runs import Run
 from pyserini_moe.search.base import batched_search, open_lucene
 
@@ -81,13 +81,13 @@ class Bm25Searcher:
                             "it or search fewer --fields") from None
 
 
-def _check_fields(index: str | os.PathLike, meta: dict | None,
+def _check_fields(index: str | os.PathLike, meta: IndexMeta | None,
                   fields: dict[str, float] | None) -> None:
     """A field the index does not have would score nothing, silently: refused for our indexes
     (which record their fields; Pyserini's own indexes are searched as asked)."""
     if not fields or meta is None:
         return
-    have = meta.get("fields", ["contents"])  # flat indexes built before layouts were recorded
+    have = meta.fields or ["contents"]  # flat indexes built before layouts were recorded
     missing = [f for f in fields if f not in have]
     if missing:
         raise IndexMismatchError(

@@ -128,7 +128,7 @@ def recorded_retriever(indexes: list[str]) -> str:
     meta = read_meta(index) if os.path.isdir(index) else None
     if meta is None:
         return "bm25"
-    kind = meta.get("kind")
+    kind = meta.kind
     if kind in ("bm25", *INDEX_KINDS):
         return kind
     merge = " (a shard: merge the shards first, python -m pyserini_moe.merge)" \

@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from pyserini_moe import _java
 from pyserini_moe.errors import UserError
-from pyserini_moe.index.meta import IndexMismatchError, check_kind
+from pyserini_moe.index.meta import IndexMeta, IndexMismatchError, check_kind
 from pyserini_moe.runs import Run
 from pyserini_moe.search.base import batched_search, open_lucene
 
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 MAX_HITS_IN_FLIGHT = 16_000
 
 
-def open_index(index: str | os.PathLike, kind: str, encoder: str | None = None) -> dict[str, Any]:
+def open_index(index: str | os.PathLike, kind: str, encoder: str | None = None) -> IndexMeta:
     """Metadata of a pyserini-moe index of ``kind``; a clear error for anything else. A dense
     index built elsewhere (``python -m pyserini.encode`` writes a Faiss ``index`` and a ``docid``
     file, no metadata) is searched with the ``encoder`` given, with a warning that nothing can
@@ -45,23 +45,23 @@ def open_index(index: str | os.PathLike, kind: str, encoder: str | None = None) 
     if foreign_dense and encoder:
         log.warning("%s was not built by pyserini-moe (no pyserini_moe_index.json): searching it "
                     "with %s, but nothing can check that this encoder built it", index, encoder)
-        return {"kind": kind, "encoder": encoder, "encoder_fingerprint": None, "foreign": True}
+        return IndexMeta(kind=kind, encoder=encoder, foreign=True)
     hint = " (a Faiss index built elsewhere: give --encoder, the model that encoded it)" \
         if foreign_dense else ""
     raise IndexMismatchError(f"{index} has no pyserini_moe_index.json{hint}: build it with "
                              f"`python -m pyserini_moe.index --retriever {kind}`")
 
 
-def check_encoder(meta: dict[str, Any], model: TextEncoder, index: str | os.PathLike, name: str) -> None:
+def check_encoder(meta: IndexMeta, model: TextEncoder, index: str | os.PathLike, name: str) -> None:
     """Refuse a query encoder whose weights differ from the encoder that built the index."""
     from pyserini_moe.modeling.base import fingerprint  # noqa: PLC0415
 
-    if meta.get("foreign"):
+    if meta.foreign:
         return  # built elsewhere: nothing recorded to check against (open_index warned)
-    if fingerprint(model) != meta.get("encoder_fingerprint"):
+    if fingerprint(model) != meta.encoder_fingerprint:
         raise IndexMismatchError(
-            f"{index} was built by encoder {meta.get('encoder')!r} "
-            f"({meta.get('model_type')}, fingerprint {meta.get('encoder_fingerprint')}); the query "
+            f"{index} was built by encoder {meta.encoder!r} "
+            f"({meta.model_type}, fingerprint {meta.encoder_fingerprint}); the query "
             f"encoder {name!r} ({model.model_type}, fingerprint {fingerprint(model)}) is a different "
             "model. Search with the encoder that built the index, or rebuild the index.")
 
@@ -77,7 +77,7 @@ class _EncodedSearcher:
         _java.bootstrap()
         self.index = str(index)
         self.meta = open_index(index, self.kind, encoder)
-        self.encoder_name = encoder or self.meta.get("encoder")
+        self.encoder_name = encoder or self.meta.encoder
         if not self.encoder_name:  # every index we build records it: a damaged metadata file
             raise IndexMismatchError(f"{index} records no encoder in its pyserini_moe_index.json: "
                                      "give --encoder, the model that built it")
@@ -91,9 +91,9 @@ class _EncodedSearcher:
         # The encode-time options the documents were encoded with (SB-MoE's TOP-1 / ALL) hold
         # for the queries too.
         # and a backbone used zero-shot encodes queries as the index recorded it was used
-        zero_shot = self.meta.get("zero_shot", {}) if is_backbone(self.encoder_name) else {}
+        zero_shot = (self.meta.zero_shot or {}) if is_backbone(self.encoder_name) else {}
         model = load_encoder(self.encoder_name, device=device,
-                             options=self.meta.get("encoder_options"), precision=precision,
+                             options=self.meta.encoder_options, precision=precision,
                              **zero_shot)
         self.query_encoder = self._query_encoder(model, query_max_length)
         check_encoder(self.meta, self.query_encoder.model, index, self.encoder_name)
@@ -127,8 +127,8 @@ class DenseSearcher(_EncodedSearcher):
         except RuntimeError as e:  # Faiss could not read its file
             raise IndexMismatchError(f"{self.index}/index: Faiss cannot read it ({_first_line(e)})"
                                      "; the index is damaged: build it again") from None
-        recorded = self.meta.get("dim")
-        if recorded is not None and int(recorded) != self.searcher.index.d:
+        recorded = self.meta.dim
+        if recorded is not None and recorded != self.searcher.index.d:
             raise IndexMismatchError(f"{self.index}: the metadata says {recorded} dimensions, the "
                                      f"Faiss index holds {self.searcher.index.d}: the index is "
                                      "damaged: build it again")
@@ -191,7 +191,7 @@ class ImpactSearcher(_EncodedSearcher):
         from pyserini_moe.encode.adapters import ImpactQueryEncoder  # noqa: PLC0415
 
         return ImpactQueryEncoder(model, max_length=max_length,
-                                  quantization=int(self.meta["quantization"]),
+                                  quantization=self._quantization(),
                                   max_terms=self.query_max_terms)
 
     def search(self, topics: dict[str, str], hits: int = 1000, threads: int = 1,
@@ -203,7 +203,14 @@ class ImpactSearcher(_EncodedSearcher):
     def scale(self) -> float:
         """Lucene scores are sums of quantised query x document weights: multiplied by this they
         are the model's own dot products again (what fusing with other experts needs)."""
-        return 1.0 / float(self.meta["quantization"]) ** 2
+        return 1.0 / float(self._quantization()) ** 2
+
+    def _quantization(self) -> int:
+        """The factor the index's weights were quantised with (every impact index records it)."""
+        if self.meta.quantization is None:
+            raise IndexMismatchError(f"{self.index}: its pyserini_moe_index.json records no "
+                                     "quantization; the index is damaged: build it again")
+        return self.meta.quantization
 
     def rescore(self, topics: dict[str, str], candidates: dict[str, list[str]],
                 batch_size: int = 64) -> Run:

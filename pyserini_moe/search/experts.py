@@ -41,7 +41,7 @@ class ExpertFusionSearcher:
         self.searchers = []
         for index in indexes:
             meta = read_meta(index)
-            kind = meta.get("kind") if meta else None
+            kind = meta.kind if meta else None
             if kind not in SEARCHERS:
                 raise IndexMismatchError(f"{index}: expert fusion takes dense, impact or "
                                          f"multivector indexes built by pyserini-moe, not "

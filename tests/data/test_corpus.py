@@ -79,9 +79,9 @@ def test_a_json_collection_and_a_car_file_are_indexed(tiny_bert, tmp_path) -> No
     docs = write_jsonl(tmp_path / "docs.jsonl", [{"id": f"d{i}", "contents": f"text {i}"}
                                                  for i in range(5)])
     build_bm25_index(str(docs), tmp_path / "bm25")
-    assert read_meta(tmp_path / "bm25")["num_docs"] == 5
+    assert read_meta(tmp_path / "bm25").num_docs == 5
     car = write_car(tmp_path / "paragraphs.cbor", PARAS)
     build_dense_index(str(car), str(tiny_bert), tmp_path / "dense", device="cpu", progress=False)
     meta = read_meta(tmp_path / "dense")
-    assert meta["num_docs"] == 2 and meta["collection"] == "paragraphs"
+    assert meta.num_docs == 2 and meta.collection == "paragraphs"
     assert (tmp_path / "dense" / "docid").read_text().split() == ["aaa111", "bbb222"]

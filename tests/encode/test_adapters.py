@@ -126,7 +126,7 @@ def test_dense_cli_run_equals_pyserini_faiss_searcher(corpus, models, tmp_path):
 
     index = build("dense", corpus, models["dense"], tmp_path / "dense")
     assert {"index", "docid", "pyserini_moe_index.json"} <= {p.name for p in index.iterdir()}
-    assert read_meta(index)["model_type"] == "siamese"
+    assert read_meta(index).model_type == "siamese"
     ours = search("dense", corpus, index, tmp_path / "run.trec")
     pyserini = FaissSearcher(str(index), DenseQueryEncoder(models["dense"], device="cpu"))
     queries = {"q0": "what is dense retrieval", "q1": "cat sat on the mat",
@@ -144,7 +144,7 @@ def test_taser_index_holds_passage_experts_and_pyserini_searches_it(corpus, mode
     from pyserini.search.faiss import FaissSearcher
 
     index = build("dense", corpus, models["taser"], tmp_path / "taser")
-    assert read_meta(index)["model_type"] == "taser"
+    assert read_meta(index).model_type == "taser"
     stored = faiss.read_index(str(index / "index")).reconstruct_n(0, 2)
     doc_enc = DenseDocumentEncoder(models["taser"], device="cpu")
     model = doc_enc.model
@@ -167,7 +167,7 @@ def test_impact_cli_run_equals_pyserini_impact_searcher(corpus, models, tmp_path
     from pyserini.search.lucene import LuceneImpactSearcher
 
     index = build("impact", corpus, models["impact"], tmp_path / "impact", "--quantization", "50")
-    assert read_meta(index)["quantization"] == 50
+    assert read_meta(index).quantization == 50
     ours = search("impact", corpus, index, tmp_path / "run.trec")
     pyserini = LuceneImpactSearcher(str(index), ImpactQueryEncoder(models["impact"], device="cpu",
                                                                    quantization=50))
@@ -248,8 +248,8 @@ def test_encode_time_options_are_recorded_and_applied_to_queries(corpus, tiny_be
     saved = str(model.save(tmp_path / "sbmoe"))
     top1 = build("dense", corpus, saved, tmp_path / "top1")
     every = build("dense", corpus, saved, tmp_path / "all", "--encoder-option", "inference=all")
-    assert read_meta(top1)["encoder_options"] == {"inference": "top1"}
-    assert read_meta(every)["encoder_options"] == {"inference": "all"}
+    assert read_meta(top1).encoder_options == {"inference": "top1"}
+    assert read_meta(every).encoder_options == {"inference": "all"}
     vectors = {name: faiss.read_index(str(index / "index")).reconstruct_n(0, 3)
                for name, index in (("top1", top1), ("all", every))}
     assert not np.allclose(vectors["top1"], vectors["all"], atol=1e-4)

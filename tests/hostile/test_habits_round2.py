@@ -58,7 +58,7 @@ def test_shards_of_two_corpora_with_one_folder_name_are_refused(corpora, tmp_pat
                                                                 capsys) -> None:
     first = shard(corpora, "a", 0, tmp_path / "a0")
     second = shard(corpora, "b", 1, tmp_path / "b1")
-    assert read_meta(first)["collection"] == read_meta(second)["collection"] == "scifact"
+    assert read_meta(first).collection == read_meta(second).collection == "scifact"
     merged = tmp_path / "merged"
     capsys.readouterr()
     assert run_main(merge_cli.main, ["--shards", first, second, "--index", str(merged),
@@ -74,13 +74,13 @@ def test_shards_of_one_corpus_copied_elsewhere_merge(corpora, tmp_path) -> None:
     """Shards encoded on two machines read the same bytes from different paths: the content
     digest, not the path, says whether they are one corpus."""
     parts = [shard(corpora, "a", 0, tmp_path / "a0"), shard(corpora, "copy", 1, tmp_path / "c1")]
-    recorded = [read_meta(p)["corpus"] for p in parts]
+    recorded = [read_meta(p).corpus for p in parts]
     assert recorded[0]["path"] != recorded[1]["path"]
     assert recorded[0]["sha256"] == recorded[1]["sha256"]
     assert recorded[0]["documents"] == 30
     assert merge_cli.main(["--shards", *parts, "--index", str(tmp_path / "merged"),
                            "--quiet"]) == 0
-    assert read_meta(tmp_path / "merged")["num_docs"] == 30
+    assert read_meta(tmp_path / "merged").num_docs == 30
 
 
 def test_shards_written_before_the_corpus_was_recorded_still_merge(corpora, tmp_path) -> None:

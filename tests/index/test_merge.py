@@ -58,8 +58,8 @@ def test_shards_are_contiguous_equal_slices() -> None:
 def test_merged_dense_shards_equal_the_single_process_index(tiny_corpus, models, tmp_path) -> None:
     single = build("dense", tiny_corpus, models["dense"], tmp_path / "single")
     parts = shards("dense", tiny_corpus, models["dense"], tmp_path)
-    assert read_meta(parts[1])["shard"] == {"id": 1, "num": 3, "start": 10, "stop": 20}
-    assert read_meta(parts[1])["num_docs"] == 10
+    assert read_meta(parts[1]).shard == {"id": 1, "num": 3, "start": 10, "stop": 20}
+    assert read_meta(parts[1]).num_docs == 10
     # any order on the command line: merged by shard id
     assert merge_main(["--shards", parts[2], parts[0], parts[1], "--index",
                        str(tmp_path / "merged"), "--quiet"]) == 0
@@ -69,8 +69,8 @@ def test_merged_dense_shards_equal_the_single_process_index(tiny_corpus, models,
     np.testing.assert_allclose(a.reconstruct_n(0, a.ntotal), b.reconstruct_n(0, b.ntotal),
                                atol=1e-5)
     meta = read_meta(tmp_path / "merged")
-    assert meta["num_docs"] == 30 and "shard" not in meta
-    assert meta["encoder_fingerprint"] == read_meta(single)["encoder_fingerprint"]
+    assert meta.num_docs == 30 and meta.shard is None
+    assert meta.encoder_fingerprint == read_meta(single).encoder_fingerprint
 
 
 def test_merged_multivector_shards_equal_the_single_process_index(tiny_corpus, models,
@@ -91,7 +91,7 @@ def test_merged_impact_shards_search_like_the_single_process_index(tiny_corpus, 
                                                                   tmp_path) -> None:
     single = build("impact", tiny_corpus, models["impact"], tmp_path / "single")
     parts = shards("impact", tiny_corpus, models["impact"], tmp_path)
-    assert read_meta(parts[0])["kind"] == "impact-shard"
+    assert read_meta(parts[0]).kind == "impact-shard"
     lines = sum(len((Path(p) / "vectors.jsonl").read_text().splitlines()) for p in parts)
     assert lines == 30
     assert merge_main(["--shards", *parts, "--index", str(tmp_path / "merged"), "--quiet"]) == 0
@@ -104,7 +104,7 @@ def test_merged_impact_shards_search_like_the_single_process_index(tiny_corpus, 
         runs.append(read_trec_run(out))
     assert runs[0] == runs[1]
     merged, whole = read_meta(tmp_path / "merged"), read_meta(single)
-    assert merged["num_docs"] == 30 and merged["terms_per_doc"] == whole["terms_per_doc"]
+    assert merged.num_docs == 30 and merged.terms_per_doc == whole.terms_per_doc
     assert (tmp_path / "merged" / "doc_vectors" / "terms.i32").read_bytes() == \
         (single / "doc_vectors" / "terms.i32").read_bytes()
 

@@ -19,7 +19,7 @@ from pyserini_moe.index.multivector import (
 )
 
 DIM = 32
-ENCODER = {"encoder": "test/colbert-tiny", "max_len": 60}
+ENCODER = {"encoder": "test/colbert-tiny", "max_length": 60}
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -77,10 +77,10 @@ def test_round_trip_and_fp16_storage(flat_index: Path, corpus) -> None:
 
 def test_meta_records_encoder(flat_index: Path, corpus) -> None:
     meta = read_meta(flat_index)
-    assert meta["kind"] == "multivector"
-    assert meta["dim"] == DIM and meta["n_docs"] == 300 and meta["faiss"] == "flat"
-    assert meta["n_tokens"] == sum(len(v) for v in corpus[0].values())
-    assert meta["encoder"] == ENCODER["encoder"] and meta["max_len"] == 60
+    assert meta.kind == "multivector"
+    assert meta.dim == DIM and meta.num_docs == 300 and meta.faiss == "flat"
+    assert meta.n_tokens == sum(len(v) for v in corpus[0].values())
+    assert meta.encoder == ENCODER["encoder"] and meta.max_length == 60
 
 
 def test_exact_rescoring_equals_brute_force(flat_index: Path, corpus) -> None:
@@ -121,7 +121,7 @@ def test_batch_search_matches_search(flat_index: Path, corpus) -> None:
 @pytest.mark.parametrize("spec", ["ivf16,pq8x4", "hnsw16"])
 def test_approximate_faiss_options(tmp_path: Path, corpus, spec: str) -> None:
     index = _build(tmp_path / "approx", corpus[0], faiss_index=spec)
-    assert read_meta(index)["faiss"] == spec
+    assert read_meta(index).faiss == spec
     searcher = MultiVectorIndex(index, faiss_params="nprobe=4" if "ivf" in spec else None)
     hits = searcher.search(next(iter(corpus[1].values())), k=25)
     assert len(hits) == 25 and len({d for d, _ in hits}) == 25

@@ -38,11 +38,11 @@ def indexes(tmp_path_factory: pytest.TempPathFactory, corpus) -> dict[str, Path]
 def test_codes_replace_the_vectors(indexes, corpus) -> None:  # noqa: F811
     folder = indexes["pq32"]
     meta = read_meta(folder)
-    assert meta["compression"] == "pq32" and meta["bytes_per_token"] == 34
-    assert meta["n_tokens"] == sum(len(v) for v in corpus[0].values())
+    assert meta.compression == "pq32" and meta.bytes_per_token == 34
+    assert meta.n_tokens == sum(len(v) for v in corpus[0].values())
     assert not (folder / VECTORS_FILE).exists() and not (folder / FAISS_FILE).exists()
     codes = np.load(folder / "codes.npy")
-    assert codes.shape == (meta["n_tokens"], 32) and codes.dtype == np.uint8
+    assert codes.shape == (meta.n_tokens, 32) and codes.dtype == np.uint8
     index = MultiVectorIndex(folder)  # decoded tokens are close to the originals
     doc = index.docids.index("doc5")
     decoded = index.compressed.tokens(slice(int(index.offsets[doc]), int(index.offsets[doc + 1])))
@@ -161,8 +161,8 @@ def test_a_compressed_build_streams(corpus, tmp_path: Path, monkeypatch) -> None
     longest = max(len(v) for v in docs.values())
     assert most[0] < max(sample, chunk) + longest
     meta = read_meta(folder)
-    assert meta["n_tokens"] == total
-    assert meta["nlist"] == min(default_nlist(total), sample)  # estimated from the sample
+    assert meta.n_tokens == total
+    assert meta.nlist == min(default_nlist(total), sample)  # estimated from the sample
     exact, streamed = MultiVectorIndex(_build(tmp_path / "exact", docs)), MultiVectorIndex(folder)
     overlaps = [len({d for d, _ in exact.exhaustive_search(q, k=10)}
                     & {d for d, _ in streamed.search(q, k=10)}) / 10 for q in queries.values()]

@@ -49,7 +49,7 @@ def test_index_flags_record_the_precision(tiny_corpus, tiny_bert, tmp_path, caps
     base = ["--retriever", "dense", "--corpus", str(tiny_corpus), "--encoder", str(tiny_bert),
             "--device", "cpu", "--quiet"]
     assert index_cli.main([*base, "--index", str(tmp_path / "bf16"), "--bf16"]) == 0
-    assert read_meta(tmp_path / "bf16")["precision"] == "bf16"
+    assert read_meta(tmp_path / "bf16").precision == "bf16"
     assert run_main(index_cli.main, [*base, "--index", str(tmp_path / "fp16"), "--fp16"]) == 2
     assert "--fp16 needs a CUDA device" in capsys.readouterr().err
     assert not (tmp_path / "fp16").exists()

@@ -38,8 +38,8 @@ def tiny_index(tiny, tmp_path_factory) -> Path:
 
 def test_index_records_what_built_it(tiny_index):
     meta = read_meta(tiny_index)
-    assert meta["kind"] == "bm25" and meta["num_docs"] == 4
-    assert meta["contents"] == "title + ' ' + text"
+    assert meta.kind == "bm25" and meta.num_docs == 4
+    assert meta.contents == "title + ' ' + text"
 
 
 def test_search_writes_trec_run(tiny, tiny_index, tmp_path):
@@ -166,8 +166,8 @@ def test_multifield_index_searches_the_title_apart(tiny, tiny_index, multifield_
     """Pyserini's BEIR multifield layout: contents = text, the title its own field; --fields
     picks what is searched ("cats" is d1's title and in d1's and d4's text)."""
     meta = read_meta(multifield_index)
-    assert (meta["layout"], meta["contents"], meta["fields"]) == ("multifield", "text",
-                                                                 ["contents", "title"])
+    assert (meta.layout, meta.contents, meta.fields) == ("multifield", "text",
+                                                        ["contents", "title"])
     topics = tmp_path / "topics.tsv"
     topics.write_text("q1\tcats\n")
 

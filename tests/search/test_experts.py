@@ -187,13 +187,13 @@ def test_static_pruning_and_term_counts(tiny_corpus, cotmote, indexes, tmp_path,
     from pyserini_moe.index.meta import read_meta
 
     full = read_meta(indexes["impact"])
-    assert full["doc_max_terms"] is None and full["terms_per_doc"] > 5
+    assert full.doc_max_terms is None and full.terms_per_doc > 5
     pruned = tmp_path / "pruned"
     assert index_cli.main(["--retriever", "impact", "--corpus", str(tiny_corpus), "--index",
                            str(pruned), "--encoder", cotmote, "--device", "cpu", "--quiet",
                            "--doc-max-terms", "5"]) == 0
     meta = read_meta(pruned)
-    assert meta["doc_max_terms"] == 5 and meta["terms_per_doc"] <= 5
+    assert meta.doc_max_terms == 5 and meta.terms_per_doc <= 5
     store, whole = DocVectors(pruned / "doc_vectors"), DocVectors(indexes["impact"] / "doc_vectors")
     assert len(store.terms) <= 5 * len(store.rows) < len(whole.terms)
     capsys.readouterr()
