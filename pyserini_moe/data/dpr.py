@@ -327,9 +327,7 @@ def convert_training(train: Mapping[str, str | os.PathLike], output: str | os.Pa
     questions: dict[str, int] = {}
     skipped: dict[str, int] = {}
     topics: dict[str, dict[str, str]] = {}
-    new_folders = [f for f in (output, output / "qrels", output / "topics") if not f.exists()]
-    with contextlib.ExitStack() as stack:
-        stack.callback(_remove_empty, new_folders)
+    with contextlib.ExitStack() as stack:  # a failure removes the folders made for its files
         def out(name: str) -> IO[str]:
             tmp = stack.enter_context(atomic_path(output / name))
             return stack.enter_context(tmp.open("w", encoding="utf-8"))
@@ -365,13 +363,6 @@ def convert_training(train: Mapping[str, str | os.PathLike], output: str | os.Pa
         for name, texts in topics.items():
             write_topics_tsv(texts, output / "topics" / f"{name}.tsv")
     return ConversionStats(questions, skipped)
-
-
-def _remove_empty(folders: list[Path]) -> None:
-    """Folders this conversion created and left empty (it failed before writing into them)."""
-    for folder in reversed(folders):
-        if folder.is_dir() and not any(folder.iterdir()):
-            folder.rmdir()
 
 
 # --------------------------------------------------------------------------- test questions, answers
