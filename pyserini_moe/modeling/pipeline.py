@@ -80,15 +80,15 @@ def encode_stream(model: TextEncoder, batches: Iterable[T], side: Side, max_leng
     if workers < 1 or bucket < 1:
         raise ValueError(f"workers and bucket must be >= 1 (got {workers}, {bucket})")
     pin = model.device.type == "cuda"
-    settings = (side, max_length, text_prefix(model.args, side))
-    if workers == 1:
-        pool: Executor = ThreadPoolExecutor(1, thread_name_prefix="tokenize",
-                                            initializer=_start_worker,
-                                            initargs=(model.tokenizer, *settings, False))
-    else:
+    settings = {"tokenizer": model.tokenizer, "side": side, "max_length": max_length,
+                "prefix": text_prefix(model.args, side)}
+    if workers == 1:  # the thread gets this stream's settings with each window
+        pool: Executor = ThreadPoolExecutor(1, thread_name_prefix="tokenize")
+        window_args: tuple[Any, ...] = (settings,)
+    else:  # a process keeps them from its start (the tokenizer is pickled once, not a window)
         pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_start_worker,
-                                   initargs=(model.tokenizer, *settings, True))
+                                   initializer=_start_worker, initargs=(settings,))
+        window_args = ()
 
     def encode(window: _Window[T]) -> Iterator[tuple[T, Encoded]]:
         outs = []
@@ -127,7 +127,7 @@ def encode_stream(model: TextEncoder, batches: Iterable[T], side: Side, max_leng
             it = iter(batches)
             while window := list(itertools.islice(it, bucket)):
                 per_batch = [texts(batch) for batch in window]
-                future = pool.submit(_tokenize_window, per_batch, bucket)
+                future = pool.submit(_tokenize_window, per_batch, bucket, *window_args)
                 if not put(_Window(window, [len(t) for t in per_batch], future)):
                     return
             put(_DONE)
@@ -152,24 +152,23 @@ def encode_stream(model: TextEncoder, batches: Iterable[T], side: Side, max_leng
 
 
 # ------------------------------------------------------------------ the tokenizer's side
-# A worker's tokenizer and settings: module state of a worker process; in the one-thread case
-# the model's own tokenizer (no other thread tokenizes while the stream runs).
+# A worker process's tokenizer and settings, set once when it starts.
 _WORKER: dict[str, Any] = {}
 
 
-def _start_worker(tokenizer: Any, side: Side, max_length: int, prefix: str,
-                  own_process: bool) -> None:
-    if own_process:  # one core a worker: the tokenizers' Rust threads would fight the others
-        os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    _WORKER.update(tokenizer=tokenizer, side=side, max_length=max_length, prefix=prefix)
+def _start_worker(settings: dict[str, Any]) -> None:
+    # one core a worker: the tokenizers' Rust threads would fight the other workers
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    _WORKER.update(settings)
 
 
-def _tokenize_window(per_batch: list[list[str]], bucket: int
+def _tokenize_window(per_batch: list[list[str]], bucket: int,
+                     settings: dict[str, Any] | None = None
                      ) -> list[tuple[list[int] | None, dict[str, np.ndarray]]]:
     """The window's padded chunks: its batches as they are (``bucket=1``), else its texts
     sorted by length, longest first (by characters: a cheap proxy for tokens), in runs of the
-    largest batch's size."""
-    w = _WORKER
+    largest batch's size. ``settings``: the stream's (a thread); None: the process's."""
+    w = _WORKER if settings is None else settings
 
     def tokenize(chunk: list[str]) -> dict[str, np.ndarray]:
         return tokenize_texts(w["tokenizer"], chunk, w["side"], w["max_length"], "np",
