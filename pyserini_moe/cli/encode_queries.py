@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--encoder", default=None,
                         help="query encoder (default: the one recorded in the index)")
     parser.add_argument("--query-max-length", type=int, default=None,
-                        help="query tokens kept (default: every position the model has)")
+                        help="query tokens kept (default: what the index records, the length "
+                             "its encoder was trained at, else every position the model has)")
     parser.add_argument("--batch-size", type=int, default=64, help="queries per batch")
     add_device_args(parser)
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output")

@@ -79,8 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "the export; an int8 encoder only searches indexes built with it")
     enc.add_argument("--query-max-length", "--max-length", dest="query_max_length", type=int,
                      default=None,
-                     help="query tokens kept (default: every position the model has, 512 for "
-                          "BERT; a longer query is cut, with a warning); --max-length is "
+                     help="query tokens kept (default: what the index records, the length "
+                          "its encoder was trained at, else every position the model has, 512 "
+                          "for BERT; a longer query is cut, with a warning); --max-length is "
                           "Pyserini's name for it")
     enc.add_argument("--query-max-terms", type=int, default=1024,
                      help="impact: query terms kept (the heaviest); may not exceed Lucene's max "

@@ -99,12 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     device = check_device(local_device() if ranks is not None and
                             config.training.device == "auto" else config.training.device)
     set_seed(config.training.seed)  # randomly initialised heads depend on it
-    model = build_model(config.model, device)
-    if args.init_only:
-        print(f"untrained model saved to {model.save(config.output_dir / 'init')}", file=sys.stderr)
+    trainer = Trainer(build_model(config.model, device), config, progress=not args.quiet)
+    if args.init_only:  # the untrained start, saved as training saves (query length included)
+        print(f"untrained model saved to {trainer.model.save(config.output_dir / 'init')}",
+              file=sys.stderr)
         return 0
-    summary = Trainer(model, config, progress=not args.quiet).train(resume=args.resume,
-                                                                    overwrite=args.overwrite)
+    summary = trainer.train(resume=args.resume, overwrite=args.overwrite)
     if ranks is not None and not ranks.is_main:
         return 0
     metrics = summary["metrics"]

@@ -42,7 +42,7 @@ class ModelAdapter:
         self.model.eval()
         limit = position_limit(self.model)
         if max_length is None:
-            max_length = limit or DEFAULT_MAX_POSITIONS
+            max_length = default_length(self.model)
         if limit is not None and max_length > limit:  # else it fails at the first long text
             raise UserError(f"max length {max_length} is above the {limit} token positions "
                             f"this model has: use --max-length / --query-max-length {limit} or "
@@ -83,6 +83,18 @@ def position_limit(model: Any) -> int | None:
     return limit if isinstance(limit, int) and limit < 1_000_000 else None
 
 
+def default_length(model: Any) -> int:
+    """The length a text is cut at when none is given: every position the model has (512 for
+    BERT), so nothing is cut that the model could read."""
+    return position_limit(model) or DEFAULT_MAX_POSITIONS
+
+
+def query_length(model: TextEncoder) -> int:
+    """The query length an index of ``model`` records (see ``IndexMeta.query_max_length``): the
+    one it was trained at, else its positions."""
+    return model.query_max_length or default_length(model)
+
+
 # Architectures whose position ids start after the padding index (fairseq's convention).
 _OFFSET_POSITIONS = frozenset({"roberta", "xlm-roberta", "camembert", "longformer"})
 
@@ -104,7 +116,7 @@ def describe(model: TextEncoder, name: str) -> dict[str, Any]:
     described = {"encoder": name, "encoder_fingerprint": fingerprint(model),
                  "model_type": model.model_type,
                  "encoder_options": {k: model.args[k] for k in model.encode_options},
-                 "precision": model.precision}
+                 "precision": model.precision, "query_max_length": query_length(model)}
     if is_backbone(name):  # how it was used zero-shot, so queries are encoded alike
         described["zero_shot"] = {k: model.args[k] for k in ZERO_SHOT_SETTINGS
                                   if k in model.args}

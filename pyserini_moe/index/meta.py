@@ -68,6 +68,10 @@ class IndexMeta:
     precision: str | None = None
     #: Passage length in tokens.
     max_length: int | None = None
+    #: Query length in tokens search cuts queries at unless told otherwise: the one the encoder
+    #: was trained at (its recipe's ``data.query_max_length``), else its positions. Indexes built
+    #: before 2026-11-27 record none: search then reads every position.
+    query_max_length: int | None = None
     #: How a backbone was used zero-shot (pooling, normalize, query / passage prefixes).
     zero_shot: dict[str, Any] | None = None
 

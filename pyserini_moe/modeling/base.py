@@ -135,6 +135,7 @@ class TextEncoder(Protocol):
     args: dict[str, Any]
     tokenizer: Any
     precision: str  # what its vectors are computed in: fp32 / bf16 / fp16 autocast, ONNX int8
+    query_max_length: int | None  # the query length it was trained at; None: not recorded
 
     @property
     def device(self) -> torch.device: ...
@@ -171,6 +172,10 @@ class RetrievalModel(nn.Module, ABC):
     # enough to build any registered model from one config (parameter counts, modeling.sizes).
     backbone_slots: ClassVar[tuple[str, ...]] = ("",)
     precision: str = "fp32"  # encode-time autocast, see set_precision
+    # The query length in tokens the model was trained at (the recipe's data.query_max_length,
+    # set by the trainer and saved with the model); None for a backbone or an older folder. An
+    # index records it so that search cuts queries as training did unless told otherwise.
+    query_max_length: int | None = None
 
     def __init__(self, tokenizer: Any, args: dict[str, Any]) -> None:
         super().__init__()
@@ -309,8 +314,7 @@ class RetrievalModel(nn.Module, ABC):
 
         directory = Path(directory)
         with atomic_path(directory, directory=True) as tmp:
-            (tmp / MODEL_FILE).write_text(json.dumps(
-                {"model_type": self.model_type, "args": self.args}, indent=2, sort_keys=True))
+            (tmp / MODEL_FILE).write_text(json.dumps(self._model_file(), indent=2, sort_keys=True))
             for name, config in self.backbone_configs().items():
                 target = tmp / name if name else tmp
                 target.mkdir(exist_ok=True)
@@ -322,6 +326,14 @@ class RetrievalModel(nn.Module, ABC):
             self.write_foreign_files(tmp)
             (tmp / CARD_FILE).write_text(self.model_card(directory))
         return directory
+
+    def _model_file(self) -> dict[str, Any]:
+        """``pyserini_moe.json``: the type and arguments rebuild the architecture; the query
+        length is written only where training recorded one."""
+        meta: dict[str, Any] = {"model_type": self.model_type, "args": self.args}
+        if self.query_max_length is not None:
+            meta["query_max_length"] = self.query_max_length
+        return meta
 
     def model_card(self, directory: Path) -> str:
         """The folder's ``README.md``: what the model is and how to load it (the trainer adds
@@ -484,7 +496,19 @@ def load_model(path: str | os.PathLike, device: str | torch.device | None = None
     if missing or unexpected:
         raise UserError(f"{path}: weights do not match the {model_type} architecture "
                         f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
+    model.query_max_length = recorded_query_length(meta, path / MODEL_FILE)
     return model.to(check_device(device)).eval()
+
+
+def recorded_query_length(meta: dict[str, Any], source: Path) -> int | None:
+    """The ``query_max_length`` a model or export file records (None where it records none);
+    anything but a positive integer is a damaged file, said in one line."""
+    length = meta.get("query_max_length")
+    if length is not None and (isinstance(length, bool) or not isinstance(length, int)
+                               or length < 1):
+        raise UserError(f"{source}: query_max_length is {length!r}, not a positive number of "
+                        "tokens; the file is damaged: save the model again")
+    return length
 
 
 def default_device() -> torch.device:

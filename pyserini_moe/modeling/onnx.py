@@ -35,7 +35,14 @@ import torch
 from torch import nn
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, text_prefix, tokenize
+from pyserini_moe.modeling.base import (
+    Encoded,
+    RetrievalModel,
+    Side,
+    recorded_query_length,
+    text_prefix,
+    tokenize,
+)
 
 ONNX_FILE = "pyserini_moe_onnx.json"
 FORMAT = "pyserini-moe-onnx/1"
@@ -170,6 +177,7 @@ def export(model: RetrievalModel, output_dir: str | os.PathLike, source: str,
             "source": source, "source_fingerprint": source_fingerprint, "int8": int8,
             "int8_scheme": INT8_SCHEME if int8 else None,
             "fingerprint": export_fingerprint(source_fingerprint, int8),
+            "query_max_length": model.query_max_length,
         }, indent=2, sort_keys=True) + "\n")
     return output_dir
 
@@ -207,6 +215,7 @@ class OnnxModel:
         self.encode_options = tuple(self.meta["encode_options"])
         self.fingerprint: str = self.meta["fingerprint"]
         self.precision = "int8" if self.meta.get("int8") else "fp32"  # baked into the graphs
+        self.query_max_length = recorded_query_length(self.meta, self.path / ONNX_FILE)
         self.tokenizer = AutoTokenizer.from_pretrained(self.path)
         self.providers = providers or _providers()
         self._sessions: dict[str, Any] = {}

@@ -95,7 +95,10 @@ class _EncodedSearcher:
         model = load_encoder(self.encoder_name, device=device,
                              options=self.meta.encoder_options, precision=precision,
                              **zero_shot)
+        if query_max_length is None:  # as the index records (its encoder's training length)
+            query_max_length = self.meta.query_max_length
         self.query_encoder = self._query_encoder(model, query_max_length)
+        log.info("%s: queries are cut at %d tokens", index, self.query_encoder.max_length)
         check_encoder(self.meta, self.query_encoder.model, index, self.encoder_name)
 
     def _query_encoder(self, model: TextEncoder, max_length: int | None) -> Any:

@@ -119,6 +119,8 @@ class Trainer:
         self.out = Path(config.output_dir)
         self.collator = Collator(model, config.data.query_max_length,
                                  config.data.passage_max_length)
+        # Saved with every checkpoint; indexes record it and search cuts queries as training did.
+        model.query_max_length = config.data.query_max_length
         self._validation: list[list[Example]] | None = None
         # Set under torchrun (see pyserini_moe.train.distributed): this rank's slice of a batch.
         self.ranks: Ranks | None = init_from_env()

@@ -26,7 +26,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pyserini_moe"
 FULL = IndexMeta(
     kind="impact", created_by=CREATED_BY, num_docs=30, collection="scifact", encoder="/m/best",
     encoder_fingerprint="abc123", model_type="cotmote", encoder_options={"inference": "all"},
-    precision="fp32", max_length=256, zero_shot={"pooling": "mean", "normalize": True}, dim=384,
+    precision="fp32", max_length=256, query_max_length=48,
+    zero_shot={"pooling": "mean", "normalize": True}, dim=384,
     faiss="flat", quantization=100, doc_max_terms=64, terms_per_doc=41.5, n_tokens=9000,
     compression="pq32", nlist=1024, bytes_per_token=34,
     shard={"id": 1, "num": 3, "start": 10, "stop": 20},

@@ -49,8 +49,10 @@ MODELS = {
 def test_onnx_graphs_match_pytorch(name, tiny_bert, tiny_mlm, tmp_path) -> None:
     torch.manual_seed(0)
     model = _trained_like(MODELS[name](tiny_mlm if name == "came" else tiny_bert))
+    model.query_max_length = 20  # what training recorded travels with the export
     export(model, tmp_path / "onnx", source=name)
     onnx = load_encoder(str(tmp_path / "onnx"))
+    assert onnx.query_max_length == 20
     assert isinstance(onnx, OnnxModel) and onnx.representations == model.representations
     assert isinstance(onnx, TextEncoder) and isinstance(model, TextEncoder)  # one contract
     assert fingerprint(onnx) == fingerprint(model)

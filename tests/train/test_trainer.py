@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from pyserini_moe.cli import run_main
 from pyserini_moe.modeling.base import Encoded, Side, load_model
@@ -62,7 +63,10 @@ def test_training_learns_and_keeps_the_best_checkpoint(toy, tiny_bert, tmp_path)
     best = load_model(out / "best", device="cpu")
     assert Trainer(best, trainer.config, trainer.data, progress=False).evaluate() == pytest.approx(
         metrics["best_val_loss"], abs=1e-5)
+    # the recipe's query length travels with every checkpoint (indexes record it for search)
+    assert best.query_max_length == trainer.config.data.query_max_length
     last = load_model(out / "last", device="cpu")
+    assert last.query_max_length == trainer.config.data.query_max_length
     assert Trainer(last, trainer.config, trainer.data, progress=False).evaluate() == pytest.approx(
         val[12], abs=1e-5)
 
@@ -249,8 +253,6 @@ def test_cli_bad_config_exits_2_with_one_line(tmp_path, capsys):
 
 def recipe_file(toy: Path, tiny_bert: Path, tmp_path: Path) -> Path:
     """The toy recipe on the tiny BERT, as a YAML file for the command line."""
-    import yaml
-
     raw = recipe(toy, tmp_path / "ignored", epochs=1)
     raw["model"]["backbone"] = str(tiny_bert)
     path = tmp_path / "toy.yaml"
@@ -275,7 +277,9 @@ def test_cli_init_only_saves_the_untrained_start(toy, tiny_bert, tmp_path, capsy
     assert run_main(train_cli.main, ["--config", str(path), "--output-dir", str(out),
                                      "--init-only", "--device", "cpu"]) == 0
     assert "untrained model saved" in capsys.readouterr().err
-    assert load_model(out / "init", device="cpu").model_type == "siamese"
+    init = load_model(out / "init", device="cpu")
+    assert init.model_type == "siamese"
+    assert init.query_max_length == yaml.safe_load(path.read_text())["data"]["query_max_length"]
     assert not (out / "best").exists() and not (out / "train_log.jsonl").exists()
 
 
