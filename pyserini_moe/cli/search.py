@@ -26,21 +26,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import fields
+from dataclasses import fields, replace
 
 from pyserini_moe.cli import HelpFormatter, output_file, refuse_input_as_output
 from pyserini_moe.cli.args import add_backend_arg, add_device_args, backend_encoder
 from pyserini_moe.errors import UserError
 from pyserini_moe.representation import INDEX_KINDS
 from pyserini_moe.runs import write_msmarco_run, write_trec_run
-from pyserini_moe.search import fusion
-from pyserini_moe.search.dispatch import SearchSettings, recorded_retriever, search_topics
+from pyserini_moe.search.dispatch import (
+    RETRIEVERS,
+    SEARCH_FUSIONS,
+    SearchSettings,
+    recorded_retriever,
+    search_topics,
+)
 from pyserini_moe.search.hybrid import PYSERINI_ALPHA
-
-JAVA_INT_MAX = 2**31 - 1  # Lucene's hit counts and limits are Java ints
-RETRIEVERS = ("bm25", *INDEX_KINDS, "fused")
-# "exact": re-score every expert's candidates with the model's own combined score.
-FUSIONS = ("exact",) + fusion.FUSIONS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     fus = parser.add_argument_group(
         "fused: each index (dense, impact, multivector) of one model retrieves its own "
         "--candidates, scores are put in the model's units, then fused")
-    fus.add_argument("--fusion", choices=FUSIONS, default="came_sum",
+    fus.add_argument("--fusion", choices=SEARCH_FUSIONS, default="came_sum",
                      help="came_sum: sum, a missing document scored at the expert's K-th score "
                           "(CAME eq. 12); exact: every expert re-scores the union of the "
                           "candidates exactly and the scores are summed (CoT-MoTE's s_den + "
@@ -180,47 +180,30 @@ def _backend_encoder(args: argparse.Namespace) -> str:
     return backend_encoder(encoder, args.backend, meta.encoder_options if meta else None)
 
 
+def _settings(args: argparse.Namespace) -> SearchSettings:
+    """The flags as :class:`SearchSettings`: the retriever the index records when none is given,
+    one index as a path (several for ``fused``), ``--fields`` as a mapping."""
+    retriever = args.retriever or recorded_retriever(args.index)
+    index = args.index if retriever == "fused" or len(args.index) > 1 else args.index[0]
+    given = {f.name: getattr(args, f.name) for f in fields(SearchSettings)}
+    return SearchSettings(**{**given, "retriever": retriever, "index": index,
+                             "fields": dict(args.fields) if args.fields else None})
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    args.retriever = args.retriever or recorded_retriever(args.index)
-    if args.exhaustive and (args.retriever != "multivector" or args.bm25_index):
-        raise UserError("--exhaustive applies to a plain multivector search")
-    if args.retriever != "fused" and len(args.index) != 1:
-        raise UserError(f"--retriever {args.retriever} searches one --index; several indexes "
-                        "of one model are searched with --retriever fused")
-    if args.expert_runs and args.retriever != "fused":
+    settings = _settings(args)  # every check of the flags together (SearchSettings)
+    if args.expert_runs and settings.retriever != "fused":
         raise UserError("--expert-runs applies to --retriever fused")
-    if args.precision != "fp32" and args.retriever == "bm25":
-        raise UserError(f"--{args.precision} applies to model encoders; BM25 has none")
-    if args.bm25_index and args.retriever == "bm25":
-        raise UserError("--bm25-index fuses a model's run with BM25; use a model --retriever")
-    if args.fields and args.retriever != "bm25" and not args.bm25_index:
-        raise UserError("--fields searches fields of a BM25 index (--retriever bm25, or the "
-                        "BM25 side of a hybrid)")
-    if args.alpha < 0:
-        raise UserError(f"--alpha must be >= 0 (the weight of the BM25 scores), got {args.alpha}")
     expert_outputs = ([f"{args.expert_runs}.{kind}.trec" for kind in INDEX_KINDS]
                       if args.expert_runs else [])
     refuse_input_as_output([args.output, *expert_outputs],
                            [args.topics, *args.index, args.bm25_index, args.encoder])
-    for flag in ("hits", "batch_size", "threads", "query_max_length", "query_max_terms",
-                 "candidates", "ef_search"):
-        if getattr(args, flag) is not None and getattr(args, flag) < 1:
-            raise UserError(f"--{flag.replace('_', '-')} must be >= 1")
-        if getattr(args, flag) is not None and getattr(args, flag) > JAVA_INT_MAX:
-            raise UserError(f"--{flag.replace('_', '-')} must be <= {JAVA_INT_MAX} (a Java int)")
-    if args.k1 < 0 or not 0 <= args.b <= 1:
-        raise UserError(f"BM25 needs --k1 >= 0 and --b in [0, 1], got k1 {args.k1}, b {args.b}")
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
 
     topics = load_topics(args.topics)
-    if args.backend != "torch" and args.retriever != "bm25":
-        args.encoder = _backend_encoder(args)
-    if args.retriever != "fused":
-        args.index = args.index[0]
-    if args.fields:
-        args.fields = dict(args.fields)
-    settings = SearchSettings(**{f.name: getattr(args, f.name) for f in fields(SearchSettings)})
+    if args.backend != "torch" and settings.retriever != "bm25":
+        settings = replace(settings, encoder=_backend_encoder(args))
     outcome = search_topics(settings, topics)
     run, elapsed = outcome.run, outcome.search_seconds
     for kind, expert_run in outcome.expert_runs.items() if args.expert_runs else ():

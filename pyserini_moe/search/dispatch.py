@@ -22,15 +22,27 @@ from pyserini_moe.search.base import (
     remove_query,
     remove_query_notice,
 )
+from pyserini_moe.search.fusion import FUSIONS
 from pyserini_moe.search.hybrid import PYSERINI_ALPHA
 
 if TYPE_CHECKING:
     from pyserini_moe.search.experts import ExpertFusionSearcher
 
+JAVA_INT_MAX = 2**31 - 1  # Lucene's hit counts and limits are Java ints
+RETRIEVERS = ("bm25", *INDEX_KINDS, "fused")
+# "exact": every expert re-scores the union of the candidates with the model's own score.
+SEARCH_FUSIONS = ("exact", *FUSIONS)
+# Settings that count something (hits, queries, tokens, terms, threads): at least one, and no
+# more than a Java int holds.
+_COUNTS = ("hits", "batch_size", "threads", "query_max_length", "query_max_terms", "candidates",
+           "ef_search")
 
-@dataclasses.dataclass
+
+@dataclasses.dataclass(frozen=True)
 class SearchSettings:
-    """What ``python -m pyserini_moe.search`` takes, flag for flag (see its ``--help``)."""
+    """What ``python -m pyserini_moe.search`` takes, flag for flag (see its ``--help``). Settings
+    that cannot work together are refused when the object is made, one line naming the flags,
+    so the command line, the benchmark and the analyses share one set of checks."""
 
     retriever: str
     index: str | list[str]  # a list for ``fused`` only
@@ -57,6 +69,59 @@ class SearchSettings:
     fields: dict[str, float] | None = None  # BM25: Pyserini's --fields (a multifield index)
     remove_query: bool = False  # Pyserini's --remove-query: drop the hit that is the query itself
     quiet: bool = False
+
+    def __post_init__(self) -> None:
+        for problem in (self._retriever_problem(), self._count_problem(),
+                        self._model_problem(), self._bm25_problem(), self._fusion_problem()):
+            if problem:
+                raise UserError(problem)
+
+    def _retriever_problem(self) -> str | None:
+        if self.retriever not in RETRIEVERS:
+            return f"--retriever {self.retriever!r}: choose from {', '.join(RETRIEVERS)}"
+        if self.retriever != "fused" and not isinstance(self.index, str):
+            return (f"--retriever {self.retriever} searches one --index; several indexes of one "
+                    "model are searched with --retriever fused")
+        if self.exhaustive and (self.retriever != "multivector" or self.bm25_index):
+            return "--exhaustive applies to a plain multivector search"
+        return None
+
+    def _count_problem(self) -> str | None:
+        for name in _COUNTS:
+            value, flag = getattr(self, name), "--" + name.replace("_", "-")
+            if value is not None and value < 1:
+                return f"{flag} must be >= 1"
+            if value is not None and value > JAVA_INT_MAX:
+                return f"{flag} must be <= {JAVA_INT_MAX} (a Java int)"
+        return None
+
+    def _model_problem(self) -> str | None:
+        if self.precision != "fp32" and self.retriever == "bm25":
+            return f"--{self.precision} applies to model encoders; BM25 has none"
+        if self.bm25_index and self.retriever == "bm25":
+            return "--bm25-index fuses a model's run with BM25; use a model --retriever"
+        return None
+
+    def _bm25_problem(self) -> str | None:
+        if self.fields and self.retriever != "bm25" and not self.bm25_index:
+            return ("--fields searches fields of a BM25 index (--retriever bm25, or the BM25 "
+                    "side of a hybrid)")
+        if self.alpha < 0:
+            return f"--alpha must be >= 0 (the weight of the BM25 scores), got {self.alpha}"
+        if self.k1 < 0 or not 0 <= self.b <= 1:
+            return f"BM25 needs --k1 >= 0 and --b in [0, 1], got k1 {self.k1}, b {self.b}"
+        return None
+
+    def _fusion_problem(self) -> str | None:
+        if self.fusion not in SEARCH_FUSIONS:
+            return f"--fusion {self.fusion!r}: choose from {', '.join(SEARCH_FUSIONS)}"
+        needs_weights = self.retriever == "fused" and self.fusion in ("linear", "wsum")
+        if needs_weights and (not self.fusion_weights
+                              or len(self.fusion_weights) != len(self.index)):
+            return (f"--fusion {self.fusion} needs --fusion-weights, one per index "
+                    f"({len(self.index)}); tune them on a dev split with "
+                    "`python -m pyserini_moe.fuse --dev-runs ...`")
+        return None
 
 
 @dataclasses.dataclass
@@ -165,11 +230,6 @@ def _fusion_searcher(s: SearchSettings) -> ExpertFusionSearcher:
     """One searcher per index of one model, fused (``--retriever fused``)."""
     from pyserini_moe.search.experts import ExpertFusionSearcher  # noqa: PLC0415
 
-    if s.fusion in ("linear", "wsum") and (not s.fusion_weights
-                                           or len(s.fusion_weights) != len(s.index)):
-        raise UserError(f"--fusion {s.fusion} needs --fusion-weights, one per index "
-                        f"({len(s.index)}); tune them on a dev split with "
-                        "`python -m pyserini_moe.fuse --dev-runs ...`")
     return ExpertFusionSearcher(s.index, s.encoder, device=s.device, precision=s.precision,
                                 query_max_length=s.query_max_length,
                                 query_max_terms=s.query_max_terms, faiss_params=s.faiss_params)

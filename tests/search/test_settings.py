@@ -1,0 +1,50 @@
+"""``SearchSettings`` checks itself (issue 38 item 2): a library caller (the bench, the analyses)
+gets the command line's refusals, one line each, before any index or model is opened."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from pyserini_moe.errors import UserError
+from pyserini_moe.search.dispatch import JAVA_INT_MAX, SearchSettings
+
+REFUSED = [
+    ({"retriever": "splade"}, "--retriever 'splade': choose from"),
+    ({"retriever": "dense", "index": ["a", "b"]}, "searches one --index"),
+    ({"retriever": "dense", "exhaustive": True}, "--exhaustive applies"),
+    ({"retriever": "multivector", "exhaustive": True, "bm25_index": "b"}, "--exhaustive"),
+    ({"retriever": "dense", "hits": 0}, "--hits must be >= 1"),
+    ({"retriever": "dense", "batch_size": -1}, "--batch-size must be >= 1"),
+    ({"retriever": "dense", "query_max_length": 0}, "--query-max-length must be >= 1"),
+    ({"retriever": "dense", "candidates": JAVA_INT_MAX + 1}, "a Java int"),
+    ({"retriever": "dense", "ef_search": 0}, "--ef-search must be >= 1"),
+    ({"retriever": "bm25", "precision": "bf16"}, "--bf16 applies to model encoders"),
+    ({"retriever": "bm25", "bm25_index": "b"}, "use a model --retriever"),
+    ({"retriever": "dense", "fields": {"title": 1.0}}, "--fields searches fields"),
+    ({"retriever": "dense", "bm25_index": "b", "alpha": -0.1}, "--alpha must be >= 0"),
+    ({"retriever": "bm25", "k1": -1.0}, "BM25 needs --k1 >= 0"),
+    ({"retriever": "bm25", "b": 1.5}, "--b in [0, 1]"),
+    ({"retriever": "fused", "index": ["a", "b"], "fusion": "max"}, "--fusion 'max': choose"),
+    ({"retriever": "fused", "index": ["a", "b"], "fusion": "wsum"}, "needs --fusion-weights"),
+    ({"retriever": "fused", "index": ["a", "b"], "fusion": "linear", "fusion_weights": [1.0]},
+     "one per index"),
+]
+
+
+@pytest.mark.parametrize(("given", "said"), REFUSED, ids=[s for _, s in REFUSED])
+def test_settings_that_cannot_work_are_refused_when_made(given, said) -> None:
+    with pytest.raises(UserError, match=said.replace("[", r"\[").replace("]", r"\]")) as caught:
+        SearchSettings(**{"index": "i", **given})
+    assert "\n" not in str(caught.value)
+
+
+def test_valid_settings_are_made_and_cannot_change_unchecked() -> None:
+    s = SearchSettings("fused", ["a", "b"], fusion="wsum", fusion_weights=[0.5, 0.5])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.hits = 0  # type: ignore[misc]
+    with pytest.raises(UserError, match="--hits must be >= 1"):
+        dataclasses.replace(s, hits=0)  # a changed copy is checked again
+    assert dataclasses.replace(s, hits=10).hits == 10
+    assert SearchSettings("bm25", "i", fields={"title": 1.0}).fields == {"title": 1.0}
