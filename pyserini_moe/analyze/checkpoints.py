@@ -99,14 +99,14 @@ def _index_and_search(model: Path, corpus: str, topic_sets: dict[str, tuple[Any,
     """One snapshot indexed into a temporary folder, searched and scored as the regressions do."""
     from pyserini_moe.data.topics import load_qrels, load_topics  # noqa: PLC0415
     from pyserini_moe.eval.metrics import evaluate  # noqa: PLC0415
-    from pyserini_moe.index.encoded import build_indexes  # noqa: PLC0415
+    from pyserini_moe.index.encoded import BuildSettings, build_indexes  # noqa: PLC0415
     from pyserini_moe.search.dispatch import SearchSettings, search_topics  # noqa: PLC0415
 
     scratch = Path(tempfile.mkdtemp(prefix="snapshot-index-"))
     try:
         index = scratch / "index"
-        build_indexes(corpus, str(model), {kind: index}, max_length=max_length,
-                      progress=progress)
+        build_indexes(BuildSettings(corpus, str(model), {kind: index}, max_length=max_length,
+                                    progress=progress))
         settings = SearchSettings(retriever=kind, index=str(index), quiet=not progress)
         return {name: evaluate(search_topics(settings, load_topics(str(topics))).run,
                                load_qrels(str(qrels)), metrics)

@@ -17,8 +17,10 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from pyserini_moe.cli import HelpFormatter, refuse_input_as_output
 from pyserini_moe.cli.args import (
@@ -32,6 +34,9 @@ from pyserini_moe.cli.args import (
 )
 from pyserini_moe.errors import UserError
 from pyserini_moe.representation import INDEX_KINDS
+
+if TYPE_CHECKING:
+    from pyserini_moe.index.encoded import BuildSettings
 
 RETRIEVERS = ("bm25", *INDEX_KINDS)
 
@@ -111,12 +116,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _build_settings(args: argparse.Namespace) -> BuildSettings:
+    """The flags of a model's indexes as :class:`BuildSettings` (which checks them together)."""
+    from pyserini_moe.index.encoded import BuildSettings, Shard  # noqa: PLC0415
+
+    if not args.encoder:
+        raise UserError(f"--encoder is required for a {' + '.join(args.retriever)} index")
+    zero_shot = zero_shot_settings(args)
+    if zero_shot and args.backend != "torch":
+        raise UserError(f"--{next(iter(zero_shot)).replace('_', '-')} and the other "
+                        "zero-shot settings apply to --backend torch")
+    return BuildSettings(
+        args.corpus, args.encoder, dict(zip(args.retriever, args.index)),
+        batch_size=args.batch_size, max_length=args.max_length, faiss=args.faiss,
+        tokenizer_workers=args.tokenizer_workers, length_bucket=args.length_bucket,
+        quantization=args.quantization, threads=args.threads, device=args.device,
+        precision=args.precision, compression=args.compression, doc_max_terms=args.doc_max_terms,
+        overwrite=args.overwrite, progress=not args.quiet,
+        options=parse_options(args.encoder_option),
+        shard=Shard(args.shard_id, args.shard_num) if args.shard_num is not None else None,
+        zero_shot=zero_shot)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    for flag in ("threads", "batch_size", "max_length", "quantization", "tokenizer_workers",
-                 "length_bucket"):
-        if getattr(args, flag) < 1:
-            raise UserError(f"--{flag.replace('_', '-')} must be >= 1")
+    if args.threads < 1:  # the one count a BM25 build takes (a model's: BuildSettings)
+        raise UserError("--threads must be >= 1")
     if (args.shard_id is None) != (args.shard_num is None):
         raise UserError("--shard-id and --shard-num go together")
     kinds = args.retriever
@@ -131,41 +156,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.shard_num is not None and "bm25" in kinds:
         raise UserError("BM25 indexes are not sharded: Lucene indexes the whole corpus itself "
                         "(use --threads)")
-    if args.compression.lower() != "none" and "multivector" not in kinds:
-        raise UserError("--compression applies to multivector indexes")
-    if args.doc_max_terms is not None and "impact" not in kinds:
-        raise UserError("--doc-max-terms applies to impact indexes")
     if args.layout != "flat" and kinds != ["bm25"]:
         raise UserError("--layout applies to BM25 indexes: a model encodes title + ' ' + text")
     if args.precision != "fp32" and kinds == ["bm25"]:
         raise UserError(f"--{args.precision} applies to model encoders; BM25 has none")
+    settings = None if kinds == ["bm25"] else _build_settings(args)
     refuse_input_as_output(args.index, [args.corpus, args.encoder])
     start = time.perf_counter()
-    if kinds == ["bm25"]:
+    if settings is None:
         from pyserini_moe.index.lucene import build_bm25_index  # noqa: PLC0415
 
         build_bm25_index(args.corpus, args.index[0], threads=args.threads,
                          overwrite=args.overwrite, layout=args.layout)
     else:
-        if not args.encoder:
-            raise UserError(f"--encoder is required for a {' + '.join(kinds)} index")
-        from pyserini_moe.index.encoded import Shard, build_indexes  # noqa: PLC0415
+        from pyserini_moe.index.encoded import build_indexes  # noqa: PLC0415
 
-        options = parse_options(args.encoder_option)
-        zero_shot = zero_shot_settings(args)
-        if zero_shot and args.backend != "torch":
-            raise UserError(f"--{next(iter(zero_shot)).replace('_', '-')} and the other "
-                            "zero-shot settings apply to --backend torch")
-        encoder = backend_encoder(args.encoder, args.backend, options)
-        shard = Shard(args.shard_id, args.shard_num) if args.shard_num is not None else None
-        build_indexes(args.corpus, encoder, dict(zip(kinds, args.index)),
-                      batch_size=args.batch_size, max_length=args.max_length, faiss=args.faiss,
-                      tokenizer_workers=args.tokenizer_workers, length_bucket=args.length_bucket,
-                      quantization=args.quantization, threads=args.threads, device=args.device,
-                      precision=args.precision, compression=args.compression,
-                      doc_max_terms=args.doc_max_terms,
-                      overwrite=args.overwrite, progress=not args.quiet,
-                      options=options, shard=shard, zero_shot=zero_shot)
+        build_indexes(dataclasses.replace(settings, encoder=backend_encoder(
+            args.encoder, args.backend, settings.options)))
     print(f"{' + '.join(kinds)} index written to {' '.join(args.index)} in "
           f"{time.perf_counter() - start:.1f}s", file=sys.stderr)
     return 0

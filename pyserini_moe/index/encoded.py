@@ -4,7 +4,8 @@
 from the same forward pass (CoT-MoTE's dense + sparse, CAME's three experts: the shared layers and
 the backbone run once, not once per index). Each index is written into a temporary folder and
 renamed at the end (an interrupted build leaves nothing that looks complete), and records the
-encoder's identity in ``pyserini_moe_index.json``. ``build_dense_index`` & co. are its one-kind forms.
+encoder's identity in ``pyserini_moe_index.json``. ``build_dense_index`` & co. are its one-kind
+forms; :class:`BuildSettings` checks a build's settings when it is made.
 """
 
 from __future__ import annotations
@@ -98,12 +99,13 @@ def check_dense_faiss(spec: str) -> int | None:
 class _Sink:
     """One index fed from the shared encoding pass: ``add`` each batch, ``finish`` once.
     ``fields``: the :class:`~pyserini_moe.index.meta.IndexMeta` fields every index of the pass
-    records (encoder, collection, shard, ...)."""
+    records (encoder, collection, shard, ...); ``docs``: the corpus size, where a compressed
+    multi-vector build needs it to size its codec (else None)."""
 
     def __init__(self, out: Path, adapter: Any, fields: dict[str, Any],
-                 stack: contextlib.ExitStack, options: dict[str, Any]) -> None:
-        self.out, self.adapter, self.fields, self.stack, self.options = (out, adapter, fields,
-                                                                           stack, options)
+                 stack: contextlib.ExitStack, settings: BuildSettings, docs: int | None) -> None:
+        self.out, self.adapter, self.fields, self.stack = out, adapter, fields, stack
+        self.settings, self.docs = settings, docs
 
     def add(self, docs: list[Document], out: Encoded) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -123,7 +125,7 @@ class _DenseSink(_Sink):
     def add(self, docs: list[Document], out: Encoded) -> None:
         vectors = self.adapter.convert(out)
         if self.index is None:
-            spec = self.options["faiss"]
+            spec = self.settings.faiss
             self.index = faiss_index(vectors.shape[1], spec)
             if not self.index.is_trained:
                 raise UserError(f"faiss index {spec!r} needs training; not supported here")
@@ -136,7 +138,7 @@ class _DenseSink(_Sink):
         self.ids.flush()
         _faiss.write_index(self.index, str(self.out / "index"))
         write_meta(self.out, "dense", num_docs=self.index.ntotal, dim=self.index.d,
-                   faiss=self.options["faiss"], **self.fields)
+                   faiss=self.settings.faiss, **self.fields)
 
 
 class _ImpactSink(_Sink):
@@ -147,7 +149,7 @@ class _ImpactSink(_Sink):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self.sharded = self.options["sharded"]
+        self.sharded = self.settings.shard is not None
         folder = self.out if self.sharded else Path(self.stack.enter_context(
             tempfile.TemporaryDirectory(prefix="pyserini-moe-vectors-")))
         self.vectors_dir = folder
@@ -162,7 +164,7 @@ class _ImpactSink(_Sink):
 
     def finish(self) -> None:
         self.file.close()
-        impact = {"quantization": self.options["quantization"],
+        impact = {"quantization": self.settings.quantization,
                   "doc_max_terms": self.adapter.max_terms,
                   "terms_per_doc": round(self.terms / max(1, self.count), 1)}
         if self.sharded:
@@ -170,9 +172,9 @@ class _ImpactSink(_Sink):
             return
         if not self.terms:
             raise UserError(f"every document's term weights round to 0 at --quantization "
-                            f"{self.options['quantization']}: the index would hold no term "
+                            f"{self.settings.quantization}: the index would hold no term "
                             "(raise the factor, or check that the model is trained)")
-        lucene_impact_index(self.vectors_dir, self.out, self.options["threads"])
+        lucene_impact_index(self.vectors_dir, self.out, self.settings.threads)
         write_meta(self.out, "impact", num_docs=self.count, **impact, **self.fields)
 
 
@@ -190,94 +192,132 @@ class _MultiVectorSink(_Sink):
         if self.writer is None:  # the writer owns its folder: it renames it over ``out``'s
             self.writer = self.stack.enter_context(MultiVectorIndexWriter(
                 self.out, int(matrices[0].shape[1]), self.fields,
-                faiss_index=self.options["faiss"], progress=self.options["progress"],
-                overwrite=self.options["overwrite"], compression=self.options["compression"],
-                expected_docs=self.options["docs"]))
+                faiss_index=self.settings.faiss, progress=self.settings.progress,
+                overwrite=self.settings.overwrite, compression=self.settings.compression,
+                expected_docs=self.docs))
         self.writer.add_batch([d.id for d in docs], matrices)
 
     def finish(self) -> None:
         pass  # the writer finishes (token index, metadata) when the stack closes it
 
 
-def build_indexes(corpus: str, encoder: str, outputs: dict[str, str | os.PathLike], *,
-                  batch_size: int = 32, max_length: int = 256, faiss: str = "flat",
-                  tokenizer_workers: int = 1, length_bucket: int = 1,
-                  quantization: int = 100, threads: int = 1, device: str | None = None,
-                  precision: str = "fp32", compression: str | None = None,
-                  doc_max_terms: int | None = None,
-                  overwrite: bool = False, progress: bool = True,
-                  options: dict[str, Any] | None = None,
-                  shard: Shard | None = None,
-                  zero_shot: dict[str, Any] | None = None) -> list[Path]:
-    """Index ``corpus`` (or one ``shard`` of it) into one folder per kind of ``outputs``
-    (``{"dense": path, "impact": path, "multivector": path}``, any non-empty subset) from a single
-    encoding pass of ``encoder``; returns the folders.
+# Build settings that count something (documents, tokens, processes): at least one.
+_COUNTS = ("batch_size", "max_length", "quantization", "threads", "tokenizer_workers",
+           "length_bucket")
 
+
+@dataclasses.dataclass(frozen=True)
+class BuildSettings:
+    """One build of a model's indexes: what ``python -m pyserini_moe.index`` takes for them,
+    flag for flag. Settings that cannot work together are refused when the object is made, one
+    line each naming the flags (before the model loads), so the command line, the analyses and
+    negative mining share one set of checks.
+
+    ``outputs``: ``{"dense": path, "impact": path, "multivector": path}``, any non-empty subset,
+    all fed by a single encoding pass of ``encoder``.
     ``faiss``: dense flat | hnsw[M]; multivector flat | ivf{nlist},pq{m} | hnsw[M].
     ``tokenizer_workers`` / ``length_bucket``: ``workers`` / ``bucket`` of
     :func:`~pyserini_moe.modeling.pipeline.encode_stream`.
     ``quantization``: impact weights are stored as round(w * factor) (recorded in the index).
     ``compression``: multivector ``none`` | ``pq{m}`` (residual codes, see index.residual).
     ``doc_max_terms``: impact passages keep their heaviest terms only (recorded in the index).
+    ``options``: the model's encode-time options (SB-MoE's ``inference``).
     ``zero_shot``: pooling / normalize / query_prefix / passage_prefix of a backbone used
     zero-shot (see ``load_encoder``; recorded in the index, so its searches encode alike).
     """
+
+    corpus: str
+    encoder: str
+    outputs: dict[str, str | os.PathLike]
+    batch_size: int = 32
+    max_length: int = 256
+    faiss: str = "flat"
+    tokenizer_workers: int = 1
+    length_bucket: int = 1
+    quantization: int = 100
+    threads: int = 1
+    device: str | None = None
+    precision: str = "fp32"
+    compression: str | None = None
+    doc_max_terms: int | None = None
+    overwrite: bool = False
+    progress: bool = True
+    options: dict[str, Any] | None = None
+    shard: Shard | None = None
+    zero_shot: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        for name in _COUNTS:
+            if getattr(self, name) < 1:
+                raise UserError(f"--{name.replace('_', '-')} must be >= 1")
+        unknown = sorted(set(self.outputs) - set(KINDS))
+        if unknown or not self.outputs:
+            raise UserError(f"index kinds {unknown or '(none)'}: choose from {KINDS}")
+        if len({Path(p) for p in self.outputs.values()}) < len(self.outputs):
+            raise UserError("each index kind needs its own output folder")
+        if "dense" in self.outputs:
+            check_dense_faiss(self.faiss)
+        if self.compressed and "multivector" not in self.outputs:
+            raise UserError("--compression applies to multivector indexes")
+        if "multivector" in self.outputs:
+            from pyserini_moe.index.multivector import faiss_factory_string  # noqa: PLC0415
+
+            faiss_factory_string(self.faiss)
+            if self.compressed and self.shard is not None:
+                raise UserError("--compression applies to whole indexes, not to shards (merged "
+                                "indexes are float16)")
+        if self.doc_max_terms is not None and "impact" not in self.outputs:
+            raise UserError("--doc-max-terms applies to impact indexes")
+
+    @property
+    def compressed(self) -> bool:
+        return (self.compression or "none").lower() != "none"
+
+
+def build_indexes(settings: BuildSettings) -> list[Path]:
+    """Index the corpus (or one shard of it) into one folder per kind of ``settings.outputs``
+    from a single encoding pass of the encoder; returns the folders."""
     from pyserini_moe.encode.common import describe  # noqa: PLC0415
     from pyserini_moe.encode.dense import DensePassageEncoder  # noqa: PLC0415
     from pyserini_moe.encode.impact import ImpactPassageEncoder  # noqa: PLC0415
     from pyserini_moe.encode.multivector import MultiVectorPassageEncoder  # noqa: PLC0415
 
-    if "dense" in outputs:
-        check_dense_faiss(faiss)
-    if "multivector" in outputs:
-        from pyserini_moe.index.multivector import faiss_factory_string  # noqa: PLC0415
-
-        faiss_factory_string(faiss)
-        if (compression or "none").lower() != "none" and shard is not None:
-            raise UserError("--compression applies to whole indexes, not to shards (merged "
-                            "indexes are float16)")
-    unknown = sorted(set(outputs) - set(KINDS))
-    if unknown or not outputs:
-        raise UserError(f"index kinds {unknown or '(none)'}: choose from {KINDS}")
-    folders = {kind: Path(path) for kind, path in outputs.items()}
-    if len(set(folders.values())) < len(folders):
-        raise UserError("each index kind needs its own output folder")
+    s = settings
+    max_length, shard = s.max_length, s.shard
+    folders = {kind: Path(path) for kind, path in s.outputs.items()}
     for folder in folders.values():
-        if folder.exists() and not overwrite:
+        if folder.exists() and not s.overwrite:
             raise FileExistsError(f"{folder} already exists; pass --overwrite to rebuild it")
-    collection = open_corpus(corpus)
-    model = load_encoder(encoder, device, options=options, precision=precision,
-                         **(zero_shot or {}))
+    collection = open_corpus(s.corpus)
+    model = load_encoder(s.encoder, s.device, options=s.options, precision=s.precision,
+                         **(s.zero_shot or {}))
     adapters = {"dense": lambda: DensePassageEncoder(model, max_length=max_length),
                 "impact": lambda: ImpactPassageEncoder(model, max_length=max_length,
-                                                        quantization=quantization,
-                                                        max_terms=doc_max_terms),
+                                                        quantization=s.quantization,
+                                                        max_terms=s.doc_max_terms),
                 "multivector": lambda: MultiVectorPassageEncoder(model, max_length=max_length)}
     sinks = {"dense": _DenseSink, "impact": _ImpactSink, "multivector": _MultiVectorSink}
     built = {kind: adapters[kind]() for kind in folders}  # each checks the model can do its kind
     # One representation: the model computes only it; several: everything it produces.
     only = built[next(iter(built))].representation if len(built) == 1 else None
     fields = {"collection": collection.name, "max_length": max_length,
-              **_shard_field(shard, collection), **describe(model, encoder)}
-    settings = {"faiss": faiss, "quantization": quantization, "threads": threads,
-                "progress": progress, "overwrite": overwrite, "compression": compression,
-                "sharded": shard is not None,
-                # a compressed multi-vector build sizes its codec by the corpus (one count)
-                "docs": collection.num_docs() if "multivector" in outputs
-                and (compression or "none").lower() != "none" else None}
+              **_shard_field(shard, collection), **describe(model, s.encoder)}
+    # a compressed multi-vector build sizes its codec by the corpus (one count)
+    docs = collection.num_docs() if "multivector" in folders and s.compressed else None
     with contextlib.ExitStack() as stack:
         active = []
         for kind, folder in folders.items():
             out = folder if kind == "multivector" else stack.enter_context(
-                atomic_path(folder, directory=True, overwrite=overwrite))
-            active.append(sinks[kind](out, built[kind], fields, stack, settings))
+                atomic_path(folder, directory=True, overwrite=s.overwrite))
+            active.append(sinks[kind](out, built[kind], fields, stack, s, docs))
         seen = 0
         used = {adapter.representation for adapter in built.values()}
         # the next batches are read and tokenized in a background thread while this one encodes
-        stream = encode_stream(model, batches(collection, batch_size, "+".join(folders), progress,
-                                              shard), Side.PASSAGE, max_length, only=only,
+        stream = encode_stream(model, batches(collection, s.batch_size, "+".join(folders),
+                                              s.progress, shard),
+                               Side.PASSAGE, max_length, only=only,
                                texts=lambda docs: [d.contents for d in docs],
-                               workers=tokenizer_workers, bucket=length_bucket)
+                               workers=s.tokenizer_workers, bucket=s.length_bucket)
         for batch, out in stream:
             _refuse_non_finite(out, used, batch, list(folders.values()))
             for sink in active:
@@ -310,20 +350,20 @@ def _refuse_non_finite(out: Encoded, used: set[Representation], docs: list[Docum
 
 def build_dense_index(corpus: str, encoder: str, index_dir: str | os.PathLike,
                       **kwargs: Any) -> Path:
-    """A Faiss index of one model's dense vectors (see :func:`build_indexes`)."""
-    return build_indexes(corpus, encoder, {"dense": index_dir}, **kwargs)[0]
+    """A Faiss index of one model's dense vectors (``kwargs``: :class:`BuildSettings`' fields)."""
+    return build_indexes(BuildSettings(corpus, encoder, {"dense": index_dir}, **kwargs))[0]
 
 
 def build_impact_index(corpus: str, encoder: str, index_dir: str | os.PathLike,
                        **kwargs: Any) -> Path:
-    """A Lucene impact index of one model's term weights (see :func:`build_indexes`)."""
-    return build_indexes(corpus, encoder, {"impact": index_dir}, **kwargs)[0]
+    """A Lucene impact index of one model's term weights (``kwargs``: :class:`BuildSettings`' fields)."""
+    return build_indexes(BuildSettings(corpus, encoder, {"impact": index_dir}, **kwargs))[0]
 
 
 def build_multivector_index(corpus: str, encoder: str, index_dir: str | os.PathLike,
                             **kwargs: Any) -> Path:
-    """A multi-vector index of one model's token vectors (see :func:`build_indexes`)."""
-    return build_indexes(corpus, encoder, {"multivector": index_dir}, **kwargs)[0]
+    """A multi-vector index of one model's token vectors (``kwargs``: :class:`BuildSettings`' fields)."""
+    return build_indexes(BuildSettings(corpus, encoder, {"multivector": index_dir}, **kwargs))[0]
 
 
 def lucene_impact_index(vectors_dir: str | os.PathLike, out: Path, threads: int = 1) -> int:

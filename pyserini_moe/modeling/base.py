@@ -93,7 +93,8 @@ class Encoded:
     sparse: torch.Tensor | None = None
     multi: torch.Tensor | None = None
     mask: torch.Tensor | None = None
-    aux_loss: torch.Tensor | None = None  # e.g. a router's regulariser, added by the trainer
+    # A router's regulariser computed by this pass (SB-MoE), added through ``regularization``.
+    aux_loss: torch.Tensor | None = None
     # Learned routers' probabilities, one [units, experts] tensor per expert layer: regularisers
     # that need both sides of a batch at once (``regularization`` hook of the trainer) read them.
     routing: list[torch.Tensor] | None = None
@@ -232,9 +233,13 @@ class RetrievalModel(nn.Module, ABC):
         return 1.0
 
     def regularization(self, q: Encoded, p: Encoded) -> torch.Tensor | None:
-        """A loss term that needs both sides of the batch at once (TASER's routing entropy,
-        eq. 4-5); None adds nothing."""
-        return None
+        """The one channel through which a model regularises its training (its routers): by
+        default the sum of both sides' ``aux_loss``, a term each forward pass computed on its
+        own (SB-MoE's balance losses, which need that pass's gate noise); a model whose term
+        needs both sides at once overrides it (TASER's routing entropy, eq. 4-5). None adds
+        nothing."""
+        aux = [e.aux_loss.reshape(()) for e in (q, p) if e.aux_loss is not None]
+        return torch.stack(aux).sum() if aux else None
 
     # -- shared behaviour ------------------------------------------------------------------
     def configure(self, **options: Any) -> RetrievalModel:

@@ -11,7 +11,7 @@ in-batch negative included, at the activation memory of one chunk of texts.
 The parameters' gradient equals the one-pass gradient up to float rounding; the encoder runs
 forward twice (about a third more compute). A loss that is a function of the representations
 alone is what makes this exact, and the trainer's is: every term (the model's
-``compute_loss``, FLOPS, ``regularization``, ``aux_loss``) reads only :class:`Encoded` fields.
+``compute_loss``, FLOPS, ``regularization``) reads only :class:`Encoded` fields.
 One approximation: a per-pass ``aux_loss`` (a router's balance term) is averaged over the
 chunks, weighted by their sizes, as gradient accumulation would.
 """

@@ -4,8 +4,9 @@ best-checkpoint selection and exact resume.
 Loss per batch = ``model.compute_loss`` (contrastive NLL on ``model.score`` unless the model
 overrides it: CAME's weighted per-expert losses) + FLOPS (on ``Encoded.sparse``, query and passage
 weights from the recipe, ramped up quadratically over ``flops_warmup_ratio`` of the steps as in
-SPLADE, times ``model.flops_multiplier()``) + ``model.regularization(q, p)`` (TASER's routing
-entropy) + every ``Encoded.aux_loss`` (a router's own regulariser); ``model.loss_parts()`` joins
+SPLADE, times ``model.flops_multiplier()``) + ``model.regularization(q, p)``, the one channel of
+a router's regulariser (TASER's routing entropy; by default each pass's ``Encoded.aux_loss``,
+SB-MoE's balance losses), logged as ``regularization``; ``model.loss_parts()`` joins
 the training log and ``model.on_train_step(step, total)`` runs before every optimizer step
 (0-based: a schedule that survives resuming, like CAME's stages). These hooks are the model
 contract of :class:`~pyserini_moe.modeling.base.RetrievalModel`, with plain defaults.
@@ -172,11 +173,6 @@ class Trainer:
         if value is not None:
             total = total + local_share * value
             parts["regularization"] = value.item()
-        aux = [e.aux_loss for e in (q, p) if e.aux_loss is not None]
-        if aux:
-            aux_total = torch.stack([a.reshape(()) for a in aux]).sum()
-            total = total + local_share * aux_total
-            parts["aux_loss"] = aux_total.item()
         return total, parts
 
     @torch.no_grad()

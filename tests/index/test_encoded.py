@@ -14,7 +14,7 @@ from pyserini_moe import _java
 from pyserini_moe.cli import run_main
 from pyserini_moe.index import __main__ as index_cli
 from pyserini_moe.index import encoded
-from pyserini_moe.index.encoded import build_indexes
+from pyserini_moe.index.encoded import BuildSettings, build_indexes
 from pyserini_moe.modeling import CameEncoder
 
 _java.bootstrap()
@@ -74,8 +74,8 @@ def test_a_failing_index_leaves_none_of_the_folders(tiny_corpus, came, tmp_path,
     monkeypatch.setattr(encoded, "lucene_impact_index", lucene_fails)
     kinds = ("dense", "multivector", "impact")
     with pytest.raises(RuntimeError, match="Lucene failed"):
-        build_indexes(str(tiny_corpus), came, {k: tmp_path / k for k in kinds}, device="cpu",
-                      progress=False)
+        build_indexes(BuildSettings(str(tiny_corpus), came, {k: tmp_path / k for k in kinds},
+                                    device="cpu", progress=False))
     assert not any(tmp_path.iterdir())  # no index, no temporary folder
 
 

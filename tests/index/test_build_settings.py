@@ -1,0 +1,47 @@
+"""``BuildSettings`` checks itself (issue 38 item 2): a model's index build is refused when its
+settings are made, one line each, before any model loads or folder is touched; the command line
+and the library share these checks."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from pyserini_moe.errors import UserError
+from pyserini_moe.index.encoded import BuildSettings, Shard
+
+REFUSED = [
+    ({"batch_size": 0}, "--batch-size must be >= 1"),
+    ({"max_length": -1}, "--max-length must be >= 1"),
+    ({"quantization": 0}, "--quantization must be >= 1"),
+    ({"tokenizer_workers": 0}, "--tokenizer-workers must be >= 1"),
+    ({"length_bucket": 0}, "--length-bucket must be >= 1"),
+    ({"threads": 0}, "--threads must be >= 1"),
+    ({"outputs": {}}, "index kinds"),
+    ({"outputs": {"splade": "x"}}, "index kinds \\['splade'\\]"),
+    ({"outputs": {"dense": "x", "impact": "x"}}, "its own output folder"),
+    ({"faiss": "ivf100,pq8"}, "unknown faiss index"),
+    ({"compression": "pq16"}, "--compression applies to multivector"),
+    ({"outputs": {"multivector": "m"}, "compression": "pq16", "shard": Shard(0, 2)},
+     "not to shards"),
+    ({"doc_max_terms": 64}, "--doc-max-terms applies to impact"),
+]
+
+
+@pytest.mark.parametrize(("given", "said"), REFUSED, ids=[s for _, s in REFUSED])
+def test_settings_that_cannot_work_are_refused_when_made(given, said, tmp_path) -> None:
+    with pytest.raises(UserError, match=said) as caught:
+        BuildSettings(**{"corpus": "c", "encoder": "m", "outputs": {"dense": "d"}, **given})
+    assert "\n" not in str(caught.value)
+    assert not any(tmp_path.iterdir())
+
+
+def test_valid_settings_are_made_and_changed_copies_checked_again() -> None:
+    s = BuildSettings("c", "m", {"multivector": "m", "impact": "i"}, compression="pq16",
+                      doc_max_terms=64)
+    assert s.compressed
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.batch_size = 0  # type: ignore[misc]
+    with pytest.raises(UserError, match="--batch-size"):
+        dataclasses.replace(s, batch_size=0)
