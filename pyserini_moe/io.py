@@ -205,6 +205,56 @@ def _unreadable_array(path: Path, text: str) -> UserError:
     return UserError(f"{path}: the index file is damaged ({reason}); rebuild the index")
 
 
+# What a pandas DataFrame of query texts and float vectors needs to be rebuilt from a pickle
+# (Pyserini's encoded queries: embedding.pkl), under pandas 1.x-3.x and NumPy 1.x-2.x; a pickle
+# that names anything else (a function that runs code) is refused before it is called.
+_DATAFRAME_GLOBALS = frozenset({
+    ("builtins", "slice"),
+    ("numpy", "dtype"), ("numpy", "ndarray"),
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+    ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+    ("pandas", "DataFrame"), ("pandas", "Index"), ("pandas", "RangeIndex"),
+    ("pandas", "StringDtype"), ("pandas.core.frame", "DataFrame"),
+    ("pandas.core.indexes.base", "_new_Index"), ("pandas.core.indexes.base", "Index"),
+    ("pandas.core.indexes.range", "RangeIndex"),
+    ("pandas.core.internals.managers", "BlockManager"),
+    ("pandas.core.internals.blocks", "new_block"), ("pandas._libs.internals", "_unpickle_block"),
+    ("pandas.arrays", "ArrowStringArray"), ("pandas.core.arrays.string_", "StringDtype"),
+    ("pandas.core.arrays.string_arrow", "ArrowStringArray"),
+    ("pyarrow.lib", "_restore_array"), ("pyarrow.lib", "py_buffer"),
+    ("pyarrow.lib", "type_for_alias"),
+})
+
+
+class _Refused(pickle.UnpicklingError):
+    """The pickle names a global outside the allowed ones (raised before it is called)."""
+
+
+class _DataFrameUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in _DATAFRAME_GLOBALS:
+            raise _Refused(f"it names {module}.{name}, which a table of query vectors does not "
+                           "need")
+        return super().find_class(module, name)
+
+
+def read_dataframe_pickle(path: Path) -> Any:
+    """A pandas DataFrame pickle (Pyserini's ``embedding.pkl``), loaded by an unpickler that
+    builds only what such a table is made of: a pickle that would run anything else is one
+    error line naming the file, and is never run."""
+    try:
+        with open(path, "rb") as f:
+            frame = _DataFrameUnpickler(f).load()
+    except _Refused as e:
+        raise UserError(f"{path}: {SAFE_LOAD_REFUSAL} ({e})") from None
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
+            ImportError, IndexError, KeyError) as e:
+        raise UserError(f"{path}: not a readable pickle of a table ({type(e).__name__}: "
+                        f"{(str(e).splitlines() or [''])[0]})") from None
+    return frame
+
+
 def read_yaml(path: str | os.PathLike, what: str, error: type[ValueError]) -> object:
     """Parse a YAML file; a missing file or bad YAML is one message naming ``what`` and the path."""
     import yaml  # noqa: PLC0415

@@ -83,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
                           "its encoder was trained at, else every position the model has, 512 "
                           "for BERT; a longer query is cut, with a warning); --max-length is "
                           "Pyserini's name for it")
+    enc.add_argument("--encoded-queries", default=None, metavar="PATH",
+                     help="Pyserini's flag: queries encoded ahead of time instead of a model "
+                          "(dense: a folder with embedding.pkl; impact: a JSON-lines file; as "
+                          "`python -m pyserini_moe.encode_queries` and Pyserini write them), "
+                          "looked up by their text. A pickle is read only if it holds nothing "
+                          "but a table of texts and vectors")
     enc.add_argument("--query-max-terms", type=int, default=1024,
                      help="impact: query terms kept (the heaviest); may not exceed Lucene's max "
                           "clause count (1024), which refuses longer queries")
@@ -198,11 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     expert_outputs = ([f"{args.expert_runs}.{kind}.trec" for kind in INDEX_KINDS]
                       if args.expert_runs else [])
     refuse_input_as_output([args.output, *expert_outputs],
-                           [args.topics, *args.index, args.bm25_index, args.encoder])
+                           [args.topics, *args.index, args.bm25_index, args.encoder,
+                            args.encoded_queries])
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
 
     topics = load_topics(args.topics)
-    if args.backend != "torch" and settings.retriever != "bm25":
+    if args.backend != "torch" and settings.retriever != "bm25" and not args.encoded_queries:
         settings = replace(settings, encoder=_backend_encoder(args))
     outcome = search_topics(settings, topics)
     run, elapsed = outcome.run, outcome.search_seconds

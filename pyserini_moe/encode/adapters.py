@@ -63,6 +63,28 @@ class ModelQueryEncoder(ModelAdapter, QueryEncoder):
         self.queries_cut += cut
 
 
+class PrecomputedQueryEncoder(QueryEncoder):
+    """Queries encoded ahead of time (``search --encoded-queries``), looked up by their text as
+    Pyserini's own ``QueryEncoder`` and ``CachedDataQueryEncoder`` do: no model is loaded."""
+
+    def __init__(self, vectors: dict[str, Any], source: str, dense: bool) -> None:
+        QueryEncoder.__init__(self)
+        self.vectors, self.source, self.dense = vectors, source, dense
+
+    def encode(self, query: str, **kwargs: Any) -> Any:
+        try:
+            return self.vectors[query.strip()]
+        except KeyError:
+            raise UserError(f"{self.source} holds no encoding of the query {query[:60]!r}: encode "
+                            "these topics with `python -m pyserini_moe.encode_queries`") from None
+
+    def encode_batch(self, queries: list[str]) -> Any:
+        import numpy as np  # noqa: PLC0415
+
+        vectors = [self.encode(query) for query in queries]
+        return np.stack(vectors) if self.dense else vectors
+
+
 class DenseDocumentEncoder(DensePassageEncoder, DocumentEncoder):
     """Passages -> float32 [B, H] for Pyserini's Faiss indexer."""
 

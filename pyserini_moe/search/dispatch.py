@@ -68,6 +68,8 @@ class SearchSettings:
     b: float = 0.4
     fields: dict[str, float] | None = None  # BM25: Pyserini's --fields (a multifield index)
     remove_query: bool = False  # Pyserini's --remove-query: drop the hit that is the query itself
+    # Pyserini's --encoded-queries: dense / impact queries encoded ahead of time (no model)
+    encoded_queries: str | None = None
     quiet: bool = False
 
     def __post_init__(self) -> None:
@@ -100,6 +102,13 @@ class SearchSettings:
             return f"--{self.precision} applies to model encoders; BM25 has none"
         if self.bm25_index and self.retriever == "bm25":
             return "--bm25-index fuses a model's run with BM25; use a model --retriever"
+        if self.encoded_queries and self.retriever not in ("dense", "impact"):
+            return ("--encoded-queries applies to a dense or impact search (Pyserini reads "
+                    "encoded queries for those two)")
+        if self.encoded_queries and (self.encoder or self.precision != "fp32"
+                                     or self.query_max_length):
+            return ("--encoded-queries replaces the query encoder: --encoder, --fp16 / --bf16 "
+                    "and --query-max-length do not apply")
         return None
 
     def _bm25_problem(self) -> str | None:
@@ -223,7 +232,8 @@ def open_any(s: SearchSettings) -> Searcher:
     from pyserini_moe.search.encoded import open_searcher  # noqa: PLC0415
 
     return open_searcher(s.retriever, s.index, s.encoder, s.device, s.query_max_length,
-                         s.query_max_terms, s.faiss_params, s.ef_search, s.precision)
+                         s.query_max_terms, s.faiss_params, s.ef_search, s.precision,
+                         s.encoded_queries)
 
 
 def _fusion_searcher(s: SearchSettings) -> ExpertFusionSearcher:

@@ -30,11 +30,12 @@ log = logging.getLogger(__name__)
 MAX_HITS_IN_FLIGHT = 16_000
 
 
-def open_index(index: str | os.PathLike, kind: str, encoder: str | None = None) -> IndexMeta:
+def open_index(index: str | os.PathLike, kind: str, encoder: str | None = None,
+               encoded_queries: str | None = None) -> IndexMeta:
     """Metadata of a pyserini-moe index of ``kind``; a clear error for anything else. A dense
     index built elsewhere (``python -m pyserini.encode`` writes a Faiss ``index`` and a ``docid``
-    file, no metadata) is searched with the ``encoder`` given, with a warning that nothing can
-    check the pairing."""
+    file, no metadata) is searched with the ``encoder`` given, or the ``encoded_queries``, with a
+    warning that nothing can check the pairing."""
     if not Path(index).is_dir():
         raise FileNotFoundError(f"index folder not found: {index}")
     meta = check_kind(index, kind)
@@ -42,9 +43,10 @@ def open_index(index: str | os.PathLike, kind: str, encoder: str | None = None) 
         return meta
     foreign_dense = kind == "dense" and (Path(index) / "index").is_file() \
         and (Path(index) / "docid").is_file()
-    if foreign_dense and encoder:
+    if foreign_dense and (encoder or encoded_queries):
         log.warning("%s was not built by pyserini-moe (no pyserini_moe_index.json): searching it "
-                    "with %s, but nothing can check that this encoder built it", index, encoder)
+                    "with %s, but nothing can check that this encoder built it", index,
+                    encoder or encoded_queries)
         return IndexMeta(kind=kind, encoder=encoder, foreign=True)
     hint = " (a Faiss index built elsewhere: give --encoder, the model that encoded it)" \
         if foreign_dense else ""
@@ -73,10 +75,13 @@ class _EncodedSearcher:
 
     def __init__(self, index: str | os.PathLike, encoder: str | None = None,
                  device: str | None = None, query_max_length: int | None = None,
-                 precision: str = "fp32") -> None:
+                 precision: str = "fp32", encoded_queries: str | None = None) -> None:
         _java.bootstrap()
         self.index = str(index)
-        self.meta = open_index(index, self.kind, encoder)
+        self.meta = open_index(index, self.kind, encoder, encoded_queries)
+        if encoded_queries is not None:
+            self.query_encoder = self._precomputed(encoded_queries)
+            return
         self.encoder_name = encoder or self.meta.encoder
         if not self.encoder_name:  # every index we build records it: a damaged metadata file
             raise IndexMismatchError(f"{index} records no encoder in its pyserini_moe_index.json: "
@@ -104,6 +109,18 @@ class _EncodedSearcher:
     def _query_encoder(self, model: TextEncoder, max_length: int | None) -> Any:
         raise NotImplementedError
 
+    def _precomputed(self, path: str) -> Any:
+        """Queries encoded ahead of time instead of a model (Pyserini's ``--encoded-queries``):
+        nothing records which encoder made them, so the pairing is the user's to keep."""
+        from pyserini_moe.encode.adapters import PrecomputedQueryEncoder  # noqa: PLC0415
+        from pyserini_moe.search.encoded_queries import read_encoded_queries  # noqa: PLC0415
+
+        vectors = read_encoded_queries(path, self.kind)
+        log.info("%s: %d queries encoded ahead of time in %s (no model loaded; they must come "
+                 "from the encoder that built the index, %s)", self.index, len(vectors), path,
+                 self.meta.encoder)
+        return PrecomputedQueryEncoder(vectors, path, dense=self.kind == "dense")
+
     def search(self, topics: dict[str, str], hits: int = 1000, threads: int = 1,
                batch_size: int = 64, progress: bool = True) -> Run:
         """Batches of topics through the Pyserini searcher (which calls our query encoder)."""
@@ -130,6 +147,11 @@ class DenseSearcher(_EncodedSearcher):
         except RuntimeError as e:  # Faiss could not read its file
             raise IndexMismatchError(f"{self.index}/index: Faiss cannot read it ({_first_line(e)})"
                                      "; the index is damaged: build it again") from None
+        queries = getattr(self.query_encoder, "vectors", None)  # encoded ahead of time
+        dim = len(next(iter(queries.values()))) if queries else self.searcher.index.d
+        if dim != self.searcher.index.d:
+            raise UserError(f"the encoded queries have {dim} dimensions, {self.index} holds "
+                            f"{self.searcher.index.d}: they come from another encoder")
         recorded = self.meta.dim
         if recorded is not None and recorded != self.searcher.index.d:
             raise IndexMismatchError(f"{self.index}: the metadata says {recorded} dimensions, the "
@@ -347,12 +369,13 @@ def open_searcher(kind: str, index: str | os.PathLike, encoder: str | None = Non
                   device: str | None = None, query_max_length: int | None = None,
                   query_max_terms: int | None = None,
                   faiss_params: str | None = None,
-                  ef_search: int | None = None, precision: str = "fp32") -> _EncodedSearcher:
+                  ef_search: int | None = None, precision: str = "fp32",
+                  encoded_queries: str | None = None) -> _EncodedSearcher:
     """The searcher of ``kind`` with the options that kind takes (the others are ignored)."""
     extra = {"dense": {"ef_search": ef_search}, "impact": {"query_max_terms": query_max_terms},
              "multivector": {"faiss_params": faiss_params}}.get(kind, {})
     return SEARCHERS[kind](index, encoder, device=device, query_max_length=query_max_length,
-                           precision=precision, **extra)
+                           precision=precision, encoded_queries=encoded_queries, **extra)
 
 
 def _first_line(error: BaseException) -> str:

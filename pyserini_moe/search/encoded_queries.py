@@ -9,6 +9,8 @@ ours can be searched with ``python -m pyserini.search.faiss --encoded-queries`` 
   ``CachedDataQueryEncoder`` form, with the weights quantised as the index's documents were.
 
 The query encoder is the one the index records, checked against it as a search checks it.
+:func:`read_encoded_queries` reads either form back (ours or Pyserini's) for ``search
+--encoded-queries``: each query's vector by its text, as Pyserini looks them up.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.io import atomic_path
+from pyserini_moe.io import atomic_path, read_dataframe_pickle
 from pyserini_moe.search.encoded import open_searcher
 
 KINDS = ("dense", "impact")
@@ -56,3 +59,62 @@ def encode_queries(index: str | os.PathLike, kind: str, topics: dict[str, str],
             for qid, vector in zip(qids, vectors):
                 f.write(json.dumps({"id": qid, "contents": topics[qid], "vector": vector}) + "\n")
     return output
+
+
+def read_encoded_queries(path: str | os.PathLike, kind: str) -> dict[str, Any]:
+    """Queries encoded ahead of time, by their text (stripped, as Pyserini keys them): a dense
+    folder's ``embedding.pkl`` (float32 vectors; a pickle that would build anything but a table
+    is refused unrun) or an impact JSON-lines file (``{token: weight}``). Every problem is one
+    line naming the file."""
+    if kind not in KINDS:
+        raise UserError(f"--encoded-queries applies to dense and impact searches, not {kind!r}")
+    path = Path(path)
+    file = path / EMBEDDING_FILE if kind == "dense" and path.is_dir() else path
+    if not file.is_file():
+        form = f"a folder with {EMBEDDING_FILE}" if kind == "dense" else "a JSON-lines file"
+        raise FileNotFoundError(f"encoded queries not found: {file} (expected {form}, as "
+                                "`python -m pyserini_moe.encode_queries` writes)")
+    vectors = _read_dense(file) if kind == "dense" else _read_impact(file)
+    if not vectors:
+        raise UserError(f"{file} holds no encoded query")
+    return vectors
+
+
+def _read_dense(file: Path) -> dict[str, Any]:
+    import numpy as np  # noqa: PLC0415
+
+    frame = read_dataframe_pickle(file)
+    columns = list(getattr(frame, "columns", []))
+    if "text" not in columns or "embedding" not in columns:
+        raise UserError(f"{file}: expected a table with columns 'text' and 'embedding' "
+                        f"(Pyserini's encoded queries), found {columns or type(frame).__name__}")
+    vectors = {}
+    for text, embedding in zip(frame["text"], frame["embedding"]):
+        vector = np.asarray(embedding, dtype=np.float32)
+        if vector.ndim != 1 or not np.isfinite(vector).all():
+            raise UserError(f"{file}: the query {str(text)[:60]!r} has no finite vector")
+        vectors[str(text).strip()] = vector
+    if len({v.shape for v in vectors.values()}) > 1:
+        raise UserError(f"{file}: the query vectors differ in length")
+    return vectors
+
+
+def _read_impact(file: Path) -> dict[str, dict[str, float]]:
+    vectors = {}
+    with file.open(encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                text, vector = record["contents"], record["vector"]
+                ok = isinstance(text, str) and isinstance(vector, dict) and all(
+                    isinstance(w, (int, float)) and not isinstance(w, bool)
+                    for w in vector.values())
+            except (ValueError, KeyError, TypeError):
+                ok = False
+            if not ok:
+                raise UserError(f"{file}, line {number}: expected {{\"contents\": text, "
+                                "\"vector\": {token: weight}}")
+            vectors[text.strip()] = vector
+    return vectors

@@ -82,3 +82,79 @@ def test_a_multivector_index_has_no_pyserini_form(setup, tmp_path, capsys) -> No
                                       "--output", str(tmp_path / "out")]) == 2
     assert "not 'multivector'" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def _encoded(setup, kind: str) -> Path:
+    root, indexes, topics = setup
+    encoded = root / ("back-dense" if kind == "dense" else "back-impact.jsonl")
+    if not encoded.exists():
+        assert encode_cli.main(["--index", str(indexes[kind]), "--topics", str(topics),
+                                "--output", str(encoded), "--device", "cpu"]) == 0
+    return encoded
+
+
+@pytest.mark.parametrize("kind", ["dense", "impact"])
+def test_search_reads_encoded_queries_back(setup, kind, tmp_path) -> None:
+    """Pyserini's --encoded-queries habit: the run equals the model's own, and no model is
+    loaded to get it."""
+    root, indexes, topics = setup
+    ours, back = tmp_path / "model.trec", tmp_path / "encoded.trec"
+    base = ["--retriever", kind, "--index", str(indexes[kind]), "--topics", str(topics),
+            "--hits", "10", "--quiet"]
+    assert search_cli.main([*base, "--output", str(ours), "--device", "cpu"]) == 0
+    assert search_cli.main([*base, "--output", str(back), "--encoded-queries",
+                            str(_encoded(setup, kind))]) == 0
+    same_run(ours, back)
+
+
+def test_a_pickle_that_would_run_code_is_refused_unrun(setup, tmp_path, capsys) -> None:
+    import pickle  # noqa: PLC0415
+
+    root, indexes, topics = setup
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (Path.touch, (marker,))
+
+    folder = tmp_path / "evil"
+    folder.mkdir()
+    (folder / "embedding.pkl").write_bytes(pickle.dumps(Payload()))
+    code = run_main(search_cli.main, ["--retriever", "dense", "--index", str(indexes["dense"]),
+                                      "--topics", str(topics), "--output", str(tmp_path / "r"),
+                                      "--encoded-queries", str(folder), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "not loaded" in err and "pathlib" in err
+    assert not marker.exists() and not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(("writer", "said"), [
+    (lambda f: f.write_bytes(b"\x80\x04garbage"), "not a readable pickle"),
+    (lambda f: __import__("pandas").DataFrame({"q": ["a"]}).to_pickle(f), "columns 'text'"),
+    (lambda f: __import__("pandas").DataFrame(
+        {"text": ["x"], "embedding": [__import__("numpy").ones(3)]}).to_pickle(f),
+     "3 dimensions"),
+])
+def test_damaged_or_foreign_encoded_queries_are_one_line(setup, tmp_path, capsys, writer,
+                                                         said) -> None:
+    root, indexes, topics = setup
+    folder = tmp_path / "q"
+    folder.mkdir()
+    writer(folder / "embedding.pkl")
+    code = run_main(search_cli.main, ["--retriever", "dense", "--index", str(indexes["dense"]),
+                                      "--topics", str(topics), "--output", str(tmp_path / "r"),
+                                      "--encoded-queries", str(folder), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and said in err and "Traceback" not in err
+
+
+def test_a_query_not_encoded_is_named(setup, tmp_path, capsys) -> None:
+    root, indexes, topics = setup
+    other = tmp_path / "other.tsv"
+    other.write_text("q9\ta query nobody encoded\n")
+    code = run_main(search_cli.main, ["--retriever", "impact", "--index", str(indexes["impact"]),
+                                      "--topics", str(other), "--output", str(tmp_path / "r"),
+                                      "--encoded-queries", str(_encoded(setup, "impact")),
+                                      "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "no encoding of the query 'a query nobody encoded'" in err

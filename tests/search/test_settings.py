@@ -30,6 +30,9 @@ REFUSED = [
     ({"retriever": "fused", "index": ["a", "b"], "fusion": "wsum"}, "needs --fusion-weights"),
     ({"retriever": "fused", "index": ["a", "b"], "fusion": "linear", "fusion_weights": [1.0]},
      "one per index"),
+    ({"retriever": "multivector", "encoded_queries": "q"}, "--encoded-queries applies to a"),
+    ({"retriever": "dense", "encoded_queries": "q", "encoder": "m"}, "replaces the query encoder"),
+    ({"retriever": "dense", "encoded_queries": "q", "query_max_length": 8}, "do not apply"),
 ]
 
 
