@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import gzip
 import json
 import os
 import pickle
@@ -11,11 +12,12 @@ import re
 import shutil
 import stat
 import tempfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from pyserini_moe.errors import UserError
+from pyserini_moe.errors import DataFormatError, UserError
 
 
 @contextlib.contextmanager
@@ -127,6 +129,27 @@ def _check_target(target: Path, *, directory: bool, overwrite: bool) -> None:
         raise IsADirectoryError(f"{target} is a directory: name a file to write")
     if target.exists() and not overwrite:
         raise FileExistsError(f"{target} already exists (pass overwrite to replace it)")
+    if directory and target.is_dir() and not target.is_symlink():
+        refuse_foreign_folder(target)
+
+
+# Files that mark a folder as one this toolkit writes whole (an index, a model, an export, a
+# training checkpoint, a collection it wrote, a Lucene index): only such a folder, or an empty
+# one, is ever replaced.
+_OWN_MARKERS = ("pyserini_moe_index.json", "pyserini_moe.json", "pyserini_moe_onnx.json",
+                "embedding.pkl", "state.pt", "corpus.jsonl", "docs.jsonl", "config.json")
+
+
+def refuse_foreign_folder(folder: Path) -> None:
+    """Replacing a folder deletes everything in it: ``--index indexes --overwrite`` (a typo for
+    ``indexes/scifact``) must not delete every index, nor ``--overwrite`` a user's notes. A
+    folder is replaced only when empty or when it holds a file this toolkit writes whole."""
+    names = [p.name for p in folder.iterdir()]
+    if not names or any(n in _OWN_MARKERS or n.startswith("segments_") for n in names):
+        return
+    raise FileExistsError(f"{folder} holds files this toolkit did not write (e.g. "
+                          f"{sorted(names)[0]}): it replaces only a folder it wrote (an index, "
+                          "a model, an export) or an empty one; name another folder")
 
 
 def _sweep_dead_writers(target: Path) -> None:
@@ -263,6 +286,41 @@ def read_yaml(path: str | os.PathLike, what: str, error: type[ValueError]) -> ob
     if not path.is_file():
         raise FileNotFoundError(f"{what} not found: {path}")
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
         raise error(f"{path}: not valid YAML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 text (byte {e.start}); save the {what} as UTF-8") from None
+
+
+# --------------------------------------------------------------------------- line-level readers
+
+
+def open_binary(path: Path) -> IO[bytes]:
+    """Open a file for reading, gunzipping it when its name ends in ``.gz``."""
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rb")
+    return path.open("rb")
+
+
+def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield ``(1-based line number, line without its newline)`` for each non-blank UTF-8 line.
+
+    Lines are decoded one by one (a text-mode reader decodes in blocks and would blame the wrong
+    line), and undecodable bytes or a broken gzip stream become a :class:`DataFormatError` at the
+    line where they occur. A UTF-8 byte-order mark at the start is ignored.
+    """
+    lineno = 0
+    handle = open_binary(path)  # a missing file raises FileNotFoundError, not a format error
+    with handle:
+        try:
+            for lineno, raw in enumerate(handle, 1):
+                try:
+                    line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8").rstrip("\r\n")
+                except UnicodeDecodeError as e:
+                    raise DataFormatError(path, f"not valid UTF-8 ({e.reason} at byte {e.start})",
+                                          lineno) from e
+                if line.strip():
+                    yield lineno, line
+        except (OSError, EOFError, zlib.error) as e:
+            raise DataFormatError(path, f"unreadable or truncated file ({e})", lineno + 1) from e

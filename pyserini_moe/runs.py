@@ -12,9 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.io import atomic_path
+from pyserini_moe.io import atomic_path, iter_lines
 
 Run = dict[str, dict[str, float]]
+# Reads one split line of a run (``where``: file:line for errors) as (qid, docid, score).
+LineParser = Callable[[list[str], str], tuple[str, str, float]]
 
 
 class RunFormatError(UserError):
@@ -27,9 +29,19 @@ def ranked(hits: dict[str, float]) -> list[tuple[str, float]]:
     return sorted(hits.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
 
 
+def check_run_tag(tag: str) -> str:
+    """``tag``, if it is one word: an empty tag or one with whitespace in it writes lines of
+    five or seven columns, which this tool's readers and trec_eval then refuse."""
+    if tag.split() != [tag]:
+        raise UserError(f"run tag {tag!r}: the last column of a TREC run is one word, without "
+                        "whitespace (e.g. my_tag)")
+    return tag
+
+
 def write_trec_run(run: Run, path: str | os.PathLike, tag: str = "pyserini-moe",
                    hits: int | None = None) -> Path:
     """Write ``qid Q0 docid rank score tag`` lines, best first, atomically."""
+    check_run_tag(tag)
     return _write_ranked(run, path, hits,
                          lambda q, d, r, s: f"{q} Q0 {d} {r} {s:.6f} {tag}\n")
 
@@ -56,25 +68,34 @@ def read_trec_run(path: str | os.PathLike) -> Run:
     told apart per file by its first line. An MS MARCO run's score is ``1 / rank``: the file's
     order exactly (distinct ranks, distinct scores), the scores Pyserini's trec_eval gives such a
     run, and positive, so that raw-score fusion still favours a document found by more runs
-    (``-rank`` would not). A bad line raises :class:`RunFormatError` naming file and line."""
+    (``-rank`` would not). A bad line raises :class:`RunFormatError` naming file and line.
+
+    Lines are read as every other input is (:func:`~pyserini_moe.io.iter_lines`): gunzipped
+    when the name ends in ``.gz``, a UTF-8 byte-order mark dropped (else the first query id would
+    carry it and match no judged query), bytes that are not UTF-8 an error naming the line."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"run file not found: {path}")
     run: Run = {}
-    parse: Callable[[list[str], str], tuple[str, str, float]] | None = None
-    with open(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            parts = line.split()
-            if not parts:
-                continue
-            parse = parse or (_msmarco_line if len(parts) == 3 else _trec_line)
-            qid, docid, value = parse(parts, f"{path}:{lineno}")
-            hits = run.setdefault(qid, {})
-            if docid in hits:  # which line wins differs between tools: refuse the ambiguity
-                raise RunFormatError(f"{path}:{lineno}: document {docid!r} is listed twice for "
-                                     f"query {qid!r}")
-            hits[docid] = value
+    parse: LineParser | None = None
+    for lineno, line in iter_lines(path):
+        parts = line.split()
+        parse = parse or _line_parser(parts, f"{path}:{lineno}")
+        qid, docid, value = parse(parts, f"{path}:{lineno}")
+        hits = run.setdefault(qid, {})
+        if docid in hits:  # which line wins differs between tools: refuse the ambiguity
+            raise RunFormatError(f"{path}:{lineno}: document {docid!r} is listed twice for "
+                                 f"query {qid!r}")
+        hits[docid] = value
     return run
+
+
+def _line_parser(parts: list[str], where: str) -> LineParser:
+    """The format of a run, told by its first line; a line that fits neither names both."""
+    if len(parts) not in (3, 6):
+        raise RunFormatError(f"{where}: expected 6 columns (TREC: qid Q0 docid rank score tag) "
+                             f"or 3 (MS MARCO: qid docid rank), got {len(parts)}")
+    return _msmarco_line if len(parts) == 3 else _trec_line
 
 
 def _trec_line(parts: list[str], where: str) -> tuple[str, str, float]:

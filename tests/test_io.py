@@ -131,8 +131,7 @@ def test_run_main_reports_a_directory_error_in_one_line(capsys):
 
 
 def test_run_main_reports_user_errors_and_keeps_the_traceback_of_bugs(capsys):
-    from pyserini_moe.data.errors import DataFormatError
-    from pyserini_moe.errors import UserError
+    from pyserini_moe.errors import DataFormatError, UserError
 
     def user(argv):
         raise DataFormatError("qrels.tsv", "expected 3 columns", line=4)

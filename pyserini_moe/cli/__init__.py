@@ -47,8 +47,11 @@ def refuse_input_as_output(outputs: list[str | None], inputs: list[str | None]) 
     input folder (``--output <index>/docid``) would replace (with ``--overwrite``: delete) what
     the command reads: refused before any work, as is an output path that is a symbolic link or a
     device node (see :func:`~pyserini_moe.io.refuse_special_output`). Inputs that are names
-    rather than local paths (``scifact``, a hub model) cannot be hit."""
+    rather than local paths (``scifact``, a hub model) cannot be hit. Outputs are compared
+    with each other too: two that are one path (however spelled) or one inside the other would
+    overwrite each other."""
     given = [(path, str(p)) for p in inputs if p and (path := _local_input(str(p)))]
+    written: list[tuple[Path, str]] = []
     for out in outputs:
         if not out:
             continue
@@ -59,6 +62,13 @@ def refuse_input_as_output(outputs: list[str | None], inputs: list[str | None]) 
             if what := _clash(target, path, name):
                 raise UserError(f"{out} {what} of this command: writing it would replace what "
                                 "is being read; name another output")
+        for path, name in written:
+            if what := _clash(target, path, name):
+                what = what.replace("also an input", f"also the output {name}")
+                raise UserError(f"{out} {what.replace('the input', 'the output')} of this "
+                                "command: one would overwrite the other; give each output its "
+                                "own path")
+        written.append((target, str(out)))
 
 
 def refuse_unwritable_output(out: str | os.PathLike) -> None:

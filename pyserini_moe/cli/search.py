@@ -32,7 +32,7 @@ from pyserini_moe.cli import HelpFormatter, output_file, refuse_input_as_output
 from pyserini_moe.cli.args import add_backend_arg, add_device_args, backend_encoder
 from pyserini_moe.errors import UserError
 from pyserini_moe.representation import INDEX_KINDS
-from pyserini_moe.runs import write_msmarco_run, write_trec_run
+from pyserini_moe.runs import check_run_tag, write_msmarco_run, write_trec_run
 from pyserini_moe.search.dispatch import (
     RETRIEVERS,
     SEARCH_FUSIONS,
@@ -201,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = _settings(args)  # every check of the flags together (SearchSettings)
     if args.expert_runs and settings.retriever != "fused":
         raise UserError("--expert-runs applies to --retriever fused")
+    tag = check_run_tag(args.run_tag or run_tag(settings))  # before the search, not after it
     expert_outputs = ([f"{args.expert_runs}.{kind}.trec" for kind in INDEX_KINDS]
                       if args.expert_runs else [])
     refuse_input_as_output([args.output, *expert_outputs],
@@ -219,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.output_format == "msmarco":
         write_msmarco_run(run, args.output, hits=args.hits)
     else:
-        write_trec_run(run, args.output, tag=args.run_tag or run_tag(settings), hits=args.hits)
+        write_trec_run(run, args.output, tag=tag, hits=args.hits)
     for notice in outcome.notices:
         print(notice, file=sys.stderr)
     terms = "" if outcome.query_terms is None else f"; {outcome.query_terms:.1f} terms a query"

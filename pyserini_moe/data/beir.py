@@ -6,23 +6,20 @@ a broken collection is caught when it is loaded, not as a silently wrong score a
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 import os
 import urllib.error
 import urllib.request
 import zipfile
-import zlib
 from collections import deque
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from pyserini_moe.data.errors import DataFormatError
-from pyserini_moe.errors import UserError
-from pyserini_moe.io import atomic_path
+from pyserini_moe.errors import DataFormatError, UserError
+from pyserini_moe.io import atomic_path, iter_lines
 from pyserini_moe.paths import shared_data_root
 
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
@@ -59,36 +56,6 @@ def cache_root() -> Path:
 
 
 # --------------------------------------------------------------------------- line-level readers
-
-
-def open_binary(path: Path) -> IO[bytes]:
-    """Open a file for reading, gunzipping it when its name ends in ``.gz``."""
-    if path.name.endswith(".gz"):
-        return gzip.open(path, "rb")
-    return path.open("rb")
-
-
-def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Yield ``(1-based line number, line without its newline)`` for each non-blank UTF-8 line.
-
-    Lines are decoded one by one (a text-mode reader decodes in blocks and would blame the wrong
-    line), and undecodable bytes or a broken gzip stream become a :class:`DataFormatError` at the
-    line where they occur. A UTF-8 byte-order mark at the start is ignored.
-    """
-    lineno = 0
-    handle = open_binary(path)  # a missing file raises FileNotFoundError, not a format error
-    with handle:
-        try:
-            for lineno, raw in enumerate(handle, 1):
-                try:
-                    line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8").rstrip("\r\n")
-                except UnicodeDecodeError as e:
-                    raise DataFormatError(path, f"not valid UTF-8 ({e.reason} at byte {e.start})",
-                                          lineno) from e
-                if line.strip():
-                    yield lineno, line
-        except (OSError, EOFError, zlib.error) as e:
-            raise DataFormatError(path, f"unreadable or truncated file ({e})", lineno + 1) from e
 
 
 def first_line(path: Path) -> str | None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from trec_car.read_data import iter_paragraphs
 
 from pyserini_moe.data.beir import Document
-from pyserini_moe.data.errors import DataFormatError
+from pyserini_moe.errors import DataFormatError
 
 _NOT_CAR = "not a TREC CAR paragraphs file"
 

@@ -18,8 +18,9 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from pyserini_moe.data.beir import BeirCollection, Document, check_id, iter_lines
-from pyserini_moe.data.errors import DataFormatError
+from pyserini_moe.data.beir import BeirCollection, Document, check_id
+from pyserini_moe.errors import DataFormatError
+from pyserini_moe.io import iter_lines
 from pyserini_moe.representation import INDEX_META_FILE
 
 JSON_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")

@@ -43,11 +43,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from pyserini_moe.data.beir import QRELS_HEADER, Document, check_id, iter_lines, open_binary
-from pyserini_moe.data.errors import DataFormatError
+from pyserini_moe.data.beir import QRELS_HEADER, Document, check_id
 from pyserini_moe.data.export import write_topics_tsv
-from pyserini_moe.errors import UserError
-from pyserini_moe.io import atomic_path
+from pyserini_moe.errors import DataFormatError, UserError
+from pyserini_moe.io import atomic_path, iter_lines, open_binary
 from pyserini_moe.runs import Run, read_nonempty_run, write_trec_run
 
 WIKIPEDIA_PASSAGES = 21_015_324  # rows of psgs_w100.tsv: only sizes the progress bar

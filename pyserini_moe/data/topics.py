@@ -18,13 +18,12 @@ from pyserini_moe.data.beir import (
     cache_root,
     check_id,
     first_line,
-    iter_lines,
     read_beir_qrels,
     read_queries,
 )
-from pyserini_moe.data.errors import DataFormatError
 from pyserini_moe.data.export import write_trec_qrels
-from pyserini_moe.errors import UserError
+from pyserini_moe.errors import DataFormatError, UserError
+from pyserini_moe.io import iter_lines
 
 TOPICS_FORMS = (
     "accepted forms: COLLECTION:SPLIT (a local collection name or directory, or a public BEIR name; "

@@ -17,7 +17,7 @@ _java.bootstrap()
 
 from pyserini.encode import DocumentEncoder, QueryEncoder  # noqa: E402
 
-from pyserini_moe.encode.common import ModelAdapter  # noqa: E402
+from pyserini_moe.encode.common import ModelAdapter, first_non_finite  # noqa: E402
 from pyserini_moe.encode.dense import Dense, DensePassageEncoder  # noqa: E402
 from pyserini_moe.encode.impact import (  # noqa: E402
     DEFAULT_QUANTIZATION,
@@ -50,8 +50,17 @@ class ModelQueryEncoder(ModelAdapter, QueryEncoder):
     def encode_batch(self, queries: list[str]) -> Any:
         queries = list(queries)
         self._count_cut(queries)
-        return self.convert(self.model.encode(queries, Side.QUERY, self.max_length,
-                                              only=self.representation))
+        out = self.model.encode(queries, Side.QUERY, self.max_length, only=self.representation)
+        self._refuse_non_finite(out, queries)
+        return self.convert(out)
+
+    def _refuse_non_finite(self, out: Encoded, queries: list[str]) -> None:
+        """A query side with broken weights encoded NaN: the search wrote an empty run and
+        exited 0, and ``encode_queries`` wrote NaN vectors (the indexer checks passages)."""
+        row = first_non_finite(out, [self.representation])
+        if row is not None:
+            raise UserError(f"query {queries[row][:60]!r} encodes to NaN or infinite values (the "
+                            "model's weights are broken: a diverged training?)")
 
     def _count_cut(self, queries: list[str]) -> None:
         """Say (once per encoder, then keep counting) when a query is longer than max_length."""

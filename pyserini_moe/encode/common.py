@@ -5,6 +5,7 @@ the Pyserini classes)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,21 @@ class PassageEncoder(ModelAdapter):
         return self.convert(self.model.encode(join_titles(texts, titles), Side.PASSAGE,
                                               max_length or self.max_length,
                                               only=self.representation))
+
+
+def first_non_finite(out: Encoded, representations: Iterable[str]) -> int | None:
+    """The batch row of the first text whose ``representations`` hold NaN or infinite values
+    (None if none does): a model with broken weights (a diverged training) encodes NaN, which
+    Faiss ranks anywhere and the impact quantiser silently drops, so the indexer and the query
+    encoders refuse it. Padding token vectors are never scored, so they are not checked."""
+    bad = None
+    for representation in representations:
+        finite = torch.isfinite(getattr(out, representation))
+        if representation == Representation.MULTI:
+            finite = finite.all(dim=-1) | ~out.mask.bool()
+        rows = ~finite.flatten(1).all(dim=1).cpu()
+        bad = rows if bad is None else bad | rows
+    return int(bad.nonzero()[0]) if bad is not None and bad.any() else None
 
 
 def position_limit(model: Any) -> int | None:

@@ -18,10 +18,13 @@ ranx and the JVM are imported lazily so that parsing metric names stays instant.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import io
 import math
 import os
+import shutil
+import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -31,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.io import open_binary
 from pyserini_moe.runs import Run, ranked
 
 Qrels = dict[str, dict[str, int]]
@@ -51,6 +55,10 @@ _TREC_MEASURES = {
     "map": "map_cut.{k}",
 }
 VALID_METRICS = "map, mrr, " + ", ".join(f"{family}@k" for family in _TREC_MEASURES)
+# trec_eval's own names (``ndcg_cut.10``, ``P.10``, ``recip_rank``: Pyserini's 2CR pages use them),
+# read off the table above, lowercased: measure -> family.
+_TREC_FAMILIES = {measure.partition(".")[0].lower(): family
+                  for family, measure in _TREC_MEASURES.items()}
 
 
 @dataclass(frozen=True)
@@ -71,9 +79,11 @@ class Metric:
 def parse_metric(name: str) -> Metric:
     """Map ``ndcg@10``-style names (case-insensitive) to ranx and trec_eval; ValueError if unknown.
 
-    The result keeps ``name`` as given, so results are keyed by the caller's own spelling.
+    trec_eval's names are read as the names they measure (``ndcg_cut.10`` as ``ndcg@10``,
+    ``recip_rank`` as ``mrr``). The result keeps ``name`` as given, so results are keyed by the
+    caller's own spelling.
     """
-    key = name.strip().lower()
+    key = _from_trec_name(name.strip().lower())
     if key in ("map", "mrr"):
         return Metric(name, key, "map" if key == "map" else "recip_rank")
     family, sep, cutoff = key.partition("@")
@@ -82,7 +92,17 @@ def parse_metric(name: str) -> Metric:
         depth = k if family == "mrr" else None
         return Metric(name, f"{family}@{k}", _TREC_MEASURES[family].format(k=k), depth)
     raise UserError(f"unknown metric {name!r}; valid metrics: {VALID_METRICS} "
-                    "(k a positive integer, e.g. ndcg@10)")
+                    "(k a positive integer, e.g. ndcg@10), or trec_eval's names for them "
+                    "(ndcg_cut.10, recall.100, P.10, map_cut.100, recip_rank, map)")
+
+
+def _from_trec_name(key: str) -> str:
+    """``ndcg_cut.10`` -> ``ndcg@10``, ``recip_rank`` -> ``mrr``; any other name unchanged."""
+    measure, dot, cutoff = key.partition(".")
+    family = _TREC_FAMILIES.get(measure)
+    if family is None or bool(dot) != ("{k}" in _TREC_MEASURES[family]):  # cut-off or none
+        return key
+    return f"{family}@{cutoff}" if dot else family
 
 
 def parse_metrics(names: Iterable[str]) -> list[Metric]:
@@ -307,22 +327,48 @@ def trec_eval(run_path: str | os.PathLike, qrels_path: str | os.PathLike,
     from pyserini_moe._java import bootstrap  # noqa: PLC0415
 
     bootstrap()
-    from pyserini.eval.trec_eval import trec_eval as pyserini_trec_eval  # noqa: PLC0415
-
-    qrels = str(qrels_path)
-    if not Path(qrels).is_file():
+    qrels = Path(qrels_path)
+    if not qrels.is_file():
         from pyserini.search import get_qrels_file  # noqa: PLC0415
 
-        qrels = get_qrels_file(qrels)  # a Pyserini qrels name; FileNotFoundError if unknown
+        qrels = Path(get_qrels_file(str(qrels)))  # a Pyserini name; FileNotFoundError if unknown
     groups: dict[int | None, list[Metric]] = {}
     for m in specs:
         groups.setdefault(m.trec_depth, []).append(m)
+    with tempfile.TemporaryDirectory(prefix="trec_eval.") as folder:
+        files = [_as_trec_eval_reads(qrels, Path(folder) / "qrels"),
+                 _as_trec_eval_reads(run_path, Path(folder) / "run")]
+        values = _trec_eval_values(groups, *map(str, files),
+                                   f"for {run_path} with qrels {qrels_path}")
+    return {m.name: values[m.name] for m in specs}
+
+
+def _as_trec_eval_reads(path: Path, copy: Path) -> Path:
+    """``path``, or a plain copy of it when it is gzipped or starts with a UTF-8 byte-order mark:
+    trec_eval reads the bytes as they are, so it would fail on gzip, or file the first line under
+    a query id carrying the mark, where this project's readers read what was meant (the same
+    judgments and hits for both, never two values in silence)."""
+    with open_binary(path) as src:
+        head = src.read(len(codecs.BOM_UTF8))
+        if head != codecs.BOM_UTF8 and not path.name.endswith(".gz"):
+            return path
+        with open(copy, "wb") as dst:
+            dst.write(head.removeprefix(codecs.BOM_UTF8))
+            shutil.copyfileobj(src, dst)
+    return copy
+
+
+def _trec_eval_values(groups: dict[int | None, list[Metric]], qrels: str, run: str,
+                      what: str) -> dict[str, float]:
+    """One trec_eval call per ``-M`` depth (the JVM is up); ``what`` names the files in errors."""
+    from pyserini.eval.trec_eval import trec_eval as pyserini_trec_eval  # noqa: PLC0415
+
     values: dict[str, float] = {}
     for depth, group in groups.items():
         args = ["trec_eval", "-c", *(["-M", str(depth)] if depth else [])]
         for measure in _merge_cutoffs(m.trec_measure for m in group):
             args += ["-m", measure]
-        args += [qrels, str(run_path)]
+        args += [qrels, run]
         out, err = io.StringIO(), io.StringIO()
         failure = ""
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -338,10 +384,9 @@ def trec_eval(run_path: str | os.PathLike, qrels_path: str | os.PathLike,
         for m in group:
             if m.trec_output not in reported:
                 detail = err.getvalue().strip() or failure or out.getvalue().strip() or "no output"
-                raise UserError(f"trec_eval did not report {m.trec_measure} for {run_path} "
-                                f"with qrels {qrels_path}: {detail}")
+                raise UserError(f"trec_eval did not report {m.trec_measure} {what}: {detail}")
             values[m.name] = reported[m.trec_output]
-    return {m.name: values[m.name] for m in specs}
+    return values
 
 
 def _merge_cutoffs(measures: Iterable[str]) -> list[str]:

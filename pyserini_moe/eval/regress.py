@@ -103,6 +103,9 @@ INDEX_BUILDERS = frozenset({"pyserini_moe.index", "pyserini_moe.merge"})
 # files write values to and the table prints, so a value that prints the same passes.
 DEFAULT_TOLERANCE = 0.00005
 METRIC_KEYS = frozenset({"expected", "tolerance", "sd", "seeds"})  # a metric's mapping form
+# A step's pieces as a POSIX shell reads them: '...' and \x literal, "..." and bare text with their
+# variables expanded; a lone quote is one piece, left for shlex to refuse.
+SHELL_PIECE = re.compile(r"""'[^']*'|\\.|"(?:\\.|[^"\\])*"|[^'"\\]+|.""", re.DOTALL)
 
 
 class RegressionSpecError(ConfigError):
@@ -406,7 +409,8 @@ def expand(text: str, work: Path, seed: int | None = None, results: Path | None 
            quote: bool = False) -> str:
     """Environment variables (``$BEIR_DIR``) as a shell would, then the placeholders. Nothing else
     is read as one: a step's own braces (awk's ``'{print $1}'``) are kept as written. ``quote``:
-    for a step, which is split like a shell line, each path is one word even with spaces."""
+    for a step, which is split like a shell line, each path is one word even with spaces, and
+    single-quoted text stays literal, as in a shell (a python or awk snippet's ``$NAME``)."""
     data = shared_data_root()
     values = {"python": sys.executable, "work": work, "root": REPO_ROOT,
               "data": data if data is not None else "<no shared data>",
@@ -415,8 +419,14 @@ def expand(text: str, work: Path, seed: int | None = None, results: Path | None 
         values = {k: shlex.quote(str(v)) for k, v in values.items()}
     if seed is not None:
         values["seed"] = seed
-    return PLACEHOLDER.sub(lambda m: str(values[m[1]]) if m[1] in values else m[0],
-                           os.path.expandvars(text))
+    env = _shell_expandvars(text) if quote else os.path.expandvars(text)
+    return PLACEHOLDER.sub(lambda m: str(values[m[1]]) if m[1] in values else m[0], env)
+
+
+def _shell_expandvars(step: str) -> str:
+    """``$NAME`` and ``${NAME}`` expanded outside single quotes and backslash escapes only."""
+    return "".join(piece if piece[0] in "'\\" else os.path.expandvars(piece)
+                   for piece in SHELL_PIECE.findall(step))
 
 
 def run_step(command: str, work: Path, dry_run: bool, seed: int | None = None,
@@ -428,7 +438,12 @@ def run_step(command: str, work: Path, dry_run: bool, seed: int | None = None,
     if dry_run:
         return
     start = time.perf_counter()
-    proc = subprocess.run(shlex.split(cmd), cwd=REPO_ROOT)
+    argv = shlex.split(cmd)
+    try:
+        proc = subprocess.run(argv, cwd=REPO_ROOT)
+    except FileNotFoundError:
+        raise UserError(f"step program {argv[0]!r} not found; steps run without a shell (no "
+                        f"pipes, ';', '>' or VAR=value assignments): {cmd}") from None
     if proc.returncode != 0:
         raise UserError(f"step failed (exit {proc.returncode}): {cmd}")
     took = time.perf_counter() - start

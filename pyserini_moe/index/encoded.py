@@ -23,7 +23,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import torch
 from tqdm import tqdm
 
 from pyserini_moe.data.beir import BeirCollection, Document
@@ -253,8 +252,9 @@ class BuildSettings:
         unknown = sorted(set(self.outputs) - set(KINDS))
         if unknown or not self.outputs:
             raise UserError(f"index kinds {unknown or '(none)'}: choose from {KINDS}")
-        if len({Path(p) for p in self.outputs.values()}) < len(self.outputs):
-            raise UserError("each index kind needs its own output folder")
+        folders = sorted(Path(p).resolve() for p in self.outputs.values())
+        if any(a == b or a in b.parents for a, b in itertools.combinations(folders, 2)):
+            raise UserError("each index kind needs its own output folder, none inside another")
         if "dense" in self.outputs:
             check_dense_faiss(self.faiss)
         if self.compressed and "multivector" not in self.outputs:
@@ -332,20 +332,15 @@ def build_indexes(settings: BuildSettings) -> list[Path]:
 
 def _refuse_non_finite(out: Encoded, used: set[Representation], docs: list[Document],
                        folders: list[Path]) -> None:
-    """A model with NaN weights (a diverged training) encodes NaN, which Faiss stores and the
-    impact quantiser silently drops: refused at the first such document, before anything is
-    renamed into place. Padding token vectors are not indexed, so they are not checked."""
-    bad = torch.zeros(len(docs), dtype=torch.bool)
-    for representation in used:
-        finite = torch.isfinite(getattr(out, representation))
-        if representation is Representation.MULTI:
-            finite = finite.all(dim=-1) | ~out.mask.bool()
-        bad |= ~finite.flatten(1).all(dim=1).cpu()
-    if bad.any():
-        doc = docs[int(bad.nonzero()[0])]
-        raise UserError(f"{', '.join(map(str, folders))}: document {doc.id!r} encodes to NaN or "
-                        "infinite values (the model's weights are broken: a diverged training?); "
-                        "no index was written")
+    """Refused at the first such document, before anything is renamed into place (see
+    :func:`~pyserini_moe.encode.common.first_non_finite`)."""
+    from pyserini_moe.encode.common import first_non_finite  # noqa: PLC0415
+
+    row = first_non_finite(out, used)
+    if row is not None:
+        raise UserError(f"{', '.join(map(str, folders))}: document {docs[row].id!r} encodes to NaN "
+                        "or infinite values (the model's weights are broken: a diverged "
+                        "training?); no index was written")
 
 
 def build_dense_index(corpus: str, encoder: str, index_dir: str | os.PathLike,

@@ -108,6 +108,22 @@ _FACTORY_PARTS = [
 ]
 
 
+def _faiss_index(dim: int, factory: str, spec: str) -> Any:
+    """The empty Faiss token index; a spec that does not fit ``dim`` (PQ's m must divide it) is
+    one error line, raised when the writer is made, before the corpus is encoded further."""
+    try:
+        return faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as e:
+        raise UserError(f"--faiss {spec} does not fit the model's {dim}-dimensional token "
+                        f"vectors ({_faiss_reason(e)})") from None
+
+
+def _faiss_reason(error: RuntimeError) -> str:
+    """The sentence of a Faiss error, without its C++ file, line and function."""
+    text = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+    return text.split("' failed: ")[-1] if "' failed: " in text else text.split(": ", 2)[-1]
+
+
 def maxsim_numpy(q: np.ndarray, d: np.ndarray) -> float:
     """Exact MaxSim of one query ``[Lq, D]`` and one document ``[Ld, D]``, in float32."""
     sims = np.asarray(q, dtype=np.float32) @ np.asarray(d, dtype=np.float32).T
@@ -196,6 +212,7 @@ class MultiVectorIndexWriter:
         self.encoder_meta = dict(encoder_meta)
         self.faiss_index = faiss_index
         self._factory = faiss_factory_string(faiss_index)  # fail before any indexing work
+        _faiss_index(self.dim, self._factory, faiss_index)  # (and fits the dimensions)
         self.compression = compression
         self._pq = parse_compression(compression, self.dim)
         if self._pq is not None and self._factory != "Flat":
@@ -328,9 +345,15 @@ class MultiVectorIndexWriter:
             self._finish_compressed(offsets)
             return
         tokens = np.load(self._tmp / VECTORS_FILE, mmap_mode="r")
-        index = faiss.index_factory(self.dim, self._factory, faiss.METRIC_INNER_PRODUCT)
+        index = _faiss_index(self.dim, self._factory, self.faiss_index)
         if not index.is_trained:
-            index.train(self._sample(tokens))
+            sample = self._sample(tokens)
+            try:
+                index.train(sample)
+            except RuntimeError as e:  # Faiss: fewer training points than lists or codes
+                raise UserError(f"--faiss {self.faiss_index} cannot be trained on this index's "
+                                f"{len(sample)} token vectors ({_faiss_reason(e)}): use fewer "
+                                "IVF lists (about sqrt of the token count) or 'flat'") from None
         for start in tqdm(range(0, len(tokens), self.add_chunk), desc="faiss add", unit="chunk",
                           disable=not self.progress):
             index.add(np.asarray(tokens[start:start + self.add_chunk], dtype=np.float32))

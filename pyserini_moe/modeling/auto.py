@@ -9,7 +9,14 @@ import torch
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import read_json
-from pyserini_moe.modeling.base import TextEncoder, check_device, is_saved_model, load_model
+from pyserini_moe.modeling.base import (
+    MODEL_FILE,
+    WEIGHTS_FILE,
+    TextEncoder,
+    check_device,
+    is_saved_model,
+    load_model,
+)
 from pyserini_moe.representation import INDEX_META_FILE
 
 # What an index folder holds: an index passed where a model belongs is named as such.
@@ -62,7 +69,20 @@ def load_encoder(spec: str, device: str | torch.device | None = None,
     if is_saved_model(spec):
         model = load_model(spec, device)
     else:
+        _refuse_model_without_metadata(spec)
         from pyserini_moe.modeling.biencoder import SiameseBiEncoder  # noqa: PLC0415
 
         model = SiameseBiEncoder.zero_shot(spec, device=check_device(device), **zero_shot).eval()
     return model.configure(**(options or {})).set_precision(precision)
+
+
+def _refuse_model_without_metadata(spec: str) -> None:
+    """A folder holding our weights file but no ``pyserini_moe.json`` is a trained model whose
+    metadata was lost (deleted, or not copied). Read as a backbone, transformers found no weights
+    it knows and the error said the folder was no local model. (A Siamese model stores its
+    weights under transformers' own name: without the metadata it is still a sound
+    sentence-transformers backbone, so it is not refused.)"""
+    if (Path(spec) / WEIGHTS_FILE).is_file():
+        raise UserError(f"{spec}: the model metadata ({MODEL_FILE}) is missing beside a trained "
+                        f"model's weights ({WEIGHTS_FILE}): the folder is incomplete; save or copy "
+                        "the model again")

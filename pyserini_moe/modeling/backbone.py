@@ -147,14 +147,33 @@ def load_tokenizer(name_or_path: str | os.PathLike = DEFAULT_BACKBONE) -> Any:
     return _load(AutoTokenizer, resolve_backbone(name_or_path), "tokenizer")
 
 
+def read_config(folder: str | os.PathLike) -> Any:
+    """The backbone config (``config.json``) of a local model folder. transformers reports a
+    damaged one as a traceback (truncated JSON: an OSError; a wrong-typed value: a strict
+    dataclass error, 48 lines), or, through :func:`_load`, as a folder that is not there: here
+    it is one line naming the file."""
+    from transformers import AutoConfig  # noqa: PLC0415
+
+    try:
+        return AutoConfig.from_pretrained(folder)
+    except Exception as e:  # noqa: BLE001 - OSError, ValueError, huggingface_hub's validation errors
+        reason = " ".join(str(e).split())[:200]  # transformers' own text runs to 48 lines
+        raise UserError(f"{Path(folder) / 'config.json'}: the model config is damaged ({reason}); "
+                        "save or copy the model again") from None
+
+
 def load_config(name_or_path: str | os.PathLike = DEFAULT_BACKBONE) -> Any:
     from transformers import AutoConfig  # noqa: PLC0415
 
-    return _load(AutoConfig, resolve_backbone(name_or_path), "backbone config")
+    name = resolve_backbone(name_or_path)
+    return read_config(name) if Path(name).exists() else _load(AutoConfig, name, "backbone config")
 
 
 def load_backbone(name_or_path: str | os.PathLike = DEFAULT_BACKBONE) -> Any:
-    """Pretrained encoder (``AutoModel``, no task head) with its weights."""
+    """Pretrained encoder (``AutoModel``, no task head) with its weights; a local folder's config
+    is read first, so that a damaged one is said as such."""
     from transformers import AutoModel  # noqa: PLC0415
 
-    return _load(AutoModel, resolve_backbone(name_or_path), "backbone")
+    name = resolve_backbone(name_or_path)
+    local = {"config": read_config(name)} if Path(name).exists() else {}
+    return _load(AutoModel, name, "backbone", **local)

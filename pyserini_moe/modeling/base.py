@@ -462,9 +462,10 @@ def is_saved_model(path: str | os.PathLike) -> bool:
 def load_model(path: str | os.PathLike, device: str | torch.device | None = None) -> RetrievalModel:
     """Load a folder written by :meth:`RetrievalModel.save`."""
     from safetensors.torch import load_file  # noqa: PLC0415
-    from transformers import AutoConfig, AutoTokenizer  # noqa: PLC0415
+    from transformers import AutoTokenizer  # noqa: PLC0415
 
     import pyserini_moe.modeling  # noqa: F401,PLC0415 - registers every model type
+    from pyserini_moe.modeling.backbone import read_config  # noqa: PLC0415
 
     path = Path(path)
     if not is_saved_model(path):
@@ -486,7 +487,7 @@ def load_model(path: str | os.PathLike, device: str | torch.device | None = None
     subs = [p.name for p in path.iterdir() if (p / "config.json").is_file()
             and "model_type" in read_json(p / "config.json", "backbone config")]
     for sub in [""] + subs:
-        configs[sub] = AutoConfig.from_pretrained(path / sub if sub else path)
+        configs[sub] = read_config(path / sub if sub else path)
     model = cls.from_configs(configs, AutoTokenizer.from_pretrained(path), **meta.get("args", {}))
     weights_file = next((path / name for name in (WEIGHTS_FILE, TRANSFORMERS_WEIGHTS_FILE)
                          if (path / name).is_file()), path / cls.weights_file)

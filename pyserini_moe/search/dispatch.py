@@ -212,6 +212,8 @@ def recorded_retriever(indexes: list[str]) -> str:
 
 def _open(s: SearchSettings) -> tuple[Searcher | ExpertFusionSearcher, Searcher | None]:
     """The searcher the settings name, and BM25's for a hybrid (else None)."""
+    _refuse_mixed_collections([*([s.index] if isinstance(s.index, str) else s.index),
+                               *([s.bm25_index] if s.bm25_index else [])])
     if s.retriever == "fused":
         main = _fusion_searcher(s)
     else:
@@ -221,6 +223,23 @@ def _open(s: SearchSettings) -> tuple[Searcher | ExpertFusionSearcher, Searcher 
     from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
 
     return main, Bm25Searcher(s.bm25_index, k1=s.k1, b=s.b, fields=s.fields)
+
+
+def _refuse_mixed_collections(indexes: list[str]) -> None:
+    """A hybrid or a fusion merges runs over one corpus: indexes that record different
+    collections would mix another corpus's documents into the run, silently. Indexes that
+    record none (built elsewhere, prebuilt names) are not compared."""
+    from pyserini_moe.index.meta import read_meta  # noqa: PLC0415
+
+    named = {}
+    for index in indexes:
+        meta = read_meta(index) if os.path.isdir(index) else None
+        if meta is not None and meta.collection:
+            named[index] = meta.collection
+    if len(set(named.values())) > 1:
+        listed = ", ".join(f"{index} ({name})" for index, name in named.items())
+        raise UserError(f"these indexes hold different collections: {listed}; a hybrid or "
+                        "fused search needs indexes of one corpus")
 
 
 def open_any(s: SearchSettings) -> Searcher:

@@ -38,8 +38,7 @@ def encode_queries(index: str | os.PathLike, kind: str, topics: dict[str, str],
         raise UserError(f"Pyserini reads pre-encoded queries for dense and impact indexes, not "
                         f"{kind!r}")
     output = Path(output)
-    if output.exists() and not overwrite:
-        raise FileExistsError(f"{output} already exists; pass --overwrite to replace it")
+    _check_output(output, kind, overwrite)
     searcher = open_searcher(kind, index, encoder, device, query_max_length,
                              precision=precision)
     qids = list(topics)
@@ -59,6 +58,26 @@ def encode_queries(index: str | os.PathLike, kind: str, topics: dict[str, str],
             for qid, vector in zip(qids, vectors):
                 f.write(json.dumps({"id": qid, "contents": topics[qid], "vector": vector}) + "\n")
     return output
+
+
+def _check_output(output: Path, kind: str, overwrite: bool) -> None:
+    """Before any encoding: what is at ``output`` must be what this writes for ``kind`` (a
+    dense index's queries are a folder, ``embedding.pkl`` inside; an impact index's a file), and
+    ``overwrite`` replaces only queries written before, never an index, a model or a folder of
+    the user's files (a dense output folder was once refused as "a directory: name a file")."""
+    if not output.exists():
+        return
+    if kind == "impact" and output.is_dir():
+        raise IsADirectoryError(f"{output} is a directory: an impact index's queries are a "
+                                "JSON-lines file; name a file to write")
+    if kind == "dense" and not output.is_dir():
+        raise FileExistsError(f"{output} is a file: a dense index's queries are a folder "
+                              f"({EMBEDDING_FILE} inside); name a folder to write")
+    if kind == "dense" and any(output.iterdir()) and not (output / EMBEDDING_FILE).is_file():
+        raise FileExistsError(f"{output} holds no {EMBEDDING_FILE}: it is not encoded queries, "
+                              "and --overwrite replaces only those; name another folder")
+    if not overwrite:
+        raise FileExistsError(f"{output} already exists; pass --overwrite to replace it")
 
 
 def read_encoded_queries(path: str | os.PathLike, kind: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import pytest
 
 from pyserini_moe.data import beir
 from pyserini_moe.data.beir import BeirCollection, Document, resolve_collection
-from pyserini_moe.data.errors import DataFormatError
+from pyserini_moe.errors import DataFormatError
 from pyserini_moe.paths import shared_data_root
 
 DOCS = [

@@ -10,7 +10,7 @@ import pytest
 
 from pyserini_moe.data.beir import Document
 from pyserini_moe.data.car import read_car_paragraphs
-from pyserini_moe.data.errors import DataFormatError
+from pyserini_moe.errors import DataFormatError
 
 PARAGRAPHS_FILE = 2  # CAR file-type tag of a paragraphs file (0 = pages, 1 = outlines)
 

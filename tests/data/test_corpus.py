@@ -11,7 +11,7 @@ import pytest
 
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.data.corpus import DocumentFiles, open_corpus
-from pyserini_moe.data.errors import DataFormatError
+from pyserini_moe.errors import DataFormatError
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_car import PARAS, write_car  # noqa: E402

@@ -9,8 +9,8 @@ import pytest
 from pyserini_moe.cli import dpr as dpr_cli
 from pyserini_moe.data import dpr
 from pyserini_moe.data.beir import BeirCollection
-from pyserini_moe.data.errors import DataFormatError
 from pyserini_moe.data.topics import load_topics, read_qrels_file
+from pyserini_moe.errors import DataFormatError
 from pyserini_moe.eval.metrics import answer_accuracy
 from pyserini_moe.runs import ranked, read_trec_run
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pyserini_moe.data.errors import DataFormatError
 from pyserini_moe.data.topics import load_qrels, load_topics, qrels_file
+from pyserini_moe.errors import DataFormatError
 from pyserini_moe.paths import shared_data_root
 
 SHARED = shared_data_root()
