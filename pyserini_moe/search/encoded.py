@@ -78,6 +78,7 @@ class _EncodedSearcher:
                  precision: str = "fp32", encoded_queries: str | None = None) -> None:
         _java.bootstrap()
         self.index = str(index)
+        self._folder_id = _folder_id(index)
         self.meta = open_index(index, self.kind, encoder, encoded_queries)
         if encoded_queries is not None:
             self.query_encoder = self._precomputed(encoded_queries)
@@ -108,6 +109,15 @@ class _EncodedSearcher:
 
     def _query_encoder(self, model: TextEncoder, max_length: int | None) -> Any:
         raise NotImplementedError
+
+    def check_unchanged(self) -> None:
+        """The metadata (and so the query encoder) and the index files are read one after the
+        other: an ``--overwrite`` rebuild renamed into place between the two paired one model's
+        queries with another's documents, a run of neither (exit 0). A rebuild puts a new folder
+        at the path, so the folder's identity is compared once everything is open."""
+        if _folder_id(self.index) != self._folder_id:
+            raise IndexMismatchError(f"{self.index} was replaced (rebuilt) while this search "
+                                     "opened it: search again")
 
     def _precomputed(self, path: str) -> Any:
         """Queries encoded ahead of time instead of a model (Pyserini's ``--encoded-queries``):
@@ -374,8 +384,19 @@ def open_searcher(kind: str, index: str | os.PathLike, encoder: str | None = Non
     """The searcher of ``kind`` with the options that kind takes (the others are ignored)."""
     extra = {"dense": {"ef_search": ef_search}, "impact": {"query_max_terms": query_max_terms},
              "multivector": {"faiss_params": faiss_params}}.get(kind, {})
-    return SEARCHERS[kind](index, encoder, device=device, query_max_length=query_max_length,
-                           precision=precision, encoded_queries=encoded_queries, **extra)
+    searcher = SEARCHERS[kind](index, encoder, device=device, query_max_length=query_max_length,
+                               precision=precision, encoded_queries=encoded_queries, **extra)
+    searcher.check_unchanged()
+    return searcher
+
+
+def _folder_id(folder: str | os.PathLike) -> tuple[int, int] | None:
+    """(device, inode) of ``folder``: a folder renamed into its place has another."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _first_line(error: BaseException) -> str:

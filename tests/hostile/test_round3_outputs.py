@@ -126,3 +126,27 @@ def test_a_recipe_in_another_encoding_is_one_line(tmp_path) -> None:  # H10
     recipe.write_bytes("# caf\u00e9\noutput_dir: x\n".encode("latin-1"))
     with pytest.raises(UserError, match=r"recipe.yaml: not UTF-8 text \(byte 5\)"):
         read_yaml(recipe, "recipe", UserError)
+
+
+def test_an_index_rebuilt_while_a_search_opens_it_is_refused(ws, tmp_path, monkeypatch) -> None:
+    """H91: the metadata (query encoder) and the vectors must come from one build."""
+    import shutil  # noqa: PLC0415
+
+    from pyserini_moe.index.meta import IndexMismatchError  # noqa: PLC0415
+    from pyserini_moe.search import encoded  # noqa: PLC0415
+
+    index = Path(shutil.copytree(ws["index"], tmp_path / "live"))
+    read = encoded.open_index
+
+    def rebuilt_meanwhile(*args, **kwargs):
+        meta = read(*args, **kwargs)
+        shutil.copytree(index, tmp_path / "new")  # an --overwrite rebuild renames a new folder
+        index.rename(tmp_path / "old")
+        (tmp_path / "new").rename(index)
+        return meta
+
+    monkeypatch.setattr(encoded, "open_index", rebuilt_meanwhile)
+    with pytest.raises(IndexMismatchError, match="was replaced .* search again"):
+        encoded.open_searcher("dense", index, device="cpu")
+    monkeypatch.setattr(encoded, "open_index", read)
+    assert encoded.open_searcher("dense", index, device="cpu").meta.kind == "dense"
