@@ -74,7 +74,8 @@ class SearchSettings:
 
     def __post_init__(self) -> None:
         for problem in (self._retriever_problem(), self._count_problem(),
-                        self._model_problem(), self._bm25_problem(), self._fusion_problem()):
+                        self._model_problem(), self._bm25_problem(), self._fusion_problem(),
+                        self._ignored_problem()):
             if problem:
                 raise UserError(problem)
 
@@ -121,6 +122,23 @@ class SearchSettings:
             return f"BM25 needs --k1 >= 0 and --b in [0, 1], got k1 {self.k1}, b {self.b}"
         return None
 
+    def _ignored_problem(self) -> str | None:
+        """Settings this search would silently not use (``fuse`` refuses such settings too):
+        a model's on BM25, BM25's or a hybrid's on a model search without ``--bm25-index``."""
+        if self.retriever == "bm25":
+            names, where = (*_MODEL_SETTINGS, *_HYBRID_SETTINGS), "a BM25 search"
+        elif not self.bm25_index:
+            names = ("k1", "b", *_HYBRID_SETTINGS)
+            article = "an" if self.retriever[0] in "aeiou" else "a"
+            where = f"{article} {self.retriever} search without --bm25-index"
+        else:
+            return None
+        unused = [name for name in names if getattr(self, name) != _DEFAULTS[name]]
+        if not unused:
+            return None
+        flags = ", ".join("--" + name.replace("_", "-") for name in unused)
+        return f"{flags}: not used by {where}; leave {'it' if len(unused) == 1 else 'them'} out"
+
     def _fusion_problem(self) -> str | None:
         if self.fusion not in SEARCH_FUSIONS:
             return f"--fusion {self.fusion!r}: choose from {', '.join(SEARCH_FUSIONS)}"
@@ -131,6 +149,12 @@ class SearchSettings:
                     f"({len(self.index)}); tune them on a dev split with "
                     "`python -m pyserini_moe.fuse --dev-runs ...`")
         return None
+
+
+# Settings only a model's search reads, and those only a hybrid with BM25 reads.
+_MODEL_SETTINGS = ("encoder", "encoded_queries", "query_max_length", "faiss_params", "ef_search")
+_HYBRID_SETTINGS = ("alpha", "hybrid_normalize", "weight_on_dense")
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(SearchSettings)}
 
 
 @dataclasses.dataclass

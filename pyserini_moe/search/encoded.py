@@ -39,6 +39,11 @@ def open_index(index: str | os.PathLike, kind: str, encoder: str | None = None,
     if not Path(index).is_dir():
         raise FileNotFoundError(f"index folder not found: {index}")
     meta = check_kind(index, kind)
+    if meta is not None and meta.shard:
+        log.warning("%s is shard %s of %s (documents %s-%s of the corpus): its run covers that "
+                    "slice only; merge the shards first (python -m pyserini_moe.merge)", index,
+                    meta.shard.get("id"), meta.shard.get("num"), meta.shard.get("start"),
+                    meta.shard.get("stop"))
     if meta is not None:
         return meta
     foreign_dense = kind == "dense" and (Path(index) / "index").is_file() \

@@ -133,3 +133,17 @@ def test_shards_that_do_not_belong_together_are_refused(tiny_corpus, models, tmp
                                      "--index", str(tmp_path / "x"), "--encoder",
                                      models["dense"], "--shard-id", "0"]) == 2
     assert "go together" in capsys.readouterr().err
+
+
+def test_searching_one_unmerged_shard_is_said(tiny_corpus, models, tmp_path, caplog) -> None:
+    """H89: a shard's run covers its slice only; a forgotten merge is said, not silent."""
+    import logging  # noqa: PLC0415
+
+    from pyserini_moe.search.encoded import open_searcher  # noqa: PLC0415
+
+    shard = build("dense", tiny_corpus, models["dense"], tmp_path / "s1", "--shard-id", "1",
+                  "--shard-num", "3")
+    with caplog.at_level(logging.WARNING):
+        open_searcher("dense", shard, device="cpu")
+    assert any("is shard 1 of 3" in r.getMessage() and "merge the shards first"
+               in r.getMessage() for r in caplog.records)

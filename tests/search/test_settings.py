@@ -51,3 +51,22 @@ def test_valid_settings_are_made_and_cannot_change_unchecked() -> None:
         dataclasses.replace(s, hits=0)  # a changed copy is checked again
     assert dataclasses.replace(s, hits=10).hits == 10
     assert SearchSettings("bm25", "i", fields={"title": 1.0}).fields == {"title": 1.0}
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    ({"retriever": "dense", "k1": 1.2, "b": 0.75}, "--k1, --b: not used by a dense search "
+                                                    "without --bm25-index; leave them out"),
+    ({"retriever": "impact", "alpha": 0.5}, "--alpha: not used by an impact search"),
+    ({"retriever": "bm25", "encoder": "m", "alpha": 0.3}, "--encoder, --alpha: not used by a "
+                                                           "BM25 search"),
+    ({"retriever": "bm25", "query_max_length": 32}, "--query-max-length: not used by a BM25"),
+])
+def test_settings_a_search_would_ignore_are_refused(given, said) -> None:  # H84
+    with pytest.raises(UserError, match=said):
+        SearchSettings(**{"index": "i", **given})
+
+
+def test_a_hybrid_takes_both_sides_settings() -> None:
+    s = SearchSettings("dense", "i", bm25_index="b", k1=1.2, b=0.75, alpha=0.5,
+                       hybrid_normalize=True)
+    assert (s.k1, s.alpha) == (1.2, 0.5)
