@@ -16,7 +16,6 @@ global) and one or more fused runs, the command reports, in Markdown:
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -290,60 +289,93 @@ def _read_titles(corpus: str, docids: set[str]) -> dict[str, str]:
     return labels
 
 
-def run_came(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class CameAnalysis:
+    """What ``analyze came`` takes, flag for flag (see its ``--help``): malformed or clashing run
+    names, unknown metrics and numbers out of range are refused when the object is made, before
+    any run is read."""
+
+    expert_runs: Sequence[str]  # EXPERT=RUN, two or three of EXPERTS
+    qrels: str
+    fused: Sequence[str] | None = None  # NAME=RUN
+    topics: str | None = None  # for the query texts of the case study
+    corpus: str | None = None  # for the document titles of the case study
+    metrics: Sequence[str] = DEFAULT_METRICS
+    depth: int = PAPER_DEPTH
+    rbo_p: float = DEFAULT_RBO_P
+    cases: int = 5
+    quiet: bool = False
+    output: str | None = None
+    plot: str | None = None
+
+    def __post_init__(self) -> None:
+        from pyserini_moe.eval.metrics import parse_metrics  # noqa: PLC0415
+
+        experts = self.expert_paths()
+        if len(experts) < 2:
+            raise UserError(f"--expert-runs: need at least two of {', '.join(EXPERTS)}; got "
+                            f"{', '.join(experts)}")
+        if clash := set(self.fused_paths()) & set(experts):
+            raise UserError(f"--fused: {', '.join(sorted(clash))} is already an expert's name")
+        if self.depth < 1:
+            raise UserError(f"--depth must be >= 1, got {self.depth}")
+        if self.cases < 0:
+            raise UserError(f"--cases must be >= 0, got {self.cases}")
+        if not 0 < self.rbo_p < 1:
+            raise UserError(f"--rbo-p must be in (0, 1), got {self.rbo_p}")
+        parse_metrics(self.metrics)
+
+    def expert_paths(self) -> dict[str, str]:
+        """``{expert: run file}``, in the order given."""
+        return parse_named_runs(self.expert_runs, "--expert-runs", list(EXPERTS))
+
+    def fused_paths(self) -> dict[str, str]:
+        """``{name: run file}`` of the fused runs, in the order given."""
+        return parse_named_runs(self.fused or [], "--fused")
+
+
+def run_came(analysis: CameAnalysis) -> int:
     """``analyze came``: read and check the runs, compare and overlap the experts, write the
     report (and the RBO plot)."""
-    experts, fused, runs, qrels, topics, metrics = _read_came_inputs(args)
+    experts, fused, runs, qrels, topics, metrics = _read_came_inputs(analysis)
     names = list(experts)
-    rbos, text = _came_report(args, experts, fused, runs, qrels, topics, metrics)
-    emit(text, args.output)
-    if args.plot:
-        plot_rbo(names, rbos, args.plot, f"RBO of CAME's experts (top {args.depth}, "
-                                         f"p = {args.rbo_p:g})")
+    rbos, text = _came_report(analysis, experts, fused, runs, qrels, topics, metrics)
+    emit(text, analysis.output)
+    if analysis.plot:
+        plot_rbo(names, rbos, analysis.plot, f"RBO of CAME's experts (top {analysis.depth}, "
+                                             f"p = {analysis.rbo_p:g})")
     return 0
 
 
-def _read_came_inputs(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str],
-                                                          dict[str, Run], Qrels,
-                                                          dict[str, str], list[str]]:
+def _read_came_inputs(analysis: CameAnalysis) -> tuple[dict[str, str], dict[str, str],
+                                                       dict[str, Run], Qrels,
+                                                       dict[str, str], list[str]]:
     """The named expert and fused runs (each checked against the qrels), qrels, topics, metrics."""
     from pyserini_moe.data.topics import load_qrels, load_topics  # noqa: PLC0415
     from pyserini_moe.eval.metrics import parse_metrics  # noqa: PLC0415
     from pyserini_moe.runs import read_trec_run  # noqa: PLC0415
 
-    experts = parse_named_runs(args.expert_runs, "--expert-runs", list(EXPERTS))
-    if len(experts) < 2:
-        raise UserError(f"--expert-runs: need at least two of {', '.join(EXPERTS)}; got "
-                        f"{', '.join(experts)}")
-    fused = parse_named_runs(args.fused or [], "--fused")
-    if clash := set(fused) & set(experts):
-        raise UserError(f"--fused: {', '.join(sorted(clash))} is already an expert's name")
-    if args.depth < 1:
-        raise UserError(f"--depth must be >= 1, got {args.depth}")
-    if args.cases < 0:
-        raise UserError(f"--cases must be >= 0, got {args.cases}")
-    if not 0 < args.rbo_p < 1:
-        raise UserError(f"--rbo-p must be in (0, 1), got {args.rbo_p}")
-    metrics = [m.name for m in parse_metrics(args.metrics)]
+    experts, fused = analysis.expert_paths(), analysis.fused_paths()
+    metrics = [m.name for m in parse_metrics(analysis.metrics)]
     paths = {**experts, **fused}
     for name, path in paths.items():
         if not Path(path).is_file():
             flag = "--expert-runs" if name in experts else "--fused"
             raise FileNotFoundError(f"{flag} {name}: run file not found: {path}")
-    qrels = load_qrels(args.qrels)
+    qrels = load_qrels(analysis.qrels)
     runs = {}
     for name, path in paths.items():
         runs[name] = read_trec_run(path)
         if not set(runs[name]) & set(qrels):
             raise UserError(f"{name} run {path}: none of its {len(runs[name])} queries is in "
-                            f"the qrels {args.qrels} (wrong --qrels?)")
-    topics = load_topics(args.topics) if args.topics else {}
+                            f"the qrels {analysis.qrels} (wrong --qrels?)")
+    topics = load_topics(analysis.topics) if analysis.topics else {}
 
     return experts, fused, runs, qrels, topics, metrics
 
 
-def _came_report(args: argparse.Namespace, experts: dict[str, str], fused: dict[str, str],
-                 runs: dict[str, Run], qrels: Qrels, topics: dict[str, str],
+def _came_report(analysis: CameAnalysis, experts: dict[str, str],
+                 fused: dict[str, str], runs: dict[str, Run], qrels: Qrels, topics: dict[str, str],
                  metrics: list[str]) -> tuple[dict[tuple[str, str], float], str]:
     """The experts' pairwise RBO, and the Markdown report: table 3, overlap, case study."""
     from pyserini_moe.eval.metrics import compare, evaluate, format_comparison  # noqa: PLC0415
@@ -356,9 +388,9 @@ def _came_report(args: argparse.Namespace, experts: dict[str, str], fused: dict[
     lists = {name: rankings(run) for name, run in runs.items()}
     expert_lists = {name: lists[name] for name in experts}
     qids = sorted(qrels)
-    rbos = mean_pairwise({n: {q: r[:args.depth] for q, r in lst.items()}
+    rbos = mean_pairwise({n: {q: r[:analysis.depth] for q, r in lst.items()}
                           for n, lst in expert_lists.items()}, qids,
-                         lambda a, b: rbo(a, b, args.rbo_p), progress=not args.quiet)
+                         lambda a, b: rbo(a, b, analysis.rbo_p), progress=not analysis.quiet)
     overlaps = {k: mean_pairwise(expert_lists, qids, lambda a, b, k=k: overlap_at(a, b, k))
                 for k in OVERLAP_KS}
     complements = complementarity(expert_lists, qrels)
@@ -366,16 +398,16 @@ def _came_report(args: argparse.Namespace, experts: dict[str, str], fused: dict[
     pooled = sum(len(set().union(*(set(lst.get(q, [])[:COMPLEMENT_DEPTH])
                                    for lst in expert_lists.values())) & docs)
                  for q, docs in rel.items())
-    cases = disagreements(expert_lists, qrels, args.depth, args.cases)
+    cases = disagreements(expert_lists, qrels, analysis.depth, analysis.cases)
     labels: dict[str, str] = {}
-    if args.corpus and cases:
+    if analysis.corpus and cases:
         wanted = {d for q, _ in cases for lst in lists.values() for d in lst.get(q, [])[:TOP_DOCS]}
         wanted |= {d for q, _ in cases for d in rel[q]}
-        labels = _read_titles(args.corpus, wanted)
+        labels = _read_titles(analysis.corpus, wanted)
 
     names = list(experts)
     sections = [
-        f"# CAME: experts and fusion on {args.qrels}",
+        f"# CAME: experts and fusion on {analysis.qrels}",
         f"{len(qrels)} queries. Experts: " + ", ".join(f"{n} ({p})" for n, p in experts.items())
         + (". Fused: " + ", ".join(f"{n} ({p})" for n, p in fused.items()) if fused else "")
         + ".",
@@ -383,8 +415,8 @@ def _came_report(args: argparse.Namespace, experts: dict[str, str], fused: dict[
         f"Every run is tested against the best single expert by {key}, {best}.",
         format_comparison(comparison),
         "## Overlap between the experts (CAME section 5.3)",
-        f"Rank-biased overlap (RBO_ext, Webber et al. 2010) of the top {args.depth}, "
-        f"p = {args.rbo_p:g}, mean over the queries of the qrels (the paper: 42%-48% at top "
+        f"Rank-biased overlap (RBO_ext, Webber et al. 2010) of the top {analysis.depth}, "
+        f"p = {analysis.rbo_p:g}, mean over the queries of the qrels (the paper: 42%-48% at top "
         "1000 between independently trained experts).",
         format_rbo_matrix(names, rbos),
         "Top-k overlap |A ∩ B| / k, mean over the queries of the qrels.",
@@ -399,10 +431,10 @@ def _came_report(args: argparse.Namespace, experts: dict[str, str], fused: dict[
         sections += [
             f"The {len(cases)} queries where the experts disagree most: the largest spread (max - "
             "min over experts) of the reciprocal rank of the first relevant document in the top "
-            f"{args.depth} (0 beyond it; '-' in the tables).",
-            format_cases(cases, lists, qrels, args.depth, topics, labels)]
+            f"{analysis.depth} (0 beyond it; '-' in the tables).",
+            format_cases(cases, lists, qrels, analysis.depth, topics, labels)]
     else:
-        sections.append("No query on which the experts disagree." if args.cases
+        sections.append("No query on which the experts disagree." if analysis.cases
                         else "Left out (--cases 0).")
     return rbos, "\n\n".join(sections) + "\n"
 
@@ -455,20 +487,39 @@ def format_competition(name: str, summary: Sequence[Mapping[str, float]]) -> str
     return "\n".join(lines)
 
 
-def run_competition(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class CompetitionAnalysis:
+    """What ``analyze came-competition`` takes, flag for flag (see its ``--help``): malformed log
+    names and fewer than one stretch of steps are refused when the object is made."""
+
+    log: Sequence[str]  # NAME=LOG
+    bins: int = 10
+    output: str | None = None
+    plot: str | None = None
+
+    def __post_init__(self) -> None:
+        self.log_paths()
+        if self.bins < 1:
+            raise UserError(f"--bins must be >= 1, got {self.bins}")
+
+    def log_paths(self) -> dict[str, str]:
+        """``{name: training log}``, in the order given."""
+        return parse_named_runs(self.log, "--log")
+
+
+def run_competition(analysis: CompetitionAnalysis) -> int:
     """``analyze came-competition``: the eq. 11 weights and each expert's loss over training."""
-    logs = {name: read_competition(path)
-            for name, path in parse_named_runs(args.log, "--log").items()}
+    logs = {name: read_competition(path) for name, path in analysis.log_paths().items()}
     text = ["# CAME's competition during training (eq. 9-11)",
-            f"Batch means of the training log, in {args.bins} stretches of steps: each expert's "
-            "weight w_e (eq. 11; 1 in the standardized stage, eq. 9), its contrastive loss, and "
-            "the share of steps on which it held the largest weight. Uniform weights are 1/3; "
-            "with tau = 0.5 an expert ranking d+ first while the others rank it second gets "
-            "0.58, and 0.79 at most."]
-    text += [format_competition(name, competition_summary(rows, args.bins))
+            f"Batch means of the training log, in {analysis.bins} stretches of steps: each "
+            "expert's weight w_e (eq. 11; 1 in the standardized stage, eq. 9), its contrastive "
+            "loss, and the share of steps on which it held the largest weight. Uniform weights "
+            "are 1/3; with tau = 0.5 an expert ranking d+ first while the others rank it second "
+            "gets 0.58, and 0.79 at most."]
+    text += [format_competition(name, competition_summary(rows, analysis.bins))
              for name, rows in logs.items()]
-    emit("\n\n".join(text) + "\n", args.output)
-    if args.plot:
+    emit("\n\n".join(text) + "\n", analysis.output)
+    if analysis.plot:
         fig, axes = figure(ncols=len(logs))
         for ax, (name, rows) in zip(axes, logs.items()):
             for key in (k for k in rows[0] if k.startswith("weight_")):
@@ -476,5 +527,5 @@ def run_competition(args: argparse.Namespace) -> int:
                         label=key.removeprefix("weight_"), linewidth=0.8)
             ax.set(title=name, xlabel="step", ylabel="batch-mean weight (eq. 11)")
             ax.legend()
-        save_png(fig, args.plot)
+        save_png(fig, analysis.plot)
     return 0

@@ -18,12 +18,11 @@ so adding a seed re-evaluates only that seed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from pyserini_moe.io import read_yaml
 SNAPSHOT = re.compile(r"step-([0-9]+)")
 CACHE_FILE = "evaluation.json"
 DEV = "dev"  # the held-out queries' name in reports
+KINDS = ("dense", "impact", "multivector")  # index kinds a snapshot is searched with
 
 
 @dataclass(frozen=True)
@@ -216,7 +216,7 @@ def plot(snapshots: list[Snapshot], test_set: str, metric: str, dev_metric: str,
     save_png(fig, path)
 
 
-def training_folders(items: list[str]) -> dict[str, Path]:
+def training_folders(items: Sequence[str]) -> dict[str, Path]:
     """``[SEED=]DIR`` items as {label: folder}; a label given twice is refused (one of the two
     trainings would silently drop out of the means)."""
     folders: dict[str, Path] = {}
@@ -248,21 +248,46 @@ def check_corpus(train_dir: Path, corpus: str) -> None:
                         f"{trained_on}")
 
 
-def run_checkpoints(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class CheckpointsAnalysis:
+    """What ``analyze checkpoints`` takes, flag for flag (see its ``--help``): a label given twice
+    and an unknown index kind are refused when the object is made, before any snapshot is
+    indexed."""
+
+    train_dir: Sequence[str]  # [SEED=]DIR, one training per seed
+    corpus: str
+    test: str | None = None  # `collection:split`; None: the corpus's test split
+    metric: str = "ndcg@10"
+    dev_metric: str = "ndcg@10"
+    kind: str = "dense"
+    max_length: int = 256
+    title: str = "Checkpoint selection"
+    quiet: bool = False
+    output: str | None = None
+    plot: str | None = None
+
+    def __post_init__(self) -> None:
+        training_folders(self.train_dir)
+        if self.kind not in KINDS:
+            raise UserError(f"--kind {self.kind!r}: choose from {', '.join(KINDS)}")
+
+
+def run_checkpoints(analysis: CheckpointsAnalysis) -> int:
     """The ``checkpoints`` subcommand."""
     from pyserini_moe.analyze.common import emit  # noqa: PLC0415
 
-    test = args.test or f"{args.corpus}:test"
-    metrics = list(dict.fromkeys([args.metric, args.dev_metric]))
-    folders = training_folders(args.train_dir)
+    test = analysis.test or f"{analysis.corpus}:test"
+    metrics = list(dict.fromkeys([analysis.metric, analysis.dev_metric]))
+    folders = training_folders(analysis.train_dir)
     for folder in folders.values():
-        check_corpus(folder, args.corpus)
-    trainings = {label: evaluate_training(folder, args.corpus, [test], metrics, args.kind,
-                                          args.max_length, not args.quiet)
+        check_corpus(folder, analysis.corpus)
+    trainings = {label: evaluate_training(folder, analysis.corpus, [test], metrics,
+                                          analysis.kind, analysis.max_length, not analysis.quiet)
                  for label, folder in folders.items()}
-    emit(report(trainings, test, args.metric, args.dev_metric, args.title), args.output)
-    if args.plot:
+    emit(report(trainings, test, analysis.metric, analysis.dev_metric, analysis.title),
+         analysis.output)
+    if analysis.plot:
         first = next(iter(trainings))
-        plot(trainings[first], test, args.metric, args.dev_metric,
-             f"{args.title}, seed {first}", args.plot)
+        plot(trainings[first], test, analysis.metric, analysis.dev_metric,
+             f"{analysis.title}, seed {first}", analysis.plot)
     return 0

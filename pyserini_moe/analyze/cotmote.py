@@ -14,8 +14,9 @@ paired t-tests over rows. Lower = queries and passages share more of one embeddi
 
 from __future__ import annotations
 
-import argparse
 import random
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -124,30 +125,55 @@ def plot_tsne(embeddings: dict[str, tuple[np.ndarray, np.ndarray]], path: str | 
     save_png(fig, path)
 
 
-def run_divergence(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class DivergenceAnalysis:
+    """What ``analyze divergence`` takes, flag for flag (see its ``--help``; it shows no
+    progress, so ``--quiet`` is not among them): settings that cannot work are refused when the
+    object is made, before any model is loaded."""
+
+    model: Sequence[str]  # NAME=MODEL (or a bare path, named by its folder)
+    corpus: str
+    topics: str
+    qrels: str
+    sample: int = 0  # pairs sampled (seeded); 0 = every judged query
+    seed: int = 0
+    max_length: int = 256
+    query_max_length: int = 64
+    device: str | None = None
+    output: str | None = None
+    plot: str | None = None
+
+    def __post_init__(self) -> None:
+        _named(self.model)
+        if self.sample < 0:
+            raise UserError(f"--sample must be >= 0 (0 = all), got {self.sample}")
+
+
+def run_divergence(analysis: DivergenceAnalysis) -> int:
+    """``analyze divergence``: embed the judged pairs with each model, write the divergences
+    (and the t-SNE plot)."""
     from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
     from pyserini_moe.data.topics import load_qrels, load_topics  # noqa: PLC0415
     from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
 
-    models = _named(args.model)
-    topics, qrels = load_topics(args.topics), load_qrels(args.qrels)
-    docs = {d.id: d.contents for d in BeirCollection.load(args.corpus).corpus()}
-    pairs = judged_pairs(topics, qrels, docs, args.sample, args.seed)
+    topics, qrels = load_topics(analysis.topics), load_qrels(analysis.qrels)
+    docs = {d.id: d.contents for d in BeirCollection.load(analysis.corpus).corpus()}
+    pairs = judged_pairs(topics, qrels, docs, analysis.sample, analysis.seed)
     embeddings = {}
-    for name, path in models.items():
-        model = load_encoder(path, device=args.device)
-        embeddings[name] = embed(model, pairs, args.max_length, args.query_max_length)
+    for name, path in _named(analysis.model).items():
+        model = load_encoder(path, device=analysis.device)
+        embeddings[name] = embed(model, pairs, analysis.max_length, analysis.query_max_length)
     results = {name: divergences(q, p) for name, (q, p) in embeddings.items()}
     text = (f"Query-passage divergences (cot-mote.txt appendix A.1) over {len(pairs)} judged "
-            f"pairs of {args.topics}; mean (sd) per row, paired t-tests:\n\n"
+            f"pairs of {analysis.topics}; mean (sd) per row, paired t-tests:\n\n"
             f"{format_divergences(results)}\n")
-    emit(text, args.output)
-    if args.plot:
-        plot_tsne(embeddings, args.plot, args.seed)
+    emit(text, analysis.output)
+    if analysis.plot:
+        plot_tsne(embeddings, analysis.plot, analysis.seed)
     return 0
 
 
-def _named(specs: list[str]) -> dict[str, str]:
+def _named(specs: Sequence[str]) -> dict[str, str]:
     """``NAME=PATH`` (or a bare path, named by its folder) -> {name: path}, names unique."""
     out: dict[str, str] = {}
     for spec in specs:

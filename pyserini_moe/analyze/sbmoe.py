@@ -4,7 +4,6 @@ nDCG@10 and R@100 against the number of experts)."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import random
 from collections.abc import Sequence
@@ -152,71 +151,122 @@ def plot_expert_count(results: dict[int, dict[str, float]], metrics: Sequence[st
     save_png(fig, path)
 
 
-def run_experts(args: argparse.Namespace) -> int:
+@dataclasses.dataclass(frozen=True)
+class ExpertsAnalysis:
+    """What ``analyze experts`` takes, flag for flag (see its ``--help``): settings that cannot
+    work are refused when the object is made, before the model is loaded."""
+
+    model: str
+    corpus: str | None = None
+    topics: str | None = None
+    sample: int = 0  # documents sampled from the corpus (seeded); 0 = all, as the paper
+    seed: int = 0
+    min_docs: int = PAPER_MIN_DOCS
+    threshold: float | None = None  # a percentage of the routed texts; overrides min_docs
+    batch_size: int = 32
+    max_length: int = 256
+    query_max_length: int = 64
+    device: str | None = None
+    quiet: bool = False
+    output: str | None = None
+    plot: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.corpus and not self.topics:
+            raise UserError("experts: give --corpus, --topics or both")
+        if self.threshold is not None and not 0 <= self.threshold <= 100:
+            raise UserError(f"--threshold is a percentage in [0, 100], got {self.threshold}")
+        if self.min_docs < 1:
+            raise UserError(f"--min-docs must be >= 1, got {self.min_docs}")
+        if self.sample < 0:
+            raise UserError(f"--sample must be >= 0 (0 = all), got {self.sample}")
+
+
+def run_experts(analysis: ExpertsAnalysis) -> int:
+    """``analyze experts``: route the corpus and / or topics through the gate, write the wins
+    and the activated experts (and the plot)."""
     from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
     from pyserini_moe.modeling.base import load_model  # noqa: PLC0415
 
-    if not args.corpus and not args.topics:
-        raise UserError("experts: give --corpus, --topics or both")
-    if args.threshold is not None and not 0 <= args.threshold <= 100:
-        raise UserError(f"--threshold is a percentage in [0, 100], got {args.threshold}")
-    if args.min_docs < 1:
-        raise UserError(f"--min-docs must be >= 1, got {args.min_docs}")
-    model = load_model(args.model, args.device)
+    model = load_model(analysis.model, analysis.device)
     if model.model_type != "sbmoe":
-        raise UserError(f"{args.model} is a {model.model_type} model: expert analysis needs an "
-                        "sbmoe model")
+        raise UserError(f"{analysis.model} is a {model.model_type} model: expert analysis needs "
+                        "an sbmoe model")
     texts: dict[str, list[str]] = {}
     sizes: dict[str, int] = {}
-    if args.corpus:
-        passages = [doc.contents for doc in BeirCollection.load(args.corpus).corpus()]
+    if analysis.corpus:
+        passages = [doc.contents for doc in BeirCollection.load(analysis.corpus).corpus()]
         sizes["passage"] = len(passages)
-        if args.sample and args.sample < len(passages):
-            passages = random.Random(args.seed).sample(passages, args.sample)
+        if analysis.sample and analysis.sample < len(passages):
+            passages = random.Random(analysis.seed).sample(passages, analysis.sample)
         texts["passage"] = passages
-    if args.topics:
-        texts["query"] = list(load_topics(args.topics).values())
+    if analysis.topics:
+        texts["query"] = list(load_topics(analysis.topics).values())
         sizes["query"] = len(texts["query"])
     if not all(texts.values()):
         raise UserError("experts: nothing to route (empty corpus or topics)")
-    if args.threshold is not None:
-        threshold, rule = args.threshold / 100, f"--threshold {args.threshold}%"
+    if analysis.threshold is not None:
+        threshold, rule = analysis.threshold / 100, f"--threshold {analysis.threshold}%"
     else:
         size = sizes.get("passage", sizes.get("query"))
-        threshold = activation_threshold(args.min_docs, size)
-        rule = f"at least {args.min_docs} of {size} {'documents' if args.corpus else 'queries'}"
-    stats = {side: expert_stats(model, items, side, args.batch_size,
-                                args.max_length if side == "passage" else args.query_max_length,
-                                progress=not args.quiet) for side, items in texts.items()}
-    name = Path(args.corpus or args.topics).name
-    text = (f"Experts won at inference (the gate's argmax) by {args.model} "
+        threshold = activation_threshold(analysis.min_docs, size)
+        rule = (f"at least {analysis.min_docs} of {size} "
+                f"{'documents' if analysis.corpus else 'queries'}")
+    stats = {side: expert_stats(model, items, side, analysis.batch_size,
+                                analysis.max_length if side == "passage"
+                                else analysis.query_max_length,
+                                progress=not analysis.quiet) for side, items in texts.items()}
+    name = Path(analysis.corpus or analysis.topics).name
+    text = (f"Experts won at inference (the gate's argmax) by {analysis.model} "
             f"({model.n_experts} experts, {model.args['gate']} gate) on {name}; activated: {rule}"
             f" (a share of {threshold:.2%}).\n\n{format_experts(stats, threshold, sizes)}\n")
     if threshold > 1:
         text += (f"\nNo expert can be activated: the corpus is smaller than --min-docs "
-                 f"{args.min_docs}; pass --threshold PCT (the paper's were 1.14% to 3.85%).\n")
-    emit(text, args.output)
-    if args.plot:
-        plot_experts(stats, threshold, args.plot, f"SB-MoE experts on {name}")
+                 f"{analysis.min_docs}; pass --threshold PCT (the paper's were 1.14% to 3.85%).\n")
+    emit(text, analysis.output)
+    if analysis.plot:
+        plot_experts(stats, threshold, analysis.plot, f"SB-MoE experts on {name}")
     return 0
 
 
-def run_expert_count(args: argparse.Namespace) -> int:
+@dataclasses.dataclass(frozen=True)
+class ExpertCountAnalysis:
+    """What ``analyze expert-count`` takes, flag for flag (see its ``--help``): malformed runs
+    and unknown metrics are refused when the object is made, before any run is read."""
+
+    runs: Sequence[str]  # EXPERTS=RUN, one per number of experts
+    qrels: str
+    baseline: str | None = None
+    metrics: Sequence[str] = EXPERT_COUNT_METRICS
+    quiet: bool = False
+    output: str | None = None
+    plot: str | None = None
+
+    def __post_init__(self) -> None:
+        from pyserini_moe.eval.metrics import parse_metrics  # noqa: PLC0415
+
+        parse_runs(self.runs)
+        parse_metrics(self.metrics)
+
+
+def run_expert_count(analysis: ExpertCountAnalysis) -> int:
+    """``analyze expert-count``: evaluate each expert count's run (and the baseline), write the
+    table (and the plot)."""
     from pyserini_moe.data.topics import load_qrels  # noqa: PLC0415
-    from pyserini_moe.eval.metrics import evaluate, parse_metrics  # noqa: PLC0415
+    from pyserini_moe.eval.metrics import evaluate  # noqa: PLC0415
     from pyserini_moe.runs import read_trec_run  # noqa: PLC0415
 
-    paths = parse_runs(args.runs)
-    parse_metrics(args.metrics)  # unknown names fail before any run is read
-    qrels = load_qrels(args.qrels)
-    results = {count: evaluate(read_trec_run(path), qrels, args.metrics)
-               for count, path in tqdm(paths.items(), desc="evaluate", disable=args.quiet)}
-    baseline = evaluate(read_trec_run(args.baseline), qrels, args.metrics) if args.baseline \
-        else None
-    table = format_expert_count(results, args.metrics, baseline)
-    text = f"SB-MoE against the number of experts on {args.qrels}:\n\n{table}\n"
-    emit(text, args.output)
-    if args.plot:
-        plot_expert_count(results, args.metrics, args.plot, f"SB-MoE on {args.qrels}", baseline)
+    qrels = load_qrels(analysis.qrels)
+    results = {count: evaluate(read_trec_run(path), qrels, analysis.metrics)
+               for count, path in tqdm(parse_runs(analysis.runs).items(), desc="evaluate",
+                                       disable=analysis.quiet)}
+    baseline = (evaluate(read_trec_run(analysis.baseline), qrels, analysis.metrics)
+                if analysis.baseline else None)
+    table = format_expert_count(results, analysis.metrics, baseline)
+    text = f"SB-MoE against the number of experts on {analysis.qrels}:\n\n{table}\n"
+    emit(text, analysis.output)
+    if analysis.plot:
+        plot_expert_count(results, analysis.metrics, analysis.plot, f"SB-MoE on {analysis.qrels}",
+                          baseline)
     return 0

@@ -8,9 +8,9 @@ question / passage split that Det-R hard-codes (TASER appendix A and C).
 
 from __future__ import annotations
 
-import argparse
 import random
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from tqdm import tqdm
@@ -50,27 +50,44 @@ def format_shares(shares: dict[str, list[Counter]], blocks: list[int], experts: 
     return "\n".join(lines)
 
 
-# -- SB-MoE: experts won at inference (table III) -------------------------------------------
+@dataclass(frozen=True)
+class RoutingAnalysis:
+    """What ``analyze routing`` takes, flag for flag (see its ``--help``): a setting that cannot
+    work is refused when the object is made, before the model is loaded."""
+
+    model: str
+    corpus: str
+    topics: str
+    sample: int = 1000  # passages sampled from the corpus (seeded); 0 = all
+    max_length: int = 256
+    device: str | None = None
+    quiet: bool = False
+    output: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.sample < 0:
+            raise UserError(f"--sample must be >= 0 (0 = all), got {self.sample}")
 
 
-def run_routing(args: argparse.Namespace) -> int:
+def run_routing(analysis: RoutingAnalysis) -> int:
+    """``analyze routing``: route the topics and a sample of the corpus, write the shares."""
     from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
     from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
     from pyserini_moe.modeling.base import load_model  # noqa: PLC0415
 
-    model = load_model(args.model, args.device)
+    model = load_model(analysis.model, analysis.device)
     if not hasattr(model, "expert_layers"):
-        raise UserError(f"{args.model} is a {model.model_type} model: routing analysis needs "
-                        "expert FFN blocks (taser)")
-    passages = [doc.contents for doc in BeirCollection.load(args.corpus).corpus()]
-    if args.sample and args.sample < len(passages):
-        passages = random.Random(0).sample(passages, args.sample)
-    queries = list(load_topics(args.topics).values())
+        raise UserError(f"{analysis.model} is a {model.model_type} model: routing analysis "
+                        "needs expert FFN blocks (taser)")
+    passages = [doc.contents for doc in BeirCollection.load(analysis.corpus).corpus()]
+    if analysis.sample and analysis.sample < len(passages):
+        passages = random.Random(0).sample(passages, analysis.sample)
+    queries = list(load_topics(analysis.topics).values())
     shares = routing_shares(model, {"query": queries, "passage": passages},
-                            max_length=args.max_length, progress=not args.quiet)
+                            max_length=analysis.max_length, progress=not analysis.quiet)
     table = format_shares(shares, model.specialised, model.args["num_experts"])
     unit = "tokens" if model.args["router"] == "tok" else "sequences"
-    text = (f"Routing of {len(queries)} queries and {len(passages)} passages by {args.model} "
+    text = (f"Routing of {len(queries)} queries and {len(passages)} passages by {analysis.model} "
             f"({model.args['router']} router; shares of {unit}):\n\n{table}\n")
-    emit(text, args.output)
+    emit(text, analysis.output)
     return 0

@@ -1,11 +1,14 @@
 """``python -m pyserini_moe.analyze``: analyses of Mixture-of-Experts retrievers, one module per
 system in :mod:`pyserini_moe.analyze` (``taser``: routing; ``sbmoe``: experts, expert-count;
 ``cotmote``: divergence; ``came``: came). Each system's subcommands are added by one function
-here, ``(subparsers, encoding_parent) -> {subcommand: runner}``; a fifth system adds one."""
+here, ``(subparsers, encoding_parent) -> {subcommand: (settings class, runner)}``; a fifth
+system adds one. The parsed flags become the subcommand's settings object (a frozen dataclass
+of the analysis module, which checks itself), so the analyses never see ``argparse``."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -13,8 +16,11 @@ from pyserini_moe.analyze import came, checkpoints, cotmote, sbmoe, taser
 from pyserini_moe.cli import output_file, refuse_input_as_output
 from pyserini_moe.cli.args import add_device_arg
 
+# An analysis as the command line runs it: its settings class, and the runner taking one.
+Analysis = tuple[type[Any], Callable[[Any], int]]
 
-def _taser_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, Callable[..., int]]:
+
+def _taser_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, Analysis]:
     routing = sub.add_parser("routing", help="expert shares per side and specialised block",
                              parents=[encoding])
     routing.add_argument("--model", required=True, help="a saved TASER model folder")
@@ -24,10 +30,10 @@ def _taser_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, Cal
                          help="passages sampled from the corpus (seeded); 0 = all")
     routing.add_argument("--output", type=output_file, help="also write the Markdown table here")
 
-    return {"routing": taser.run_routing}
+    return {"routing": (taser.RoutingAnalysis, taser.run_routing)}
 
 
-def _sbmoe_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, Callable[..., int]]:
+def _sbmoe_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, Analysis]:
     experts = sub.add_parser(
         "experts", help="SB-MoE: documents / queries each expert wins, activated experts",
         description="Route a corpus and/or topics through a saved SB-MoE model's gate (no noise) "
@@ -70,10 +76,11 @@ def _sbmoe_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, Cal
     count.add_argument("--output", type=output_file, help="also write the Markdown table here")
     count.add_argument("--plot", help="write a PNG line plot here")
     count.add_argument("--quiet", action="store_true", help="no progress bars")
-    return {"experts": sbmoe.run_experts, "expert-count": sbmoe.run_expert_count}
+    return {"experts": (sbmoe.ExpertsAnalysis, sbmoe.run_experts),
+            "expert-count": (sbmoe.ExpertCountAnalysis, sbmoe.run_expert_count)}
 
 
-def _cotmote_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, Callable[..., int]]:
+def _cotmote_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, Analysis]:
     parser = sub.add_parser(
         "divergence", parents=[encoding],
         help="CoT-MoTE: KL / JS divergence of query vs passage embeddings, t-SNE plot",
@@ -93,10 +100,10 @@ def _cotmote_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, C
     parser.add_argument("--query-max-length", type=int, default=64, help="query tokens")
     parser.add_argument("--output", type=output_file, help="also write the Markdown table here")
     parser.add_argument("--plot", help="write the t-SNE PNG here")
-    return {"divergence": cotmote.run_divergence}
+    return {"divergence": (cotmote.DivergenceAnalysis, cotmote.run_divergence)}
 
 
-def _came_parsers(sub: Any, _encoding: argparse.ArgumentParser) -> dict[str, Callable[..., int]]:
+def _came_parsers(sub: Any, _encoding: argparse.ArgumentParser) -> dict[str, Analysis]:
     """The ``came`` subcommand; it reads runs only, so it takes none of the model flags."""
     parser = sub.add_parser(
         "came", help="CAME: experts vs fusion (table 3), expert overlap (RBO), case study "
@@ -141,11 +148,11 @@ def _came_parsers(sub: Any, _encoding: argparse.ArgumentParser) -> dict[str, Cal
     competition.add_argument("--bins", type=int, default=10, help="stretches of steps")
     competition.add_argument("--output", type=output_file, help="also write the Markdown here")
     competition.add_argument("--plot", help="write a PNG of the weights over the steps here")
-    return {"came": came.run_came, "came-competition": came.run_competition}
+    return {"came": (came.CameAnalysis, came.run_came),
+            "came-competition": (came.CompetitionAnalysis, came.run_competition)}
 
 
-def _checkpoint_parsers(sub: Any,
-                        _encoding: argparse.ArgumentParser) -> dict[str, Callable[..., int]]:
+def _checkpoint_parsers(sub: Any, _encoding: argparse.ArgumentParser) -> dict[str, Analysis]:
     """``checkpoints``: any model, so it sits beside the four systems' analyses."""
     parser = sub.add_parser(
         "checkpoints", help="checkpoint selection across training seeds (snapshots/step-N)",
@@ -165,7 +172,7 @@ def _checkpoint_parsers(sub: Any,
     parser.add_argument("--metric", default="ndcg@10", help="test metric of the report")
     parser.add_argument("--dev-metric", default="ndcg@10",
                         help="retrieval metric of the dev-<metric> rule")
-    parser.add_argument("--kind", default="dense", choices=("dense", "impact", "multivector"),
+    parser.add_argument("--kind", default="dense", choices=checkpoints.KINDS,
                         help="index kind the snapshots are searched with")
     parser.add_argument("--max-length", type=int, default=256,
                         help="passage tokens of the snapshots' indexes (the regressions': 256)")
@@ -173,7 +180,7 @@ def _checkpoint_parsers(sub: Any,
     parser.add_argument("--output", type=output_file, help="also write the Markdown here")
     parser.add_argument("--plot", help="PNG of the first seed's metrics against the step")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    return {"checkpoints": checkpoints.run_checkpoints}
+    return {"checkpoints": (checkpoints.CheckpointsAnalysis, checkpoints.run_checkpoints)}
 
 
 ANALYSES = (_taser_parsers, _sbmoe_parsers, _cotmote_parsers, _came_parsers, _checkpoint_parsers)
@@ -196,7 +203,15 @@ def main(argv: list[str] | None = None) -> int:
         commands.update(add_parsers(sub, encoding))
     args = parser.parse_args(argv)
     refuse_input_as_output([args.output, getattr(args, "plot", None)], _inputs(args))
-    return commands[args.command](args)
+    settings, run = commands[args.command]
+    return run(_settings(settings, args))
+
+
+def _settings(settings: type[Any], args: argparse.Namespace) -> Any:
+    """The parsed flags as the analysis's ``settings`` object, which refuses what cannot work.
+    It takes the flags its analysis reads; the others (the shared ``--quiet`` of ``divergence``,
+    which shows no progress) are left out."""
+    return settings(**{f.name: getattr(args, f.name) for f in dataclasses.fields(settings)})
 
 
 def _inputs(args: argparse.Namespace) -> list[str]:
