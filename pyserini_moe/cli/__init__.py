@@ -74,10 +74,14 @@ def refuse_input_as_output(outputs: list[str | None], inputs: list[str | None]) 
 def refuse_unwritable_output(out: str | os.PathLike) -> None:
     """An output goes through a temporary beside it (and a training folder is written into): a
     folder this process cannot write was found only when the work was done (a whole search).
-    Checked with ``os.access``, so root is refused only on a read-only file system."""
+    Checked with ``os.access``, so root is refused only on a read-only file system. A file where
+    a parent folder should be (``run.trec/x.trec``) is named as such: ``os.access`` refuses it
+    too, and would blame permissions."""
     target = Path(out).absolute()
     folders = [target] if target.is_dir() else []
     folders.append(next(p for p in target.parents if p.exists()))  # the writer creates the rest
+    if not folders[-1].is_dir():
+        raise UserError(f"{out}: {folders[-1]} is a file, not a folder; name another output")
     for folder in folders:
         if not os.access(folder, os.W_OK | os.X_OK):
             raise UserError(f"{out}: the folder {folder} cannot be written by this user; name "

@@ -4,6 +4,9 @@ Examples::
 
     # reciprocal rank fusion of three runs
     python -m pyserini_moe.fuse --runs a.trec b.trec c.trec --method rrf --output fused.trec
+    # the same with Pyserini's fusion flags (python -m pyserini.fusion; --method defaults to rrf)
+    python -m pyserini_moe.fuse --runs a.trec b.trec c.trec --rrf.k 60 --k 1000 --depth 1000 \\
+        --runtag my-rrf --output fused.trec
     # CAME's sum of raw expert scores, K-th score for missing documents (eq. 12)
     python -m pyserini_moe.fuse --runs lexical.trec local.trec global.trec --method came_sum \\
         --output came.trec
@@ -20,7 +23,7 @@ import sys
 
 from pyserini_moe.cli import HelpFormatter, output_file, refuse_input_as_output
 from pyserini_moe.errors import UserError
-from pyserini_moe.runs import Run, read_nonempty_run, write_trec_run
+from pyserini_moe.runs import Run, check_run_tag, read_nonempty_run, write_trec_run
 from pyserini_moe.search.fusion import CAME_METHODS, FUSIONS, RANX_METHODS, RANX_NORMS
 from pyserini_moe.search.hybrid import PYSERINI_ALPHA
 
@@ -30,8 +33,7 @@ CANDIDATES = 1000
 # Settings read by some methods only: name -> the methods that read it.
 _ONLY_FOR = {"rrf_k": ("rrf",), "weights": ("wsum", "linear"),
              "norm": RANX_METHODS,  # a CAME fusion defines its own; hybrid: --hybrid-normalize
-             **dict.fromkeys(("alpha", "hybrid_normalize", "weight_on_dense", "candidates"),
-                             ("hybrid",))}
+             **dict.fromkeys(("alpha", "hybrid_normalize", "weight_on_dense"), ("hybrid",))}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,19 +42,30 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=HelpFormatter)
     parser.add_argument("--runs", nargs="+", required=True,
                         help="run files to fuse (TREC, or MS MARCO's qid docid rank)")
-    parser.add_argument("--method", choices=METHODS, required=True,
+    parser.add_argument("--method", choices=METHODS, default="rrf",
                         help=f"ranx: {', '.join(RANX_METHODS)}; CAME (table 4): "
                              f"{', '.join(CAME_METHODS)}; hybrid: Pyserini's "
-                             "dense + alpha * sparse of exactly two runs (dense first)")
+                             "dense + alpha * sparse of exactly two runs (dense first); default "
+                             "rrf, as Pyserini's fusion")
     parser.add_argument("--output", required=True, type=output_file,
                         help="fused TREC run (written atomically)")
-    parser.add_argument("--hits", type=int, default=1000, help="results kept per query")
+    parser.add_argument("--run-tag", "--runtag", dest="run_tag", default=None, metavar="TAG",
+                        help="last column of the run (default fuse-METHOD); --runtag is "
+                             "Pyserini's name for it")
+    parser.add_argument("--hits", "--k", dest="hits", type=int, default=1000, metavar="N",
+                        help="results kept per query; --k is Pyserini's name for it")
+    parser.add_argument("--candidates", "--depth", dest="candidates", type=int, default=None,
+                        metavar="N",
+                        help=f"top results of each run that enter the fusion (default: "
+                             f"{CANDIDATES} for hybrid, its K' (TASER uses 100); the whole run "
+                             "otherwise); --depth is Pyserini's name for it")
     parser.add_argument("--norm", default=None, choices=RANX_NORMS,
                         help="ranx normalisation for rrf/combsum/combmnz/wsum; default raw scores")
     parser.add_argument("--weights", type=float, nargs="+", default=None,
                         help="wsum/linear weights, one per run (or tune them with --dev-runs)")
-    parser.add_argument("--rrf-k", type=int, default=None,
-                        help=f"rrf's k: 1 / (k + rank), k >= 1 (default {RRF_K})")
+    parser.add_argument("--rrf-k", "--rrf.k", dest="rrf_k", type=int, default=None,
+                        help=f"rrf's k: 1 / (k + rank), k >= 1 (default {RRF_K}); --rrf.k is "
+                             "Pyserini's name for it")
     parser.add_argument("--remove-query", action="store_true",
                         help="drop each query's own id from the runs first, as if each was "
                              "searched with --remove-query (BEIR ArguAna, Quora); runs searched "
@@ -67,9 +80,6 @@ def build_parser() -> argparse.ArgumentParser:
                      help="Pyserini's per-query normalisation (Ma et al. 2021)")
     hyb.add_argument("--weight-on-dense", action="store_true",
                      help="alpha weighs the first (dense) run instead")
-    hyb.add_argument("--candidates", type=int, default=None,
-                     help=f"K': top results of each side that enter the hybrid (default "
-                          f"{CANDIDATES}; TASER uses 100)")
     dev = parser.add_argument_group("tuning on a dev split")
     dev.add_argument("--dev-runs", nargs="+", default=None,
                      help="the same systems' runs on dev queries, in the order of --runs: tunes "
@@ -79,14 +89,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _read(path: str, remove_query: bool) -> Run:
-    """A run to fuse, its queries' own ids dropped with ``--remove-query``."""
-    run = read_nonempty_run(path, "fuse")
-    if not remove_query:
-        return run
-    from pyserini_moe.search.base import remove_query as drop_query  # noqa: PLC0415
+def _read(path: str, remove_query: bool, depth: int | None) -> Run:
+    """A run to fuse, its queries' own ids dropped with ``--remove-query``, then cut to its top
+    ``depth`` hits a query (``--candidates`` / ``--depth``; None: all)."""
+    from pyserini_moe.search.fusion import top_k  # noqa: PLC0415
 
-    return drop_query(run)
+    run = read_nonempty_run(path, "fuse")
+    if remove_query:
+        from pyserini_moe.search.base import remove_query as drop_query  # noqa: PLC0415
+
+        run = drop_query(run)
+    return run if depth is None else top_k(run, depth)
 
 
 def _say_different_queries(paths: list[str], runs: list[Run]) -> None:
@@ -116,7 +129,8 @@ def _refuse_what_the_method_ignores(args: argparse.Namespace) -> None:
         if min(args.weights) < 0 or not any(args.weights):
             raise UserError(f"--weights must be >= 0 and not all 0, got {args.weights}")
     args.rrf_k = RRF_K if args.rrf_k is None else args.rrf_k
-    args.candidates = CANDIDATES if args.candidates is None else args.candidates
+    if args.method == "hybrid" and args.candidates is None:
+        args.candidates = CANDIDATES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     _refuse_what_the_method_ignores(args)
     if args.hits < 1:
         raise UserError("--hits must be >= 1")
+    if args.candidates is not None and args.candidates < 1:
+        raise UserError(f"--candidates must be >= 1, got {args.candidates}")
     if args.rrf_k < 1:  # k <= 0 divides by zero at rank -k or inverts the fusion
         raise UserError(f"--rrf-k must be >= 1, got {args.rrf_k}")
     if args.alpha is not None and args.alpha < 0:
@@ -136,17 +152,18 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError("--dev-runs must list one run per --runs entry, in the same order")
     if args.weights is not None and len(args.weights) != len(args.runs):
         raise UserError(f"--weights needs {len(args.runs)} values, one per run")
+    tag = check_run_tag(args.run_tag or f"fuse-{args.method}")  # before the work, not after
     refuse_input_as_output([args.output], [*args.runs, *(args.dev_runs or []), args.dev_qrels])
-    runs = [_read(p, args.remove_query) for p in args.runs]
+    runs = [_read(p, args.remove_query, args.candidates) for p in args.runs]
     _say_different_queries(args.runs, runs)
     dev = None
     if args.dev_runs is not None:
         from pyserini_moe.data.topics import load_qrels  # noqa: PLC0415
 
-        dev = ([_read(p, args.remove_query) for p in args.dev_runs], load_qrels(args.dev_qrels))
+        dev = ([_read(p, args.remove_query, args.candidates) for p in args.dev_runs],
+               load_qrels(args.dev_qrels))
     tuned: dict = {}
     if args.method == "hybrid":
-        from pyserini_moe.search.fusion import top_k  # noqa: PLC0415
         from pyserini_moe.search.hybrid import hybrid, search_alpha  # noqa: PLC0415
 
         if len(runs) != 2:
@@ -156,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             alpha, table = search_alpha(*dev[0], dev[1], metric=args.metric,
                                         normalization=args.hybrid_normalize, k_prime=args.candidates)
             tuned = {"alpha": alpha, "dev": {str(a): v for a, v in table.items()}}
-        fused = hybrid(top_k(runs[0], args.candidates), top_k(runs[1], args.candidates), alpha,
-                       args.hybrid_normalize, args.weight_on_dense, k=args.hits)
+        fused = hybrid(runs[0], runs[1], alpha, args.hybrid_normalize, args.weight_on_dense,
+                       k=args.hits)
     else:
         from pyserini_moe.search.fusion import fuse, optimize_weights  # noqa: PLC0415
 
@@ -171,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 raise UserError(f"{args.method} needs --weights or --dev-runs/--dev-qrels")
         fused = fuse(runs, args.method, norm=args.norm, params=params, k=args.hits)
-    write_trec_run(fused, args.output, tag=f"fuse-{args.method}", hits=args.hits)
+    write_trec_run(fused, args.output, tag=tag, hits=args.hits)
     if tuned:
         print(f"tuned on dev: {json.dumps(tuned)}", file=sys.stderr)
     print(f"{len(fused)} queries fused with {args.method}; run written to {args.output}",

@@ -42,6 +42,16 @@ from pyserini_moe.search.dispatch import (
 )
 from pyserini_moe.search.hybrid import PYSERINI_ALPHA
 
+# Pyserini's query-encoder flags (``pyserini.search.faiss``): here the index records how its
+# encoder encodes (a backbone's zero-shot pooling, L2 norm and query prefix; the model's class
+# comes with the model), so a search never sets them.
+_INDEX_ENCODER_FLAGS = ("--pooling", "--l2-norm", "--query-prefix", "--encoder-class")
+
+
+def _dest(flag: str) -> str:
+    """Where argparse keeps ``flag``: apart from :class:`SearchSettings`' fields."""
+    return "pyserini_" + flag.removeprefix("--").replace("-", "_")
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -93,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="impact: query terms kept (the heaviest); may not exceed Lucene's max "
                           "clause count (1024), which refuses longer queries")
     add_device_args(enc)
+    for flag in _INDEX_ENCODER_FLAGS:  # Pyserini's, accepted only to be refused (see main)
+        enc.add_argument(flag, dest=_dest(flag), default=None, help=argparse.SUPPRESS,
+                         action=argparse.BooleanOptionalAction if flag == "--l2-norm" else None)
     enc.add_argument("--ef-search", type=int, default=None,
                      help="dense HNSW index: Faiss efSearch, the search breadth (Pyserini's flag)")
     enc.add_argument("--faiss-params", default=None,
@@ -196,8 +209,20 @@ def _settings(args: argparse.Namespace) -> SearchSettings:
                              "fields": dict(args.fields) if args.fields else None})
 
 
+def _refuse_encoder_flags(args: argparse.Namespace) -> None:
+    """Pyserini's query-encoder flags, given to ``search``, would otherwise be argparse's
+    "unrecognized arguments": one line says where these settings come from instead."""
+    given = [flag for flag in _INDEX_ENCODER_FLAGS if getattr(args, _dest(flag)) is not None]
+    if given:
+        raise UserError(f"{', '.join(given)}: these settings come from the index, which records "
+                        "how its encoder was used zero-shot (pooling, L2 norm, query prefix; the "
+                        "model's class comes with the model): give them to `python -m "
+                        "pyserini_moe.index` (--pooling, --l2-norm, --query-prefix)")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _refuse_encoder_flags(args)  # before any work
     settings = _settings(args)  # every check of the flags together (SearchSettings)
     if args.expert_runs and settings.retriever != "fused":
         raise UserError("--expert-runs applies to --retriever fused")

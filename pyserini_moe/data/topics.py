@@ -38,16 +38,38 @@ _FILE_SUFFIXES = (".tsv", ".txt", ".jsonl", ".json", ".gz", ".qrels")
 
 
 def _collection_split(spec: str) -> tuple[str, str] | None:
-    """``(collection, split)`` for ``COLLECTION:SPLIT``, else None."""
+    """``(collection, split)`` for ``COLLECTION:SPLIT``, else None. A value that reads as a
+    file's path (``topics:v2.tsv``, ``q.tsv:v2``, ``/data/topics:v2``) is one only if its
+    collection part is a folder: a missing file with a colon in its name is reported as a missing
+    file, not as an unknown collection."""
     collection, sep, split = spec.rpartition(":")
-    if sep and collection and split and os.sep not in split:
-        return collection, split
-    return None
+    if not (sep and collection and split) or os.sep in split:
+        return None
+    if _names_a_file(collection, split) and not Path(collection).expanduser().is_dir():
+        return None
+    return collection, split
+
+
+def _names_a_file(collection: str, split: str) -> bool:
+    """A file's suffix on either side of the colon, or an explicit path before it: collection
+    names (local or BEIR, ``cqadupstack/android``) are bare and splits have no suffix."""
+    return (split.endswith(_FILE_SUFFIXES) or collection.endswith(_FILE_SUFFIXES)
+            or collection.startswith((os.sep, "~", ".")))
 
 
 def _looks_like_path(spec: str) -> bool:
     """A missing file should say so rather than be looked up as a Pyserini name."""
-    return os.sep in spec or spec.startswith(("~", ".")) or spec.endswith(_FILE_SUFFIXES)
+    return (os.sep in spec or spec.startswith(("~", ".")) or spec.endswith(_FILE_SUFFIXES)
+            or spec.rpartition(":")[0].endswith(_FILE_SUFFIXES))
+
+
+def _not_found(what: str, spec: str) -> FileNotFoundError:
+    """``what`` file not found; with a colon in it, the ``COLLECTION:SPLIT`` reading is ruled
+    out too (``/data/corpus:test`` whose collection folder is missing)."""
+    collection, _, split = spec.rpartition(":")
+    also = f" (nor is {collection} a collection folder)" \
+        if collection and split and os.sep not in split else ""
+    return FileNotFoundError(f"{what} file not found: {spec}{also}")
 
 
 def _first_error_line(e: Exception) -> str:
@@ -122,7 +144,7 @@ def load_topics(spec: str | os.PathLike) -> dict[str, str]:
         raise UserError(f"{text} is a folder, not a topics file: for a collection's queries "
                         f"give COLLECTION:SPLIT, e.g. {text.rstrip('/')}:test")
     if _looks_like_path(text):
-        raise FileNotFoundError(f"topics file not found: {text}")
+        raise _not_found("topics", text)
     return _pyserini_topics(text)
 
 
@@ -183,7 +205,7 @@ def load_qrels(spec: str | os.PathLike) -> dict[str, dict[str, int]]:
     if pair is not None:
         return BeirCollection.load(pair[0]).qrels(pair[1])
     if _looks_like_path(text):
-        raise FileNotFoundError(f"qrels file not found: {text}")
+        raise _not_found("qrels", text)
     return read_trec_qrels(_pyserini_qrels_path(text))
 
 
@@ -209,7 +231,7 @@ def qrels_file(spec: str | os.PathLike, workdir: str | os.PathLike | None = None
         qrels = collection.qrels(pair[1])
         label, source = f"{collection.name}.{pair[1]}", f"{collection.root.resolve()}:{pair[1]}"
     elif _looks_like_path(text):
-        raise FileNotFoundError(f"qrels file not found: {text}")
+        raise _not_found("qrels", text)
     else:
         return _pyserini_qrels_path(text)
     digest = hashlib.sha1(source.encode()).hexdigest()[:8]

@@ -182,10 +182,33 @@ def read_meta(index_dir: str | os.PathLike) -> IndexMeta | None:
     return None
 
 
+# What each kind of index is made of (glob patterns), and the kinds those files can be: a kind
+# edited by hand in the metadata is told from the folder's files before a searcher of that kind
+# loads the encoder and blames the model.
+_KIND_FILES = (("dense", ("index", "docid"), ("dense",)),
+               ("multivector", ("offsets.npy", "docids.txt"), ("multivector",)),
+               ("Lucene", ("segments_*",), ("bm25", "impact")))
+
+
+def _refuse_kind_the_files_deny(index_dir: Path, meta: IndexMeta) -> None:
+    """One line naming the metadata when the folder's files make up another kind of index."""
+    for held, patterns, kinds in _KIND_FILES:
+        if all(any(index_dir.glob(p)) for p in patterns) and meta.kind not in kinds:
+            name = META_FILE if (index_dir / META_FILE).is_file() else LEGACY_META_FILE
+            raise IndexMismatchError(
+                f"{index_dir}: its index metadata ({name}) says kind {meta.kind!r}, but the "
+                f"folder holds a {held} index; the metadata was edited or damaged: restore it "
+                "or rebuild the index")
+
+
 def check_kind(index_dir: str | os.PathLike, kind: str) -> IndexMeta | None:
-    """Fail clearly when an index of another kind is given to a ``kind`` searcher."""
+    """Fail clearly when an index of another kind is given to a ``kind`` searcher, or when the
+    metadata's kind is not what the folder's files are."""
     meta = read_meta(index_dir)
-    if meta is not None and meta.kind != kind:
+    if meta is None:
+        return None
+    _refuse_kind_the_files_deny(Path(index_dir), meta)
+    if meta.kind != kind:
         raise IndexMismatchError(
             f"{index_dir} is a {meta.kind!r} index; the {kind!r} retriever cannot search it")
     return meta

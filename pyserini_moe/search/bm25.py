@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyserini_moe import _java
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import IndexMeta, IndexMismatchError, check_kind
 from pyserini_moe.runs import Run
 from pyserini_moe.search.base import batched_search, open_lucene
+
+if TYPE_CHECKING:
+    from pyserini.search.lucene import LuceneSearcher
 
 
 class Bm25Searcher:
@@ -36,14 +42,7 @@ class Bm25Searcher:
             _check_fields(index, meta, fields)
             self.searcher = open_lucene(lambda: LuceneSearcher(str(index)), Path(index))
         else:
-            try:
-                self.searcher = LuceneSearcher.from_prebuilt_index(str(index))
-            except Exception as e:  # noqa: BLE001 - pyserini raises bare ValueError/IOError here
-                raise FileNotFoundError(
-                    f"{index} is neither an index folder nor a Pyserini prebuilt index that could "
-                    f"be loaded ({e})") from None
-            if self.searcher is None:
-                raise FileNotFoundError(f"{index} is neither an index folder nor a prebuilt index")
+            self.searcher = _open_prebuilt(str(index))
         self.searcher.set_bm25(k1, b)
         self.fields = dict(fields or {})
 
@@ -79,6 +78,48 @@ class Bm25Searcher:
             raise UserError(f"Lucene refused BM25 query {qid!r} ({reason}: {e.innermessage}): a "
                             "query has one clause per distinct term and field searched; shorten "
                             "it or search fewer --fields") from None
+
+
+def _open_prebuilt(name: str) -> LuceneSearcher:
+    """Pyserini's prebuilt index ``name``, downloaded on first use. A path (a mistyped folder)
+    or a name Pyserini does not know is a missing folder, never looked up (Pyserini would print
+    "Unrecognized index name" on stdout); a known name that cannot be fetched (offline) says
+    so, with the reason Pyserini prints rather than raises."""
+    from pyserini.search.lucene import LuceneSearcher  # noqa: PLC0415
+
+    if Path(name).exists():
+        raise NotADirectoryError(f"{name} is a file, not an index folder")
+    if os.sep in name or name.startswith("."):
+        raise FileNotFoundError(f"index folder not found: {name}")
+    if not _is_prebuilt(name):
+        raise FileNotFoundError(f"index folder not found: {name} (nor is it a Pyserini "
+                                "prebuilt index name)")
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            searcher = LuceneSearcher.from_prebuilt_index(name)
+    except Exception as e:  # noqa: BLE001 - a network error, a damaged archive, not Lucene
+        raise _unavailable(name, "downloaded or opened", str(e)) from None
+    if searcher is None:  # Pyserini printed why (offline: no URL answered) and returned None
+        raise _unavailable(name, "downloaded", printed.getvalue())
+    return searcher
+
+
+def _unavailable(name: str, what: str, said: str) -> UserError:
+    """One line: the prebuilt index could not be ``what``, for the last thing Pyserini said."""
+    reason = (said.strip().splitlines() or ["no reason given"])[-1]
+    return UserError(f"{name} is a Pyserini prebuilt index that could not be {what} ({reason}); "
+                     "offline, download it where there is a network and give its folder, or "
+                     "build one with `python -m pyserini_moe.index`")
+
+
+def _is_prebuilt(name: str) -> bool:
+    """Whether Pyserini knows ``name`` as a prebuilt index (the tables its download reads)."""
+    from pyserini import prebuilt_index_info as info  # noqa: PLC0415
+
+    return any(name in table for table in (
+        info.TF_INDEX_INFO, info.IMPACT_INDEX_INFO, info.LUCENE_HNSW_INDEX_INFO,
+        info.LUCENE_FLAT_INDEX_INFO, info.FAISS_INDEX_INFO))
 
 
 def _check_fields(index: str | os.PathLike, meta: IndexMeta | None,

@@ -67,7 +67,7 @@ def test_runs_over_different_queries_are_fused_with_one_warning(tmp_path: Path, 
 @pytest.mark.parametrize("method, extra, flags", [
     ("rrf", ["--weights", "1", "2"], "--weights"),                       # F06
     ("combsum", ["--rrf-k", "10"], "--rrf-k"),                           # F07
-    ("came_sum", ["--alpha", "0.5", "--candidates", "100"], "--alpha, --candidates"),
+    ("came_sum", ["--alpha", "0.5", "--weight-on-dense"], "--alpha, --weight-on-dense"),
     ("hybrid", ["--norm", "min-max"], "--norm"),
     ("wsum", ["--hybrid-normalize", "--weights", "1", "1"], "--hybrid-normalize"),
 ])
