@@ -23,7 +23,10 @@ from pyserini_moe.runs import Run
 from pyserini_moe.search.base import batched_search, open_lucene
 
 if TYPE_CHECKING:
+    from pyserini_moe.encode.adapters import ModelQueryEncoder, PrecomputedQueryEncoder
     from pyserini_moe.modeling.base import TextEncoder
+
+    QueryEncoder = ModelQueryEncoder | PrecomputedQueryEncoder
 
 log = logging.getLogger(__name__)
 # Hits whose stored documents a Lucene impact search holds at once (see ImpactSearcher._batch).
@@ -77,6 +80,7 @@ class _EncodedSearcher:
     """Shared set-up: read the index metadata, load and check the query encoder."""
 
     kind: str
+    query_encoder: QueryEncoder  # the model's, or queries encoded ahead of time
 
     def __init__(self, index: str | os.PathLike, encoder: str | None = None,
                  device: str | None = None, query_max_length: int | None = None,
@@ -112,7 +116,7 @@ class _EncodedSearcher:
         log.info("%s: queries are cut at %d tokens", index, self.query_encoder.max_length)
         check_encoder(self.meta, self.query_encoder.model, index, self.encoder_name)
 
-    def _query_encoder(self, model: TextEncoder, max_length: int | None) -> Any:
+    def _query_encoder(self, model: TextEncoder, max_length: int | None) -> ModelQueryEncoder:
         raise NotImplementedError
 
     def check_unchanged(self) -> None:
@@ -124,7 +128,7 @@ class _EncodedSearcher:
             raise IndexMismatchError(f"{self.index} was replaced (rebuilt) while this search "
                                      "opened it: search again")
 
-    def _precomputed(self, path: str) -> Any:
+    def _precomputed(self, path: str) -> PrecomputedQueryEncoder:
         """Queries encoded ahead of time instead of a model (Pyserini's ``--encoded-queries``):
         nothing records which encoder made them, so the pairing is the user's to keep."""
         from pyserini_moe.encode.adapters import PrecomputedQueryEncoder  # noqa: PLC0415
@@ -178,7 +182,7 @@ class DenseSearcher(_EncodedSearcher):
                 raise UserError(f"--ef-search applies to an HNSW index; {self.index} is flat")
             hnsw.efSearch = ef_search
 
-    def _query_encoder(self, model: TextEncoder, max_length: int | None) -> Any:
+    def _query_encoder(self, model: TextEncoder, max_length: int | None) -> ModelQueryEncoder:
         from pyserini_moe.encode.adapters import DenseQueryEncoder  # noqa: PLC0415
 
         return DenseQueryEncoder(model, max_length=max_length)
@@ -227,7 +231,7 @@ class ImpactSearcher(_EncodedSearcher):
                                     Path(self.index))
         self._store: Any = None  # doc_vectors/, read at the first exact re-scoring
 
-    def _query_encoder(self, model: TextEncoder, max_length: int | None) -> Any:
+    def _query_encoder(self, model: TextEncoder, max_length: int | None) -> ModelQueryEncoder:
         from pyserini_moe.encode.adapters import ImpactQueryEncoder  # noqa: PLC0415
 
         return ImpactQueryEncoder(model, max_length=max_length,
@@ -334,7 +338,7 @@ class MultiVectorSearcher(_EncodedSearcher):
 
         self.searcher = MultiVectorIndex(self.index, faiss_params=faiss_params)
 
-    def _query_encoder(self, model: TextEncoder, max_length: int | None) -> Any:
+    def _query_encoder(self, model: TextEncoder, max_length: int | None) -> ModelQueryEncoder:
         from pyserini_moe.encode.adapters import MultiVectorQueryEncoder  # noqa: PLC0415
 
         return MultiVectorQueryEncoder(model, max_length=max_length)
@@ -368,7 +372,7 @@ class MultiVectorSearcher(_EncodedSearcher):
         return self.searcher.batch_search(vectors, k=hits, threads=threads, progress=progress)
 
 
-def _encoded_batches(encoder: Any, topics: dict[str, str], candidates: dict[str, list[str]],
+def _encoded_batches(encoder: QueryEncoder, topics: dict[str, str], candidates: dict[str, list[str]],
                      batch_size: int) -> Iterator[tuple[list[str], Any]]:
     """(query ids, their encodings) for the queries that have candidates, a batch at a time."""
     qids = [q for q in candidates if q in topics]
