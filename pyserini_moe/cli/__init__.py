@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import refuse_special_output
 from pyserini_moe.paths import shared_data_root
+
+T = TypeVar("T")
 
 # Errors caused by the user's input or machine, reported without a traceback: our own UserError
 # and the operating system's refusals. Everything else (ValueError, KeyError, TypeError, ... from
@@ -40,6 +44,13 @@ def output_file(value: str) -> str:
     if Path(value).is_dir():
         raise argparse.ArgumentTypeError(f"{value} is a directory: name a file to write")
     return value
+
+
+def settings_from(settings: type[T], args: argparse.Namespace, **overrides: Any) -> T:
+    """The parsed flags as a settings dataclass (which checks itself when made): each of its
+    fields from the flag of that name, ``overrides`` where the command resolved a value."""
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(settings)}
+    return settings(**{**given, **overrides})
 
 
 def refuse_input_as_output(outputs: list[str | None], inputs: list[str | None]) -> None:

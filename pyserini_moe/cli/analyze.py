@@ -8,12 +8,11 @@ of the analysis module, which checks itself), so the analyses never see ``argpar
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 from pyserini_moe.analyze import came, checkpoints, cotmote, sbmoe, taser
-from pyserini_moe.cli import output_file, refuse_input_as_output
+from pyserini_moe.cli import output_file, refuse_input_as_output, settings_from
 from pyserini_moe.cli.args import add_device_arg
 
 # An analysis as the command line runs it: its settings class, and the runner taking one.
@@ -211,7 +210,7 @@ def _settings(settings: type[Any], args: argparse.Namespace) -> Any:
     """The parsed flags as the analysis's ``settings`` object, which refuses what cannot work.
     It takes the flags its analysis reads; the others (the shared ``--quiet`` of ``divergence``,
     which shows no progress) are left out."""
-    return settings(**{f.name: getattr(args, f.name) for f in dataclasses.fields(settings)})
+    return settings_from(settings, args)
 
 
 def _inputs(args: argparse.Namespace) -> list[str]:

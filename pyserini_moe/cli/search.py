@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import fields, replace
+from dataclasses import replace
 
-from pyserini_moe.cli import HelpFormatter, output_file, refuse_input_as_output
+from pyserini_moe.cli import HelpFormatter, output_file, refuse_input_as_output, settings_from
 from pyserini_moe.cli.args import add_backend_arg, add_device_args, backend_encoder
 from pyserini_moe.errors import UserError
 from pyserini_moe.representation import INDEX_KINDS
@@ -204,9 +204,8 @@ def _settings(args: argparse.Namespace) -> SearchSettings:
     one index as a path (several for ``fused``), ``--fields`` as a mapping."""
     retriever = args.retriever or recorded_retriever(args.index)
     index = args.index if retriever == "fused" or len(args.index) > 1 else args.index[0]
-    given = {f.name: getattr(args, f.name) for f in fields(SearchSettings)}
-    return SearchSettings(**{**given, "retriever": retriever, "index": index,
-                             "fields": dict(args.fields) if args.fields else None})
+    return settings_from(SearchSettings, args, retriever=retriever, index=index,
+                         fields=dict(args.fields) if args.fields else None)
 
 
 def _refuse_encoder_flags(args: argparse.Namespace) -> None:
