@@ -69,15 +69,21 @@ def check_fields(obj: Any, source: str | Path) -> None:
             fail(Path(source), f.name, f"{problem}, got {getattr(obj, f.name)!r}")
 
 
+def closed_fraction(value: float) -> str | None:
+    return None if 0 <= value <= 1 else "must be in [0, 1]"
+
+
 def open_fraction(value: float) -> str | None:
     return None if 0 < value < 1 else "must be in (0, 1)"
 
 
-def fail(source: Path, where: str, problem: str) -> typing.NoReturn:
-    raise ConfigError(f"{source}: {where}: {problem}" if where else f"{source}: {problem}", where)
+def fail(source: Path | str, where: str, problem: str) -> typing.NoReturn:
+    """One ``ConfigError``: "source: where: problem" (an empty source or place is left out)."""
+    place = ": ".join(str(part) for part in (source, where) if part)
+    raise ConfigError(f"{place}: {problem}" if place else problem, where)
 
 
-def build_dataclass(cls: type, raw: Any, where: str, source: Path) -> Any:
+def build_dataclass(cls: type, raw: Any, where: str, source: Path | str) -> Any:
     if not isinstance(raw, dict):
         fail(source, where, f"expected a mapping, found {type(raw).__name__}")
     hints = typing.get_type_hints(cls)
@@ -106,7 +112,7 @@ def join(where: str, name: str) -> str:
     return f"{where}.{name}" if where else name
 
 
-def convert(hint: Any, value: Any, where: str, source: Path) -> Any:
+def convert(hint: Any, value: Any, where: str, source: Path | str) -> Any:
     """Check ``value`` against the field's type hint (ints are not bools; ints are floats)."""
     args = typing.get_args(hint)
     if type(None) in args:  # Optional[X]
@@ -145,7 +151,7 @@ def convert(hint: Any, value: Any, where: str, source: Path) -> Any:
             return {}
     names = {int: "an integer", float: "a number", str: "a non-empty string",
              Path: "a non-empty path", bool: "true or false"}
-    expected = names.get(hint, "a mapping")
+    expected = "a list" if typing.get_origin(hint) is tuple else names.get(hint, "a mapping")
     fail(source, where, f"expected {expected}, found {value!r}")
 
 

@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.modeling.args import ModelArgs
 from pyserini_moe.modeling.losses import contrastive_loss
 from pyserini_moe.representation import INDEX_KINDS, REPRESENTATIONS, Representation
 
@@ -155,12 +156,14 @@ class RetrievalModel(nn.Module, ABC):
     defaults that give plain contrastive training, and a model overrides only those its method
     changes (Tevatron's pattern: the trainer calls every hook, unconditionally).
 
-    ``args`` are the constructor's keyword arguments minus the backbone; they are saved verbatim
-    so that ``load`` can call the constructor again.
+    ``Args`` declares the model's own arguments once (a :class:`ModelArgs` dataclass: names,
+    defaults, checks); the constructor and ``from_backbone`` take them as keywords, and
+    ``self.args`` holds their saved form, which ``load`` passes to the constructor again.
     """
 
     model_type: ClassVar[str]
     representations: ClassVar[tuple[str, ...]]
+    Args: ClassVar[type[ModelArgs]] = ModelArgs
     # Arguments that say how to encode, not what was learned (SB-MoE's TOP-1 / ALL): they may be
     # changed on a trained model with ``configure`` and are recorded with every index.
     encode_options: ClassVar[tuple[str, ...]] = ()
@@ -178,10 +181,10 @@ class RetrievalModel(nn.Module, ABC):
     # index records it so that search cuts queries as training did unless told otherwise.
     query_max_length: int | None = None
 
-    def __init__(self, tokenizer: Any, args: dict[str, Any]) -> None:
+    def __init__(self, tokenizer: Any, args: ModelArgs) -> None:
         super().__init__()
         self.tokenizer = tokenizer
-        self.args = dict(args)
+        self.args = args.saved()
 
     # -- what subclasses implement -------------------------------------------------------
     @abstractmethod
@@ -201,16 +204,13 @@ class RetrievalModel(nn.Module, ABC):
 
     @classmethod
     def argument_names(cls) -> list[str]:
-        """The model's own arguments, what a recipe's ``model.args`` may set: ``from_backbone``'s
-        keyword parameters, or, where it passes them through, the constructor's (every
-        parameter with a default: the modules and the tokenizer have none)."""
-        import inspect  # noqa: PLC0415
+        """The model's own arguments, what a recipe's ``model.args`` may set (``Args``' fields)."""
+        return cls.Args.names()
 
-        params = inspect.signature(cls.from_backbone).parameters
-        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            params = inspect.signature(cls.__init__).parameters
-        return [n for n, p in params.items() if p.default is not inspect.Parameter.empty
-                and n not in ("name", "device")]
+    @classmethod
+    def parse_args(cls, args: dict[str, Any]) -> ModelArgs:
+        """Keyword arguments as ``Args``, checked; a bad one is one line naming it."""
+        return cls.Args.parse(args, cls.model_type)
 
     # -- training hooks: the trainer calls each one every step -----------------------------
     def on_train_step(self, step: int, total: int) -> None:
@@ -409,8 +409,8 @@ def tokenize(tokenizer: Any, texts: list[str], side: Side, max_length: int,
 
 class SingleBackboneModel(RetrievalModel):
     """A model around one backbone, ``self.backbone``, built as ``cls(backbone, tokenizer,
-    **args)``: its config is all that rebuilding the architecture needs, and its arguments are
-    written once, in the constructor (``from_backbone`` passes them through)."""
+    **args)``: its config is all that rebuilding the architecture needs (``from_backbone`` passes
+    the arguments through to the constructor, which checks them as ``Args``)."""
 
     @classmethod
     def from_backbone(cls, name: str | os.PathLike | None = None,

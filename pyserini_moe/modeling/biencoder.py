@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -13,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.modeling.args import ModelArgs
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
 from pyserini_moe.modeling.base import (
     TRANSFORMERS_WEIGHTS_FILE,
@@ -29,6 +31,31 @@ from pyserini_moe.modeling.pooling import (
     pool,
     pretrained_encoder,
 )
+from pyserini_moe.validate import check, one_of
+
+
+@dataclasses.dataclass(frozen=True)
+class SiameseArgs(ModelArgs):
+    """Mean pooling and L2 normalisation by default (all-MiniLM-L6-v2's); ``query_prefix`` /
+    ``passage_prefix`` are put before every text of their side (E5's "query: ")."""
+
+    pooling: str = dataclasses.field(default="mean", metadata=check(one_of(POOLINGS)))
+    normalize: bool = True
+    query_prefix: str = ""
+    passage_prefix: str = ""
+
+    def saved(self) -> dict[str, Any]:
+        """Prefixes only when set: a model without them keeps the arguments (and the fingerprint
+        its indexes recorded) it had before prefixes existed."""
+        return {k: v for k, v in super().saved().items() if v != "" or not k.endswith("_prefix")}
+
+
+@dataclasses.dataclass(frozen=True)
+class DprArgs(ModelArgs):
+    """[CLS] pooling and an unnormalised dot product, as DPR."""
+
+    pooling: str = dataclasses.field(default="cls", metadata=check(one_of(POOLINGS)))
+    normalize: bool = False
 
 
 def _embed(backbone: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
@@ -54,19 +81,14 @@ class SiameseBiEncoder(SingleBackboneModel):
     weights_file = TRANSFORMERS_WEIGHTS_FILE
     hf_prefix = "backbone."
 
-    def __init__(self, backbone: nn.Module, tokenizer: Any, pooling: str = "mean",
-                 normalize: bool = True, query_prefix: str = "",
-                 passage_prefix: str = "") -> None:
-        # prefixes are recorded only when set: a model without them keeps the arguments (and the
-        # fingerprint its indexes recorded) it had before prefixes existed
-        prefixes = {k: v for k, v in (("query_prefix", query_prefix),
-                                      ("passage_prefix", passage_prefix)) if v}
-        super().__init__(tokenizer, {"pooling": pooling, "normalize": normalize, **prefixes})
-        if pooling not in POOLINGS:
-            raise UserError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
+    Args = SiameseArgs
+
+    def __init__(self, backbone: nn.Module, tokenizer: Any, **args: Any) -> None:
+        a = self.parse_args(args)
+        super().__init__(tokenizer, a)
         self.backbone = backbone
-        self.pooling = pooling
-        self.normalize = normalize
+        self.pooling = a.pooling
+        self.normalize = a.normalize
 
     @classmethod
     def zero_shot(cls, name: str | os.PathLike, device: str | torch.device | None = None,
@@ -186,15 +208,16 @@ class DprBiEncoder(RetrievalModel):
     representations = ("dense",)
     backbone_slots = ("", "passage")
 
+    Args = DprArgs
+
     def __init__(self, query_encoder: nn.Module, passage_encoder: nn.Module, tokenizer: Any,
-                 pooling: str = "cls", normalize: bool = False) -> None:
-        super().__init__(tokenizer, {"pooling": pooling, "normalize": normalize})
-        if pooling not in POOLINGS:
-            raise UserError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
+                 **args: Any) -> None:
+        a = self.parse_args(args)
+        super().__init__(tokenizer, a)
         self.query_encoder = query_encoder
         self.passage_encoder = passage_encoder
-        self.pooling = pooling
-        self.normalize = normalize
+        self.pooling = a.pooling
+        self.normalize = a.normalize
 
     @classmethod
     def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE,

@@ -19,6 +19,7 @@ raw expert scores (eq. 12, the "Sum" fusion of table 4).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import os
 from typing import Any
@@ -28,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.modeling.args import ModelArgs
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
 from pyserini_moe.modeling.base import (
     Encoded,
@@ -42,11 +44,63 @@ from pyserini_moe.modeling.experts import transformer_layers
 from pyserini_moe.modeling.heads import ProjectionHead, SpladeHead, maxsim, splade_head
 from pyserini_moe.modeling.pooling import POOLINGS, pool, pretrained_encoder
 from pyserini_moe.representation import CAME_EXPERTS
+from pyserini_moe.validate import (
+    ConfigError,
+    check,
+    closed_fraction,
+    fail,
+    non_negative,
+    one_of,
+    positive,
+)
 
 EXPERTS = tuple(CAME_EXPERTS)  # lexical, local, global; each fills one Encoded field
 STAGES = ("competitive", "standardized", "specialized")
 STANDARDIZED, SPECIALIZED = "standardized", "specialized"
 PRIVATE_LAYERS = 2  # the paper keeps 2 of BERT-base's 12 layers private to each expert
+COMPETITION = ("tau", "standardized_ratio", "stages")  # how the experts train, not what they are
+
+
+@dataclasses.dataclass(frozen=True)
+class CameArgs(ModelArgs):
+    """The architecture (``shared_layers``: None = all but the top ``PRIVATE_LAYERS``; ``experts``;
+    ``dim`` of the local expert's token vectors; ``normalize_local``; the global expert's
+    ``pooling``) and the competition (``tau`` of eq. 11, ``standardized_ratio``, ``stages``), which
+    a saved model may change when it is trained further."""
+
+    shared_layers: int | None = dataclasses.field(default=None, metadata=check(non_negative))
+    experts: tuple[str, ...] = EXPERTS
+    dim: int = dataclasses.field(default=128, metadata=check(positive))
+    tau: float = dataclasses.field(default=0.5, metadata=check(positive))
+    standardized_ratio: float = dataclasses.field(default=0.2, metadata=check(closed_fraction))
+    stages: str = dataclasses.field(default="competitive", metadata=check(one_of(STAGES)))
+    normalize_local: bool = True
+    pooling: str = dataclasses.field(default="cls", metadata=check(one_of(POOLINGS)))
+
+    def check(self) -> None:
+        """Experts: a non-empty subset of lexical / local / global, kept in that order."""
+        unknown = sorted(set(self.experts) - set(EXPERTS))
+        if unknown:
+            fail("", "experts", f"unknown expert(s) {unknown}; choose from {', '.join(EXPERTS)}")
+        if len(set(self.experts)) != len(self.experts):
+            fail("", "experts", f"an expert is listed twice in {list(self.experts)}")
+        if not self.experts:
+            fail("", "experts", f"at least one is needed; choose from {', '.join(EXPERTS)}")
+        self.resolve("experts", tuple(e for e in EXPERTS if e in self.experts))
+
+    def for_layers(self, num_layers: int) -> CameArgs:
+        """These arguments over a backbone of ``num_layers`` layers: the default split filled
+        in, a split the backbone cannot make refused."""
+        if self.shared_layers is None:
+            return dataclasses.replace(self, shared_layers=max(0, num_layers - PRIVATE_LAYERS))
+        if self.shared_layers > num_layers:
+            raise ConfigError(f"came model argument shared_layers: must be in [0, {num_layers}] "
+                              f"(the backbone's layers), got {self.shared_layers}", "shared_layers")
+        return self
+
+    def architecture(self) -> dict[str, Any]:
+        """What the weights depend on (a saved model trained further must match it)."""
+        return {k: v for k, v in self.saved().items() if k not in COMPETITION}
 
 
 def positive_rank(scores: torch.Tensor, positive_index: torch.Tensor) -> torch.Tensor:
@@ -92,26 +146,16 @@ class CameEncoder(SingleBackboneModel):
     model_type = "came"
     representations = ("dense", "sparse", "multi")
 
-    def __init__(self, backbone: nn.Module, tokenizer: Any, shared_layers: int | None = None,
-                 experts: list[str] | tuple[str, ...] = EXPERTS, dim: int = 128, tau: float = 0.5,
-                 standardized_ratio: float = 0.2, stages: str = "competitive",
-                 normalize_local: bool = True, lexical_head: SpladeHead | None = None,
-                 pooling: str = "cls") -> None:
+    Args = CameArgs
+
+    def __init__(self, backbone: nn.Module, tokenizer: Any, lexical_head: SpladeHead | None = None,
+                 **args: Any) -> None:
         layers = transformer_layers(backbone)
-        shared_layers = _default_shared(len(layers)) if shared_layers is None else shared_layers
-        experts = _check_experts(experts)
-        if not 0 <= shared_layers <= len(layers):
-            raise UserError(f"shared_layers must be in [0, {len(layers)}] (the backbone's layers), "
-                            f"got {shared_layers}")
-        if dim <= 0:
-            raise UserError(f"dim must be > 0, got {dim}")
-        if pooling not in POOLINGS:
-            raise UserError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
-        super().__init__(tokenizer, {"shared_layers": shared_layers, "experts": list(experts),
-                                     "dim": dim, "normalize_local": normalize_local,
-                                     "pooling": pooling})
-        self.pooling = pooling
-        self.set_competition(tau, standardized_ratio, stages)
+        a = self.parse_args(args).for_layers(len(layers))
+        super().__init__(tokenizer, a)
+        shared_layers, experts = a.shared_layers, a.experts
+        self.pooling = a.pooling
+        self.set_competition(a)
         self.backbone = backbone  # registered first: the tied word embeddings are named here
         self.stacks = nn.ModuleDict({stack_key(e): nn.ModuleList(copy.deepcopy(layer)
                                                                  for layer in layers[shared_layers:])
@@ -121,7 +165,7 @@ class CameEncoder(SingleBackboneModel):
         if "lexical" in experts:
             heads["lexical"] = lexical_head if lexical_head is not None else splade_head(backbone)[0]
         if "local" in experts:
-            heads["local"] = ProjectionHead(backbone.config.hidden_size, dim, normalize_local)
+            heads["local"] = ProjectionHead(backbone.config.hidden_size, a.dim, a.normalize_local)
         self.heads = nn.ModuleDict(heads)
         self.experts = experts
         # What this instance produces (the encode adapters check it); subsets produce fewer.
@@ -132,39 +176,33 @@ class CameEncoder(SingleBackboneModel):
         self.last_losses: dict[str, float] = {}  # each expert's mean loss, same moment
 
     @classmethod
-    def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE,
-                      shared_layers: int | None = None,
-                      experts: list[str] | tuple[str, ...] = EXPERTS, dim: int = 128,
-                      tau: float = 0.5, standardized_ratio: float = 0.2,
-                      stages: str = "competitive", normalize_local: bool = True,
-                      pooling: str = "cls",
-                      device: str | torch.device | None = None) -> CameEncoder:
-        """Pretrained backbone, every stack a copy of its top layers, the checkpoint's MLM head for
-        the lexical expert when it has one (else a random transform on the tied embeddings, as
-        SPLADE), a random local projection; on ``device`` (default: CUDA when present).
+    def from_backbone(cls, name: str | os.PathLike | None = None,
+                      device: str | torch.device | None = None, **args: Any) -> CameEncoder:
+        """Pretrained backbone (default: the packaged MiniLM), every stack a copy of its top
+        layers, the checkpoint's MLM head for the lexical expert when it has one (else a random
+        transform on the tied embeddings, as SPLADE), a random local projection; on ``device``
+        (default: CUDA when present).
 
         ``name`` may also be a saved CAME model with the same architecture: the paper's second
         round trains the BM25-negative model further on hard negatives (section 3.3), typically
         with ``stages="specialized"``.
         """
+        name = DEFAULT_BACKBONE if name is None else name
+        a = cls.parse_args(args)
         if is_saved_model(name):
             model = load_model(name, check_device(device))
             if not isinstance(model, cls):
                 raise UserError(f"{name} holds a {model.model_type} model, not a came one")
-            wanted = {"shared_layers": shared_layers if shared_layers is not None
-                      else _default_shared(model.backbone.config.num_hidden_layers),
-                      "experts": list(_check_experts(experts)), "dim": dim,
-                      "normalize_local": normalize_local, "pooling": pooling}
+            wanted = a.for_layers(model.backbone.config.num_hidden_layers).architecture()
             differ = {k: f"{model.args[k]} != {v}" for k, v in wanted.items() if model.args[k] != v}
             if differ:
                 raise UserError(f"{name} was saved with another architecture (saved != asked: "
                                 f"{differ})")
-            model.set_competition(tau, standardized_ratio, stages)
+            model.set_competition(a)
             return model
         backbone = pretrained_encoder(name)
-        head, found = splade_head(backbone, name) if "lexical" in experts else (None, False)
-        model = cls(backbone, load_tokenizer(name), shared_layers, experts, dim, tau,
-                    standardized_ratio, stages, normalize_local, lexical_head=head, pooling=pooling)
+        head, found = splade_head(backbone, name) if "lexical" in a.experts else (None, False)
+        model = cls(backbone, load_tokenizer(name), lexical_head=head, **args)
         model.pretrained_head = found
         return model.to(check_device(device))
 
@@ -225,20 +263,15 @@ class CameEncoder(SingleBackboneModel):
         return torch.stack(list(self.expert_scores(q, p).values())).sum(0)
 
     # -- competitive learning (trainer hooks) ---------------------------------------------
-    def set_competition(self, tau: float, standardized_ratio: float, stages: str) -> None:
-        """Set (and record in ``args``) how the experts are trained; they do not change what the
-        model computes, so a saved model can be trained further under another schedule."""
-        if not (math.isfinite(tau) and tau > 0):
-            raise UserError(f"tau (the competition temperature of eq. 11) must be > 0, got {tau}")
-        if not 0 <= standardized_ratio <= 1:
-            raise UserError(f"standardized_ratio must be in [0, 1], got {standardized_ratio}")
-        if stages not in STAGES:
-            raise UserError(f"unknown stages {stages!r}; choose from {STAGES}")
-        self.args.update(tau=tau, standardized_ratio=standardized_ratio, stages=stages)
-        self.tau = tau
-        self.standardized_ratio = standardized_ratio
-        self.stages = stages
-        self.stage = SPECIALIZED if stages == SPECIALIZED else STANDARDIZED
+    def set_competition(self, args: CameArgs) -> None:
+        """Set (and record in ``self.args``) how the experts are trained: it does not change
+        what the model computes, so a saved model can be trained further under another
+        schedule."""
+        self.args.update({k: getattr(args, k) for k in COMPETITION})
+        self.tau = args.tau
+        self.standardized_ratio = args.standardized_ratio
+        self.stages = args.stages
+        self.stage = SPECIALIZED if args.stages == SPECIALIZED else STANDARDIZED
 
     def on_train_step(self, step: int, total: int) -> None:
         """Standardized for the first ceil(standardized_ratio * total) steps, then specialized
@@ -286,22 +319,3 @@ def stack_key(expert: str) -> str:
     """The private stack's name in ``stacks``: ``global`` is a Python keyword, which graph
     tracers (torch.fx, hence ONNX export) cannot use as an attribute name."""
     return f"{expert}_layers"
-
-
-def _default_shared(num_layers: int) -> int:
-    """All but the top ``PRIVATE_LAYERS`` layers (10 of 12 in the paper, 4 of MiniLM's 6)."""
-    return max(0, num_layers - PRIVATE_LAYERS)
-
-
-def _check_experts(experts: list[str] | tuple[str, ...]) -> tuple[str, ...]:
-    """The requested experts in canonical order; unknown, repeated or no experts are errors."""
-    if isinstance(experts, str):
-        experts = [experts]
-    unknown = sorted(set(experts) - set(EXPERTS))
-    if unknown:
-        raise UserError(f"unknown expert(s) {unknown}; choose from {EXPERTS}")
-    if len(set(experts)) != len(experts):
-        raise UserError(f"expert listed twice in {list(experts)}")
-    if not experts:
-        raise UserError(f"at least one expert is needed; choose from {EXPERTS}")
-    return tuple(e for e in EXPERTS if e in experts)

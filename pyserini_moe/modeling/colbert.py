@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
 from torch import nn
 
+from pyserini_moe.modeling.args import ModelArgs
 from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, register
 from pyserini_moe.modeling.heads import ProjectionHead, maxsim
+from pyserini_moe.validate import check, positive
+
+
+@dataclasses.dataclass(frozen=True)
+class ColbertArgs(ModelArgs):
+    """``dim``: each token vector's size after the projection (ColBERT's 128)."""
+
+    dim: int = dataclasses.field(default=128, metadata=check(positive))
+    normalize: bool = True
 
 
 @register
@@ -20,11 +31,13 @@ class ColbertEncoder(SingleBackboneModel):
     model_type = "colbert"
     representations = ("multi",)
 
-    def __init__(self, backbone: nn.Module, tokenizer: Any, dim: int = 128,
-                 normalize: bool = True) -> None:
-        super().__init__(tokenizer, {"dim": dim, "normalize": normalize})
+    Args = ColbertArgs
+
+    def __init__(self, backbone: nn.Module, tokenizer: Any, **args: Any) -> None:
+        a = self.parse_args(args)
+        super().__init__(tokenizer, a)
         self.backbone = backbone
-        self.head = ProjectionHead(backbone.config.hidden_size, dim, normalize)
+        self.head = ProjectionHead(backbone.config.hidden_size, a.dim, a.normalize)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 side: Side) -> Encoded:

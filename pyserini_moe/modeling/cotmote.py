@@ -25,6 +25,7 @@ shared).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 from typing import Any
 
@@ -32,6 +33,7 @@ import torch
 from torch import nn
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.modeling.args import ModelArgs
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
 from pyserini_moe.modeling.base import (
     Encoded,
@@ -45,10 +47,23 @@ from pyserini_moe.modeling.base import (
 from pyserini_moe.modeling.experts import ExpertFeedForward, insert_experts, set_route, transformer_layers
 from pyserini_moe.modeling.heads import SpladeHead, keep_top_k, splade_head
 from pyserini_moe.modeling.pooling import POOLINGS, encoder_from_config, pool, pretrained_encoder
+from pyserini_moe.validate import check, non_negative, one_of
 
 VARIANTS = ("mote", "siamese", "separate")
 SPARSE_HEADS = ("plain", "mlm")
 DEFAULT_TOP_K = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class CotMoteArgs(ModelArgs):
+    """``variant`` and ``sparse_head`` make the architecture; ``pooling`` of the dense vector
+    ([CLS]: DEN = h_0, eq. 3) and ``sparse_top_k`` (0 keeps every term) say how it encodes, and a
+    saved model fine-tuned further may change them."""
+
+    variant: str = dataclasses.field(default="mote", metadata=check(one_of(VARIANTS)))
+    pooling: str = dataclasses.field(default="cls", metadata=check(one_of(POOLINGS)))
+    sparse_top_k: int = dataclasses.field(default=DEFAULT_TOP_K, metadata=check(non_negative))
+    sparse_head: str = dataclasses.field(default="plain", metadata=check(one_of(SPARSE_HEADS)))
 
 
 @register
@@ -62,26 +77,20 @@ class CotMoteEncoder(RetrievalModel):
     model_type = "cotmote"
     representations = ("dense", "sparse")
 
-    def __init__(self, backbone: nn.Module, tokenizer: Any, variant: str = "mote",
-                 passage_backbone: nn.Module | None = None, pooling: str = "cls",
-                 sparse_top_k: int = DEFAULT_TOP_K, sparse_head: str = "plain") -> None:
-        if variant not in VARIANTS:
-            raise UserError(f"unknown variant {variant!r}; choose from {VARIANTS}")
-        if pooling not in POOLINGS:
-            raise UserError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
-        if sparse_head not in SPARSE_HEADS:
-            raise UserError(f"unknown sparse_head {sparse_head!r}; choose from {SPARSE_HEADS}")
-        if sparse_top_k < 0:
-            raise UserError(f"sparse_top_k must be >= 0 (0 keeps every term), got {sparse_top_k}")
+    Args = CotMoteArgs
+
+    def __init__(self, backbone: nn.Module, tokenizer: Any,
+                 passage_backbone: nn.Module | None = None, **args: Any) -> None:
+        a = self.parse_args(args)
+        variant, sparse_head = a.variant, a.sparse_head
         if (variant == "separate") != (passage_backbone is not None):
             raise UserError("a passage backbone is needed by, and only by, the 'separate' variant")
-        super().__init__(tokenizer, {"variant": variant, "pooling": pooling,
-                                     "sparse_top_k": sparse_top_k, "sparse_head": sparse_head})
+        super().__init__(tokenizer, a)
         self.backbone = backbone
         self.passage_backbone = passage_backbone
         self.variant = variant
-        self.pooling = pooling
-        self.sparse_top_k = sparse_top_k
+        self.pooling = a.pooling
+        self.sparse_top_k = a.sparse_top_k
         # A tuple, not a ModuleList: the blocks live inside the backbone already.
         self.expert_layers: tuple[ExpertFeedForward, ...] = ()
         if variant == "mote":
@@ -93,13 +102,15 @@ class CotMoteEncoder(RetrievalModel):
             for b in self.encoders())
 
     @classmethod
-    def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE, variant: str = "mote",
-                      pooling: str = "cls", sparse_top_k: int = DEFAULT_TOP_K,
-                      sparse_head: str = "plain",
-                      device: str | torch.device | None = None) -> CotMoteEncoder:
-        """A pretrained HF backbone (Q-FFN and P-FFN copied from its FFNs; an ``mlm`` sparse head
-        from its MLM head, or SPLADE's random start without one), or a saved CoT-MoTE model of the
-        same variant and sparse head, e.g. the output of ``python -m pyserini_moe.pretrain``."""
+    def from_backbone(cls, name: str | os.PathLike | None = None,
+                      device: str | torch.device | None = None, **args: Any) -> CotMoteEncoder:
+        """A pretrained HF backbone (default: the packaged MiniLM; Q-FFN and P-FFN copied from its
+        FFNs; an ``mlm`` sparse head from its MLM head, or SPLADE's random start without one), or
+        a saved CoT-MoTE model of the same variant and sparse head, e.g. the output of
+        ``python -m pyserini_moe.pretrain``."""
+        name = DEFAULT_BACKBONE if name is None else name
+        a = cls.parse_args(args)
+        variant, sparse_head = a.variant, a.sparse_head
         if is_saved_model(name):
             model = load_model(name, check_device(device))
             if not isinstance(model, cls) or model.variant != variant:
@@ -110,13 +121,12 @@ class CotMoteEncoder(RetrievalModel):
             if saved_head != sparse_head:
                 raise UserError(f"{name} has a {saved_head!r} sparse head, not {sparse_head!r}: "
                                 "pre-train and fine-tune with the same --sparse-head")
-            model.pooling = model.args["pooling"] = pooling
-            model.sparse_top_k = model.args["sparse_top_k"] = sparse_top_k
+            model.pooling = model.args["pooling"] = a.pooling
+            model.sparse_top_k = model.args["sparse_top_k"] = a.sparse_top_k
             return model.train()
         backbone = pretrained_encoder(name)
         passage = copy.deepcopy(backbone) if variant == "separate" else None
-        model = cls(backbone, load_tokenizer(name), variant, passage, pooling, sparse_top_k,
-                    sparse_head)
+        model = cls(backbone, load_tokenizer(name), passage_backbone=passage, **args)
         if sparse_head == "mlm":
             head = splade_head(backbone, name)[0]
             model.sparse_heads[0] = head

@@ -31,9 +31,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pyserini_moe.errors import UserError
+from pyserini_moe.modeling.args import ModelArgs
 from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, register
 from pyserini_moe.modeling.pooling import POOLINGS, pool
+from pyserini_moe.validate import check, fail, non_negative, one_of, positive
 
 INFERENCE_MODES = ("top1", "all")
 GATES = ("learned", "random", "none")
@@ -42,6 +43,29 @@ MIXTURES = ("residual", "published")
 # the load estimator's division (and exploration) alive when softplus(W_noise x) goes to 0.
 NOISE_EPS = 1e-2
 ADAPTER_INIT_STD = 1e-2  # Houlsby et al.'s near-identity initialisation
+
+
+@dataclasses.dataclass(frozen=True)
+class SbMoeArgs(ModelArgs):
+    """``n_experts`` adapters of bottleneck ``expert_width`` (None: h/2, the paper's) after the
+    ``pooling`` of a Siamese backbone, chosen by the ``gate`` (learned, random, or none: one
+    adapter always applied), balanced in training by ``balance_weight``; ``inference`` (TOP-1 or
+    ALL, the one encode-time option) and ``mixture`` as in :class:`SbMoeEncoder`."""
+
+    n_experts: int = dataclasses.field(default=6, metadata=check(positive))
+    pooling: str = dataclasses.field(default="mean", metadata=check(one_of(POOLINGS)))
+    normalize: bool = True
+    inference: str = dataclasses.field(default="top1", metadata=check(one_of(INFERENCE_MODES)))
+    gate: str = dataclasses.field(default="learned", metadata=check(one_of(GATES)))
+    balance_weight: float = dataclasses.field(default=0.01, metadata=check(non_negative))
+    mixture: str = dataclasses.field(default="residual", metadata=check(one_of(MIXTURES)))
+    expert_width: int | None = dataclasses.field(default=None, metadata=check(positive))
+
+    def check(self) -> None:
+        if (self.n_experts == 1) != (self.gate == "none"):
+            fail("", "n_experts", f"must be >= 2 (one expert leaves nothing to route) or 1 with "
+                                  f"gate 'none' (one adapter: the capacity control), got "
+                                  f"{self.n_experts} with gate {self.gate!r}")
 
 
 class Adapter(nn.Module):
@@ -170,40 +194,23 @@ class SbMoeEncoder(SingleBackboneModel):
     representations = ("dense",)
     encode_options = ("inference",)
 
-    def __init__(self, backbone: nn.Module, tokenizer: Any, n_experts: int = 6,
-                 pooling: str = "mean", normalize: bool = True, inference: str = "top1",
-                 gate: str = "learned", balance_weight: float = 0.01,
-                 mixture: str = "residual", expert_width: int | None = None) -> None:
-        super().__init__(tokenizer, {"n_experts": n_experts, "pooling": pooling,
-                                     "normalize": normalize, "inference": inference,
-                                     "gate": gate, "balance_weight": balance_weight,
-                                     "mixture": mixture, "expert_width": expert_width})
-        if pooling not in POOLINGS:
-            raise UserError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
-        if gate not in GATES:
-            raise UserError(f"unknown gate {gate!r}; choose from {GATES}")
-        if mixture not in MIXTURES:
-            raise UserError(f"unknown mixture {mixture!r}; choose from {MIXTURES}")
-        if (n_experts == 1) != (gate == "none") or n_experts < 1:
-            raise UserError(f"n_experts must be >= 2 (one expert leaves nothing to route) or 1 "
-                            f"with gate 'none' (one adapter: the capacity control), got "
-                            f"{n_experts} with gate {gate!r}")
-        if expert_width is not None and expert_width < 1:
-            raise UserError(f"expert_width must be >= 1, got {expert_width}")
-        if balance_weight < 0:
-            raise UserError(f"balance_weight must be >= 0, got {balance_weight}")
-        _check_inference(inference)
+    Args = SbMoeArgs
+
+    def __init__(self, backbone: nn.Module, tokenizer: Any, **args: Any) -> None:
+        a = self.parse_args(args)
+        super().__init__(tokenizer, a)
+        n_experts, gate = a.n_experts, a.gate
         hidden = backbone.config.hidden_size
         self.backbone = backbone
-        self.published = mixture == "published"
-        self.experts = nn.ModuleList(Adapter(hidden, not self.published, expert_width)
+        self.published = a.mixture == "published"
+        self.experts = nn.ModuleList(Adapter(hidden, not self.published, a.expert_width)
                                      for _ in range(n_experts))
         self.gate = NoisyGate(hidden, n_experts, self.published) if gate == "learned" else None
         self.n_experts = n_experts
-        self.pooling = pooling
-        self.normalize = normalize
-        self.inference = inference
-        self.balance_weight = balance_weight
+        self.pooling = a.pooling
+        self.normalize = a.normalize
+        self.inference = a.inference
+        self.balance_weight = a.balance_weight
 
     def set_option(self, name: str, value: Any) -> None:
         """``inference`` is the one encode-time option: TOP-1 or ALL over the trained experts."""
@@ -212,8 +219,7 @@ class SbMoeEncoder(SingleBackboneModel):
     def with_inference(self, mode: str) -> SbMoeEncoder:
         """Switch the inference mode in place (saved args included) and return the model, like
         ``nn.Module.eval``: ``load_model(path).with_inference("all")``."""
-        _check_inference(mode)
-        self.inference = mode
+        self.inference = self.parse_args({**self.args, "inference": mode}).inference
         self.args["inference"] = mode
         return self
 
@@ -319,8 +325,3 @@ class SbMoeEncoder(SingleBackboneModel):
         batch = self.tokenize(texts, side, max_length)
         probs = self.gate_probs(self._pooled(**batch), **batch)
         return Routing(expert=probs.argmax(-1), probs=probs)
-
-
-def _check_inference(mode: str) -> None:
-    if mode not in INFERENCE_MODES:
-        raise UserError(f"unknown inference mode {mode!r}; choose from {INFERENCE_MODES}")

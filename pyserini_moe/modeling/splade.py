@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
 import torch
 from torch import nn
 
-from pyserini_moe.errors import UserError
+from pyserini_moe.modeling.args import ModelArgs
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
 from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, check_device, register
 from pyserini_moe.modeling.heads import SpladeHead, keep_top_k, splade_head
 from pyserini_moe.modeling.pooling import encoder_from_config, pretrained_encoder
+from pyserini_moe.validate import check, non_negative
+
+
+@dataclasses.dataclass(frozen=True)
+class SpladeArgs(ModelArgs):
+    """How many of a text's largest term weights each side keeps (0: every term)."""
+
+    query_top_k: int = dataclasses.field(default=0, metadata=check(non_negative))
+    passage_top_k: int = dataclasses.field(default=0, metadata=check(non_negative))
 
 
 @register
@@ -29,26 +39,26 @@ class SpladeEncoder(RetrievalModel):
     model_type = "splade"
     representations = ("sparse",)
 
-    def __init__(self, backbone: nn.Module, head: SpladeHead, tokenizer: Any,
-                 query_top_k: int = 0, passage_top_k: int = 0) -> None:
-        for name, k in (("query_top_k", query_top_k), ("passage_top_k", passage_top_k)):
-            if k < 0:
-                raise UserError(f"{name} must be >= 0 (0 keeps every term), got {k}")
-        super().__init__(tokenizer, {"query_top_k": query_top_k, "passage_top_k": passage_top_k})
+    Args = SpladeArgs
+
+    def __init__(self, backbone: nn.Module, head: SpladeHead, tokenizer: Any, **args: Any) -> None:
+        a = self.parse_args(args)
+        super().__init__(tokenizer, a)
         self.backbone = backbone
         self.head = head
-        self.top_k = {Side.QUERY: query_top_k, Side.PASSAGE: passage_top_k}
+        self.top_k = {Side.QUERY: a.query_top_k, Side.PASSAGE: a.passage_top_k}
         self.pretrained_head = False  # set by from_backbone: did the checkpoint have an MLM head?
 
     @classmethod
-    def from_backbone(cls, name: str | os.PathLike = DEFAULT_BACKBONE,
-                      device: str | torch.device | None = None, query_top_k: int = 0,
-                      passage_top_k: int = 0) -> SpladeEncoder:
-        """Pretrained backbone, its MLM head when the checkpoint has one (else a random transform
-        on the tied embeddings); on ``device`` (default: CUDA when present)."""
+    def from_backbone(cls, name: str | os.PathLike | None = None,
+                      device: str | torch.device | None = None, **args: Any) -> SpladeEncoder:
+        """Pretrained backbone (default: the packaged MiniLM), its MLM head when the checkpoint
+        has one (else a random transform on the tied embeddings); on ``device`` (default: CUDA
+        when present)."""
+        name = DEFAULT_BACKBONE if name is None else name
         backbone = pretrained_encoder(name)
         head, found = splade_head(backbone, name)
-        model = cls(backbone, head, load_tokenizer(name), query_top_k, passage_top_k)
+        model = cls(backbone, head, load_tokenizer(name), **args)
         model.pretrained_head = found
         return model.to(check_device(device))
 

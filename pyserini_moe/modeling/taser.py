@@ -19,6 +19,7 @@ distribution, and ``per_input``, the form of the authors' released code (microso
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -26,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.modeling.args import ModelArgs
 from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, register
 from pyserini_moe.modeling.experts import (
     ROUTERS,
@@ -36,9 +38,31 @@ from pyserini_moe.modeling.experts import (
     transformer_layers,
 )
 from pyserini_moe.modeling.pooling import POOLINGS, pool
+from pyserini_moe.validate import check, non_negative, one_of, positive
 
 ENTROPY_WEIGHT = 0.01  # beta of eq. 5, fixed in the paper
 ENTROPY_FORMS = ("batch", "per_input")  # where eq. 4's entropy is taken; see regularization()
+
+
+@dataclasses.dataclass(frozen=True)
+class TaserArgs(ModelArgs):
+    """``router`` and ``num_experts`` (I; None: what the router needs, 1 for ``shared``, else 2),
+    a specialised block after every ``every`` shared ones (T), the pooled vector's ``pooling`` and
+    ``normalize``; ``entropy_weight`` (beta of eq. 5), ``gumbel_tau`` and ``entropy`` train the
+    learned routers."""
+
+    router: str = dataclasses.field(default="det", metadata=check(one_of(ROUTERS)))
+    num_experts: int | None = dataclasses.field(default=None, metadata=check(positive))
+    every: int = dataclasses.field(default=2, metadata=check(non_negative))
+    pooling: str = dataclasses.field(default="cls", metadata=check(one_of(POOLINGS)))
+    normalize: bool = False
+    entropy_weight: float = dataclasses.field(default=ENTROPY_WEIGHT, metadata=check(non_negative))
+    gumbel_tau: float = dataclasses.field(default=1.0, metadata=check(positive))
+    entropy: str = dataclasses.field(default="batch", metadata=check(one_of(ENTROPY_FORMS)))
+
+    def check(self) -> None:
+        if self.num_experts is None:
+            self.resolve("num_experts", 1 if self.router == "shared" else 2)
 
 
 def specialised_layers(num_layers: int, every: int) -> list[int]:
@@ -65,32 +89,22 @@ class TaserEncoder(SingleBackboneModel):
     model_type = "taser"
     representations = ("dense",)
 
-    def __init__(self, backbone: nn.Module, tokenizer: Any, router: str = "det",
-                 num_experts: int | None = None, every: int = 2, pooling: str = "cls",
-                 normalize: bool = False, entropy_weight: float = ENTROPY_WEIGHT,
-                 gumbel_tau: float = 1.0, entropy: str = "batch") -> None:
-        if router not in ROUTERS:
-            raise UserError(f"unknown router {router!r}; choose from {ROUTERS}")
-        if pooling not in POOLINGS:
-            raise UserError(f"unknown pooling {pooling!r}; choose from {POOLINGS}")
-        if entropy not in ENTROPY_FORMS:
-            raise UserError(f"unknown entropy {entropy!r}; choose from {ENTROPY_FORMS}")
-        num_experts = num_experts if num_experts is not None else (1 if router == "shared" else 2)
-        super().__init__(tokenizer, {"router": router, "num_experts": num_experts, "every": every,
-                                     "pooling": pooling, "normalize": normalize,
-                                     "entropy_weight": entropy_weight, "gumbel_tau": gumbel_tau,
-                                     "entropy": entropy})
+    Args = TaserArgs
+
+    def __init__(self, backbone: nn.Module, tokenizer: Any, **args: Any) -> None:
+        a = self.parse_args(args)
+        super().__init__(tokenizer, a)
         self.backbone = backbone
-        layers = specialised_layers(len(transformer_layers(backbone)), every)
+        layers = specialised_layers(len(transformer_layers(backbone)), a.every)
         # A tuple, not a ModuleList: the blocks already live inside the backbone, and registering
         # them twice would save every expert twice.
-        self.expert_layers = tuple(insert_experts(backbone, layers, num_experts, router,
-                                                  gumbel_tau))
+        self.expert_layers = tuple(insert_experts(backbone, layers, a.num_experts, a.router,
+                                                  a.gumbel_tau))
         self.specialised = layers
-        self.pooling = pooling
-        self.normalize = normalize
-        self.entropy_weight = entropy_weight
-        self.entropy = entropy
+        self.pooling = a.pooling
+        self.normalize = a.normalize
+        self.entropy_weight = a.entropy_weight
+        self.entropy = a.entropy
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 side: Side) -> Encoded:

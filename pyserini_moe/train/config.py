@@ -288,9 +288,13 @@ def _check_across_fields(config: TrainConfig, source: Path) -> None:
 
 
 def _check_model_args(model: ModelConfig, source: Path) -> None:
-    """``model.args`` must be arguments of the model (its constructor's, written once there)."""
-    accepted = model_class(model.type).argument_names()
+    """``model.args`` must be the model's arguments, each valid (its ``Args``, declared once)."""
+    cls = model_class(model.type)
     for key in model.args:
-        if key not in accepted:
+        if key not in cls.argument_names():
             fail(source, f"model.args.{key}", f"not an argument of the {model.type} model "
-                                               f"(accepted: {', '.join(accepted) or 'none'})")
+                                               f"(accepted: {', '.join(cls.argument_names()) or 'none'})")
+    try:
+        cls.Args(**model.args)
+    except ConfigError as e:
+        raise ConfigError(f"{source}: model.args.{e}", f"model.args.{e.field}") from None

@@ -139,16 +139,16 @@ def test_an_expert_left_out_is_not_built(bert3) -> None:
 
 @pytest.mark.parametrize("args,words", [
     ({"experts": ["lexical", "semantic"]}, "unknown expert"),
-    ({"experts": []}, "at least one expert"),
+    ({"experts": []}, "at least one is needed"),
     ({"experts": ["local", "local"]}, "listed twice"),
-    ({"shared_layers": 4}, r"shared_layers must be in \[0, 3\]"),
+    ({"shared_layers": 4}, r"shared_layers: must be in \[0, 3\]"),
     ({"shared_layers": -1}, "shared_layers"),
     ({"tau": 0.0}, "tau"),
     ({"tau": float("inf")}, "tau"),
-    ({"stages": "collaborative"}, "unknown stages"),
+    ({"stages": "collaborative"}, "stages: must be one of"),
     ({"standardized_ratio": 1.5}, "standardized_ratio"),
     ({"dim": 0}, "dim"),
-    ({"pooling": "first"}, "unknown pooling"),
+    ({"pooling": "first"}, "pooling: must be one of"),
 ])
 def test_bad_arguments_are_refused(bert3, args, words) -> None:
     with pytest.raises(ValueError, match=words):

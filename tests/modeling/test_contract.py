@@ -37,15 +37,58 @@ def test_every_registered_model_is_a_complete_retrieval_model(name: str) -> None
     assert issubclass(cls, RetrievalModel) and not cls.__abstractmethods__
 
 
-def test_model_arguments_are_written_once_in_the_constructor(tiny_bert) -> None:
-    """``from_backbone`` passes the constructor's arguments through, and recipes are checked
-    against the same list: an argument added to ``__init__`` is a recipe field at once."""
-    from pyserini_moe.modeling import TaserEncoder
+def test_model_arguments_are_declared_once_in_the_model_args_class(tiny_bert) -> None:
+    """One dataclass per model lists its arguments, defaults and checks: the constructor,
+    ``from_backbone`` and the recipe check read it, so an argument added there is a recipe field
+    at once, and a bad value is refused in one line wherever it was given."""
+    import dataclasses
 
-    assert TaserEncoder.argument_names() == ["router", "num_experts", "every", "pooling",
-                                             "normalize", "entropy_weight", "gumbel_tau",
-                                             "entropy"]
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.modeling import TaserEncoder
+    from pyserini_moe.modeling.taser import TaserArgs
+
+    assert TaserEncoder.argument_names() == [f.name for f in dataclasses.fields(TaserArgs)] == [
+        "router", "num_experts", "every", "pooling", "normalize", "entropy_weight", "gumbel_tau",
+        "entropy"]
     model = TaserEncoder.from_backbone(tiny_bert, router="seq", every=0, device="cpu")
     assert model.args["router"] == "seq" and model.args["every"] == 0
-    with pytest.raises(TypeError, match="unexpected keyword argument 'routr'"):
+    assert model.args["num_experts"] == 2  # the default the router needs, resolved and saved
+    with pytest.raises(UserError, match=r"^taser models have no argument routr \(they have: "):
         TaserEncoder.from_backbone(tiny_bert, routr="seq", device="cpu")
+    with pytest.raises(UserError, match=r"^taser model argument gumbel_tau: must be > 0, got 0"):
+        TaserEncoder.from_backbone(tiny_bert, gumbel_tau=0, device="cpu")
+    with pytest.raises(UserError, match="router: must be one of det, seq, tok, shared, mean"):
+        TaserArgs(router="sequence")
+
+
+@pytest.mark.parametrize("name", model_types())
+def test_every_model_declares_its_arguments_and_saves_them_all(name: str) -> None:
+    """Every registered model has an ``Args`` class whose defaults are valid and whose saved form
+    names only its fields (what ``load_model`` passes back to the constructor)."""
+    from pyserini_moe.modeling.args import ModelArgs
+
+    cls = model_class(name)
+    assert issubclass(cls.Args, ModelArgs) and cls.Args is not ModelArgs
+    assert set(cls.Args().saved()) <= set(cls.argument_names())
+
+
+def test_argument_types_are_checked_and_equal_values_kept_as_given() -> None:
+    """An integer where a number is declared stays an integer (the saved arguments enter the
+    fingerprint every index records); a list where a tuple is declared becomes the tuple; a
+    wrong type is one line."""
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.modeling.came import CameArgs
+    from pyserini_moe.modeling.sbmoe import SbMoeArgs
+
+    assert SbMoeArgs(balance_weight=0).saved()["balance_weight"] == 0
+    assert isinstance(SbMoeArgs(balance_weight=0).balance_weight, int)
+    args = CameArgs(experts=["global", "lexical"])
+    assert args.experts == ("lexical", "global") and args.saved()["experts"] == ["lexical", "global"]
+    with pytest.raises(UserError, match=r"^dim: expected an integer, found '128'"):
+        CameArgs(dim="128")
+    with pytest.raises(UserError, match="normalize_local: expected true or false"):
+        CameArgs(normalize_local="no")
+    with pytest.raises(UserError, match=r"experts: unknown expert\(s\) \['semantic'\]"):
+        CameArgs(experts=["semantic"])
+    with pytest.raises(UserError, match="n_experts: must be >= 2"):
+        SbMoeArgs(n_experts=1)

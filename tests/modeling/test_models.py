@@ -104,7 +104,7 @@ def test_splade_keeps_its_top_k_terms_per_side_in_training_and_after_loading(
     model.train()  # the cut holds in training too; the gradient reaches the kept terms only
     out = model(**model.tokenize(texts, Side.PASSAGE, 32), side=Side.PASSAGE).sparse
     assert ((out > 0).sum(1) <= 3).all()
-    with pytest.raises(UserError, match="query_top_k must be >= 0"):
+    with pytest.raises(UserError, match="query_top_k: must be >= 0"):
         SpladeEncoder.from_backbone(tiny_mlm, device="cpu", query_top_k=-1)
 
 
@@ -146,5 +146,5 @@ def test_unknown_backbone(cls) -> None:
 
 
 def test_unknown_pooling_rejected(tiny_bert) -> None:
-    with pytest.raises(ValueError, match="unknown pooling"):
+    with pytest.raises(ValueError, match="pooling: must be one of cls, mean, max"):
         SiameseBiEncoder.from_backbone(tiny_bert, pooling="median", device="cpu")

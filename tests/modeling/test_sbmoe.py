@@ -140,7 +140,7 @@ def test_inference_mode_changes_the_output(tiny_bert) -> None:
     assert model.with_inference("all") is model and model.args["inference"] == "all"
     every = model.encode(TEXTS, Side.PASSAGE).dense
     assert not torch.allclose(top1, every, atol=1e-3)
-    with pytest.raises(ValueError, match="inference mode"):
+    with pytest.raises(ValueError, match="inference: must be one of top1, all"):
         model.with_inference("top2")
 
 
@@ -222,7 +222,8 @@ def test_route_reports_the_gates_first_choice(tiny_bert) -> None:
 
 
 def test_bad_arguments_are_refused(tiny_bert) -> None:
-    for args, words in (({"inference": "top2"}, "inference mode"), ({"gate": "hash"}, "gate"),
+    for args, words in (({"inference": "top2"}, "inference: must be one of top1, all"),
+                        ({"gate": "hash"}, "gate"),
                         ({"n_experts": 1}, "n_experts"), ({"pooling": "sum"}, "pooling"),
                         ({"balance_weight": -1.0}, "balance_weight"),
                         ({"mixture": "sum"}, "mixture")):

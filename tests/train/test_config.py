@@ -60,6 +60,8 @@ def test_one_flops_number_applies_to_both_sides_and_ints_are_floats():
     ("data.negatives.deepth", 5, "data.negatives.deepth", "unknown field"),
     ("model.type", "bert", "model.type", "unknown model type"),
     ("model.args", {"poolin": "cls"}, "model.args.poolin", "not an argument"),
+    ("model.args", {"pooling": "median"}, "model.args.pooling", "must be one of cls, mean, max"),
+    ("model.args", {"normalize": "yes"}, "model.args.normalize", "true or false"),
     ("training.learning_rate", -1.0, "training.learning_rate", "> 0"),
     ("training.batch_size", 2.5, "training.batch_size", "integer"),
     ("training.epochs", True, "training.epochs", "integer"),
