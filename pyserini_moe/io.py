@@ -17,6 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
+import yaml
+
 from pyserini_moe.errors import DataFormatError, UserError
 
 
@@ -208,7 +211,6 @@ def refused_by_safe_load(error: BaseException) -> bool:
 def load_array(path: Path, mmap_mode: str | None = None) -> Any:
     """``np.load`` of an index's ``.npy`` file: a pickle or object array in its place (numpy
     refuses it without ``allow_pickle``) or a damaged file is one message naming the file."""
-    import numpy as np  # noqa: PLC0415
 
     try:
         return np.load(path, mmap_mode=mmap_mode)
@@ -280,7 +282,6 @@ def read_dataframe_pickle(path: Path) -> Any:
 
 def read_yaml(path: str | os.PathLike, what: str, error: type[ValueError]) -> object:
     """Parse a YAML file; a missing file or bad YAML is one message naming ``what`` and the path."""
-    import yaml  # noqa: PLC0415
 
     path = Path(path)
     if not path.is_file():

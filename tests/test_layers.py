@@ -106,3 +106,26 @@ def test_every_door_is_thin() -> None:
         imported_modules = {node.module for node in ast.walk(tree)
                             if isinstance(node, ast.ImportFrom)}
         assert imported_modules == {"pyserini_moe.cli", f"pyserini_moe.cli.{name}"}, name
+
+
+# Commands whose library needs torch for their options themselves (model sizes, index merging).
+TORCH_AT_START = {"pyserini_moe.cli.merge", "pyserini_moe.cli.sizes"}
+
+
+def test_commands_start_without_torch() -> None:
+    """The command layer imports the library when a command runs (the library imports at the
+    top): importing every other command leaves torch, transformers and the JVM unloaded, so
+    ``--help`` answers at once."""
+    import subprocess
+    import sys
+
+    commands = sorted(f"pyserini_moe.cli.{p.stem}" for p in (PACKAGE / "cli").glob("*.py")
+                      if p.stem != "__init__") + ["pyserini_moe.cli"]
+    code = ("import importlib, sys\n"
+            f"for m in {sorted(set(commands) - TORCH_AT_START)!r}: importlib.import_module(m)\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'torch', 'transformers', 'pyserini', 'jnius', 'ranx'}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

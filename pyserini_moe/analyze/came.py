@@ -17,6 +17,7 @@ global) and one or more fused runs, the command reports, in Markdown:
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,9 +27,12 @@ from typing import TYPE_CHECKING
 from tqdm import tqdm
 
 from pyserini_moe.analyze.common import emit, figure, save_png
+from pyserini_moe.data.beir import BeirCollection
+from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
+from pyserini_moe.eval.metrics import compare, evaluate, format_comparison, parse_metrics
 from pyserini_moe.representation import CAME_EXPERTS
-from pyserini_moe.runs import Run, ranked
+from pyserini_moe.runs import Run, ranked, read_trec_run
 
 if TYPE_CHECKING:
     from pyserini_moe.eval.metrics import Qrels
@@ -278,7 +282,6 @@ def parse_named_runs(specs: Sequence[str], flag: str,
 
 def _read_titles(corpus: str, docids: set[str]) -> dict[str, str]:
     """Title of each wanted document, or the start of its text when it has none."""
-    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
 
     labels = {}
     for document in BeirCollection.load(corpus).corpus():
@@ -309,7 +312,6 @@ class CameAnalysis:
     plot: str | None = None
 
     def __post_init__(self) -> None:
-        from pyserini_moe.eval.metrics import parse_metrics  # noqa: PLC0415
 
         experts = self.expert_paths()
         if len(experts) < 2:
@@ -351,9 +353,6 @@ def _read_came_inputs(analysis: CameAnalysis) -> tuple[dict[str, str], dict[str,
                                                        dict[str, Run], Qrels,
                                                        dict[str, str], list[str]]:
     """The named expert and fused runs (each checked against the qrels), qrels, topics, metrics."""
-    from pyserini_moe.data.topics import load_qrels, load_topics  # noqa: PLC0415
-    from pyserini_moe.eval.metrics import parse_metrics  # noqa: PLC0415
-    from pyserini_moe.runs import read_trec_run  # noqa: PLC0415
 
     experts, fused = analysis.expert_paths(), analysis.fused_paths()
     metrics = [m.name for m in parse_metrics(analysis.metrics)]
@@ -378,7 +377,6 @@ def _came_report(analysis: CameAnalysis, experts: dict[str, str],
                  fused: dict[str, str], runs: dict[str, Run], qrels: Qrels, topics: dict[str, str],
                  metrics: list[str]) -> tuple[dict[tuple[str, str], float], str]:
     """The experts' pairwise RBO, and the Markdown report: table 3, overlap, case study."""
-    from pyserini_moe.eval.metrics import compare, evaluate, format_comparison  # noqa: PLC0415
 
     key = metrics[0]
     scores = {name: evaluate(runs[name], qrels, [key])[key] for name in experts}
@@ -443,7 +441,6 @@ def _came_report(analysis: CameAnalysis, experts: dict[str, str],
 def read_competition(path: str | Path) -> list[dict[str, float]]:
     """The steps of a CAME training log (``train_log.jsonl``) with their per-expert batch-mean
     weights (``weight_<expert>``) and losses (``loss_<expert>``)."""
-    import json  # noqa: PLC0415
 
     if not Path(path).is_file():
         raise UserError(f"{path}: no such training log")

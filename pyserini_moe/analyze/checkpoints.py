@@ -27,9 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pyserini_moe.analyze.common import emit, figure, save_png
+from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
+from pyserini_moe.eval.metrics import evaluate, format_table
 from pyserini_moe.eval.seeds import SeedSummary
-from pyserini_moe.io import read_yaml
+from pyserini_moe.io import atomic_path, read_yaml
 
 SNAPSHOT = re.compile(r"step-([0-9]+)")
 CACHE_FILE = "evaluation.json"
@@ -97,10 +100,8 @@ def _index_and_search(model: Path, corpus: str, topic_sets: dict[str, tuple[Any,
                       metrics: list[str], kind: str, max_length: int,
                       progress: bool) -> dict[str, dict[str, float]]:
     """One snapshot indexed into a temporary folder, searched and scored as the regressions do."""
-    from pyserini_moe.data.topics import load_qrels, load_topics  # noqa: PLC0415
-    from pyserini_moe.eval.metrics import evaluate  # noqa: PLC0415
-    from pyserini_moe.index.encoded import BuildSettings, build_indexes  # noqa: PLC0415
-    from pyserini_moe.search.dispatch import SearchSettings, search_topics  # noqa: PLC0415
+    from pyserini_moe.index.encoded import BuildSettings, build_indexes  # noqa: PLC0415 - `analyze --help` stays light
+    from pyserini_moe.search.dispatch import SearchSettings, search_topics  # noqa: PLC0415 - `analyze --help` stays light
 
     scratch = Path(tempfile.mkdtemp(prefix="snapshot-index-"))
     try:
@@ -116,7 +117,6 @@ def _index_and_search(model: Path, corpus: str, topic_sets: dict[str, tuple[Any,
 
 
 def _write_json(path: Path, value: Any) -> None:
-    from pyserini_moe.io import atomic_path  # noqa: PLC0415
 
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(value, indent=1) + "\n")
@@ -164,7 +164,6 @@ def compare_rules(trainings: dict[str, list[Snapshot]], test_set: str, metric: s
 def report(trainings: dict[str, list[Snapshot]], test_set: str, metric: str,
            dev_metric: str, title: str) -> str:
     """Markdown: the rules across seeds, then every snapshot of every seed."""
-    from pyserini_moe.eval.metrics import format_table  # noqa: PLC0415
 
     outcomes = compare_rules(trainings, test_set, metric, dev_metric)
     rows = [[o.rule, ", ".join(f"{s}: {o.steps[s]}" for s in trainings),
@@ -195,7 +194,6 @@ def report(trainings: dict[str, list[Snapshot]], test_set: str, metric: str,
 def plot(snapshots: list[Snapshot], test_set: str, metric: str, dev_metric: str,
          title: str, path: str | Path) -> None:
     """Test and dev metric against the step, validation loss on a second axis (one seed)."""
-    from pyserini_moe.analyze.common import figure, save_png  # noqa: PLC0415
 
     fig, (ax,) = figure()
     steps = [s.step for s in snapshots]
@@ -234,7 +232,7 @@ def training_folders(items: Sequence[str]) -> dict[str, Path]:
 def check_corpus(train_dir: Path, corpus: str) -> None:
     """The held-out queries are the training collection's: searched in another corpus they find
     nothing relevant (dev nDCG 0 at every step) and the dev rule keeps an arbitrary step."""
-    from pyserini_moe.train.trainer import RECIPE_FILE  # noqa: PLC0415
+    from pyserini_moe.train.trainer import RECIPE_FILE  # noqa: PLC0415 - `analyze --help` stays light
 
     recipe = train_dir / RECIPE_FILE
     if not recipe.is_file():
@@ -274,7 +272,6 @@ class CheckpointsAnalysis:
 
 def run_checkpoints(analysis: CheckpointsAnalysis) -> int:
     """The ``checkpoints`` subcommand."""
-    from pyserini_moe.analyze.common import emit  # noqa: PLC0415
 
     test = analysis.test or f"{analysis.corpus}:test"
     metrics = list(dict.fromkeys([analysis.metric, analysis.dev_metric]))

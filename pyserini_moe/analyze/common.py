@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pyserini_moe.io import atomic_path
+
 
 def figure(width: float = 6.4, height: float = 4.0, ncols: int = 1) -> tuple[Any, Any]:
     """A figure without pyplot (no GUI backend, no global state): safe in tests and on servers."""
-    from matplotlib.figure import Figure  # noqa: PLC0415
+    from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width * ncols, height), layout="constrained")
     return fig, fig.subplots(1, ncols, squeeze=False)[0]
@@ -16,7 +18,6 @@ def figure(width: float = 6.4, height: float = 4.0, ncols: int = 1) -> tuple[Any
 
 def emit(text: str, output: str | Path | None) -> None:
     """Print a report, and write it to ``output`` (atomically) when one is given."""
-    from pyserini_moe.io import atomic_path  # noqa: PLC0415
 
     print(text)
     if output:
@@ -26,7 +27,6 @@ def emit(text: str, output: str | Path | None) -> None:
 
 def save_png(fig: Any, path: str | Path) -> None:
     """Write ``fig`` as a PNG, atomically."""
-    from pyserini_moe.io import atomic_path  # noqa: PLC0415
 
     with atomic_path(path) as tmp:  # the temporary name has no .png suffix: say the format
         fig.savefig(tmp, format="png", dpi=150)

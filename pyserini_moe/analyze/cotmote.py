@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 
 from pyserini_moe.analyze.common import emit, figure, save_png
+from pyserini_moe.data.beir import BeirCollection
+from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
 
 TSNE_POINTS = 300  # pairs drawn in the t-SNE plot (figure 2 / 4 show a sample too)
@@ -72,7 +74,7 @@ def judged_pairs(topics: dict[str, str], qrels: dict[str, dict[str, int]], docs:
 def embed(model: Any, pairs: list[tuple[str, str]], max_length: int, query_max_length: int,
           batch_size: int = 32) -> tuple[np.ndarray, np.ndarray]:
     """Dense vectors of the queries (query side) and passages (passage side) of ``pairs``."""
-    from pyserini_moe.modeling.base import Side  # noqa: PLC0415
+    from pyserini_moe.modeling.base import Side  # noqa: PLC0415 - `analyze --help` stays light
 
     if "dense" not in model.representations:
         raise UserError(f"a {model.model_type} model has no dense representation to analyse")
@@ -88,7 +90,7 @@ def embed(model: Any, pairs: list[tuple[str, str]], max_length: int, query_max_l
 
 def format_divergences(results: dict[str, tuple[np.ndarray, np.ndarray]]) -> str:
     """Markdown: mean (sd) KL and JS per model, paired two-tailed t-test against the first."""
-    from scipy.stats import ttest_rel  # noqa: PLC0415
+    from scipy.stats import ttest_rel  # noqa: PLC0415 - `analyze --help` stays light
 
     names = list(results)
     base_kl, base_js = results[names[0]]
@@ -108,7 +110,7 @@ def format_divergences(results: dict[str, tuple[np.ndarray, np.ndarray]]) -> str
 def plot_tsne(embeddings: dict[str, tuple[np.ndarray, np.ndarray]], path: str | Path,
               seed: int = 0) -> None:
     """One t-SNE panel per model, queries and passages in two colours (figures 2 and 4A)."""
-    from sklearn.manifold import TSNE  # noqa: PLC0415
+    from sklearn.manifold import TSNE
 
     fig, axes = figure(width=4.2, height=4.2, ncols=len(embeddings))
     for ax, (name, (q, p)) in zip(axes, embeddings.items()):
@@ -152,9 +154,7 @@ class DivergenceAnalysis:
 def run_divergence(analysis: DivergenceAnalysis) -> int:
     """``analyze divergence``: embed the judged pairs with each model, write the divergences
     (and the t-SNE plot)."""
-    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
-    from pyserini_moe.data.topics import load_qrels, load_topics  # noqa: PLC0415
-    from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
+    from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415 - `analyze --help` stays light
 
     topics, qrels = load_topics(analysis.topics), load_qrels(analysis.qrels)
     docs = {d.id: d.contents for d in BeirCollection.load(analysis.corpus).corpus()}

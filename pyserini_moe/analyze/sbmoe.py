@@ -13,7 +13,11 @@ from typing import Any
 from tqdm import tqdm
 
 from pyserini_moe.analyze.common import emit, figure, save_png
+from pyserini_moe.data.beir import BeirCollection
+from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
+from pyserini_moe.eval.metrics import evaluate, parse_metrics
+from pyserini_moe.runs import read_trec_run
 
 # SB-MoE section VI: an expert is activated when the gate ranks it first for "at least 100k
 # documents of the given corpus" (table III's thresholds: 100k / corpus size, 1.14% to 3.85%).
@@ -41,9 +45,9 @@ class ExpertStats:
 def expert_stats(model: Any, texts: list[str], side: str, batch_size: int = 32,
                  max_length: int = 256, progress: bool = True) -> ExpertStats:
     """Route ``texts`` of one side through an SB-MoE model's gate (no noise) in batches."""
-    import torch  # noqa: PLC0415
+    import torch  # noqa: PLC0415 - `analyze --help` stays light
 
-    from pyserini_moe.modeling.base import Side  # noqa: PLC0415
+    from pyserini_moe.modeling.base import Side  # noqa: PLC0415 - `analyze --help` stays light
 
     wins = torch.zeros(model.n_experts, dtype=torch.long)
     prob_sums = torch.zeros(model.n_experts, dtype=torch.float64)
@@ -92,7 +96,7 @@ def format_experts(stats: dict[str, ExpertStats], threshold: float, sizes: dict[
 def plot_experts(stats: dict[str, ExpertStats], threshold: float, path: str | Path,
                  title: str) -> None:
     """Grouped bars: each expert's share of wins per side, the activation threshold dashed."""
-    import numpy as np  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415 - `analyze --help` stays light
 
     fig, (ax,) = figure()
     n = len(next(iter(stats.values())).wins)
@@ -185,9 +189,7 @@ class ExpertsAnalysis:
 def run_experts(analysis: ExpertsAnalysis) -> int:
     """``analyze experts``: route the corpus and / or topics through the gate, write the wins
     and the activated experts (and the plot)."""
-    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
-    from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
-    from pyserini_moe.modeling.base import load_model  # noqa: PLC0415
+    from pyserini_moe.modeling.base import load_model  # noqa: PLC0415 - `analyze --help` stays light
 
     model = load_model(analysis.model, analysis.device)
     if model.model_type != "sbmoe":
@@ -244,7 +246,6 @@ class ExpertCountAnalysis:
     plot: str | None = None
 
     def __post_init__(self) -> None:
-        from pyserini_moe.eval.metrics import parse_metrics  # noqa: PLC0415
 
         parse_runs(self.runs)
         parse_metrics(self.metrics)
@@ -253,9 +254,6 @@ class ExpertCountAnalysis:
 def run_expert_count(analysis: ExpertCountAnalysis) -> int:
     """``analyze expert-count``: evaluate each expert count's run (and the baseline), write the
     table (and the plot)."""
-    from pyserini_moe.data.topics import load_qrels  # noqa: PLC0415
-    from pyserini_moe.eval.metrics import evaluate  # noqa: PLC0415
-    from pyserini_moe.runs import read_trec_run  # noqa: PLC0415
 
     qrels = load_qrels(analysis.qrels)
     results = {count: evaluate(read_trec_run(path), qrels, analysis.metrics)

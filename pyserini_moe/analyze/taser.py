@@ -16,13 +16,15 @@ from typing import Any
 from tqdm import tqdm
 
 from pyserini_moe.analyze.common import emit
+from pyserini_moe.data.beir import BeirCollection
+from pyserini_moe.data.topics import load_topics
 from pyserini_moe.errors import UserError
 
 
 def routing_shares(model: Any, texts: dict[str, list[str]], batch_size: int = 32,
                    max_length: int = 256, progress: bool = True) -> dict[str, list[Counter]]:
     """side name -> one Counter (expert -> routed units) per specialised block."""
-    from pyserini_moe.modeling.base import Side  # noqa: PLC0415
+    from pyserini_moe.modeling.base import Side  # noqa: PLC0415 - `analyze --help` stays light
 
     out: dict[str, list[Counter]] = {}
     for side_name, items in texts.items():
@@ -71,9 +73,7 @@ class RoutingAnalysis:
 
 def run_routing(analysis: RoutingAnalysis) -> int:
     """``analyze routing``: route the topics and a sample of the corpus, write the shares."""
-    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
-    from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
-    from pyserini_moe.modeling.base import load_model  # noqa: PLC0415
+    from pyserini_moe.modeling.base import load_model  # noqa: PLC0415 - `analyze --help` stays light
 
     model = load_model(analysis.model, analysis.device)
     if not hasattr(model, "expert_layers"):

@@ -8,6 +8,9 @@ import json
 import random
 from pathlib import Path
 
+from pyserini_moe.data.beir import BeirCollection
+from pyserini_moe.io import atomic_path
+
 
 def subset(corpus: str, n: int, out: Path) -> Path:
     """A BEIR-layout copy of ``corpus`` with its first ``n`` documents (queries, qrels kept)."""
@@ -20,8 +23,6 @@ def pooled_corpus(pool: list[str], n: int, out: Path, copies: bool = True) -> Pa
     pool runs out and ``copies`` allows, copies whose words are shuffled (seeded): a copy costs
     what its original costs to encode, index and store, which is all a scaling point needs.
     Queries and qrels are the first collection's."""
-    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
-    from pyserini_moe.io import atomic_path  # noqa: PLC0415
 
     if out.exists():
         return out
@@ -60,6 +61,5 @@ def pooled_corpus(pool: list[str], n: int, out: Path, copies: bool = True) -> Pa
 
 
 def num_docs(corpus: str) -> int:
-    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
 
     return BeirCollection.load(corpus).num_docs()

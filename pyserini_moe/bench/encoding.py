@@ -7,8 +7,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+from transformers import BertForMaskedLM
+
 from pyserini_moe.bench.processes import Indexes, folder_mb, onnx_export, run_process
 from pyserini_moe.bench.report import Report
+from pyserini_moe.data.topics import load_qrels
+from pyserini_moe.eval.metrics import evaluate
+from pyserini_moe.modeling.auto import load_encoder
+from pyserini_moe.modeling.base import Side, load_model
+from pyserini_moe.runs import read_trec_run
 
 # The targets of the performance issue: (description, ratio or value, threshold, higher is better)
 MOE_SPEED = {"taser": 0.9, "cotmote": 0.9, "sbmoe": 0.9, "came": 0.55}
@@ -30,7 +38,6 @@ def bench_encoding(report: Report, models: dict[str, Any], texts: list[str], max
     against the plain model of that kind (SPLADE for sparse, ColBERT for multi-vector): the cost
     of its experts, apart from what the representation itself costs (the [tokens x vocabulary]
     projection of a sparse head costs about as much as MiniLM)."""
-    from pyserini_moe.modeling.base import Side  # noqa: PLC0415
 
     runs = [(name, name, None) for name in models]  # a peer library has no representations
     runs += [(f"{name}:{kind}", name, kind) for name, model in models.items()
@@ -81,9 +88,7 @@ def bench_encoding(report: Report, models: dict[str, Any], texts: list[str], max
 def _agreement(ours: Any, peer: Any, texts: list[str], max_length: int) -> float:
     """Smallest cosine between our passage vectors and the peer's on ``texts`` (same weights:
     ~1.0 says both compute the same function, so the speed ratio compares like with like)."""
-    import torch  # noqa: PLC0415
 
-    from pyserini_moe.modeling.base import Side  # noqa: PLC0415
 
     with torch.no_grad():
         mine = ours.encode(texts, Side.PASSAGE, max_length)
@@ -97,7 +102,7 @@ def _agreement(ours: Any, peer: Any, texts: list[str], max_length: int) -> float
 def sentence_transformer(siamese: str, max_length: int, device: str) -> Any:
     """The untrained Siamese model as sentence-transformers loads it (its folder is in that
     layout): the peer our plain bi-encoder's speed is compared with, on the same weights."""
-    from sentence_transformers import SentenceTransformer  # noqa: PLC0415
+    from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(siamese, device=device)
     model.max_seq_length = max_length
@@ -109,15 +114,12 @@ def sparse_encoder(splade: str, out: Path, max_length: int, device: str) -> Any:
     weights: its backbone, head transform and vocabulary bias written as BERT's masked-LM layout
     (decoder tied to the word embeddings, as ours), then a fill-mask Transformer + max
     SpladePooling. The peer our impact encoding is compared with."""
-    import torch  # noqa: PLC0415
-    from sentence_transformers import SparseEncoder  # noqa: PLC0415
-    from sentence_transformers.sparse_encoder.modules import (  # noqa: PLC0415
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.sparse_encoder.modules import (
         SpladePooling,
         Transformer,
     )
-    from transformers import BertForMaskedLM  # noqa: PLC0415
 
-    from pyserini_moe.modeling.base import load_model  # noqa: PLC0415
 
     if not out.exists():
         ours = load_model(splade, device="cpu")
@@ -145,7 +147,6 @@ def _time_sentence_transformer(model: Any, texts: list[str], batch_size: int,
 
 def _synchronize(device: str) -> None:
     if device.startswith("cuda"):
-        import torch  # noqa: PLC0415
 
         torch.cuda.synchronize()
 
@@ -155,11 +156,6 @@ def bench_onnx(report: Report, work: Path, indexes: Indexes, siamese: str, texts
     """PyTorch vs onnxruntime fp32 / int8: throughput side by side, and SciFact nDCG@10; CAME
     through its fastest backend (int8) against the same PyTorch backbone, timed in the same
     rounds."""
-    from pyserini_moe.data.topics import load_qrels  # noqa: PLC0415
-    from pyserini_moe.eval.metrics import evaluate  # noqa: PLC0415
-    from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
-    from pyserini_moe.modeling.base import Side  # noqa: PLC0415
-    from pyserini_moe.runs import read_trec_run  # noqa: PLC0415
 
     encoders = {"pytorch": siamese}
     for variant in ("onnx-fp32", "onnx-int8"):

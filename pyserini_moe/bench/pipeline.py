@@ -20,11 +20,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import torch
+from transformers import AutoTokenizer, BertConfig, BertModel
+
 from pyserini_moe.bench.report import Report
+from pyserini_moe.data.beir import BeirCollection, local_collections
+from pyserini_moe.modeling.auto import load_encoder
+from pyserini_moe.modeling.backbone import resolve_backbone
+from pyserini_moe.modeling.base import Encoded, Side, model_class
+from pyserini_moe.modeling.pipeline import encode_stream
 
 # Targets of issue 36 (CPU): the host pipeline's cost over the tokenizer alone, its scaling.
 HOST_OVERHEAD, HOST_SCALING = 1.10, 1.7
@@ -68,7 +77,6 @@ def _batches(texts: list[str], size: int) -> list[list[str]]:
 
 def _sync(device: str) -> None:
     if device.startswith("cuda"):
-        import torch  # noqa: PLC0415
 
         torch.cuda.synchronize()
 
@@ -105,8 +113,6 @@ def _rate(n: int, run: Any, device: str, repeats: int) -> float:
 def bench_host(report: Report, model: Any, texts: list[str], max_length: int,
                batch_size: int, repeats: int) -> None:
     """The pipeline around a model that returns at once, against the tokenizer alone."""
-    from pyserini_moe.modeling.base import Encoded, Side  # noqa: PLC0415
-    from pyserini_moe.modeling.pipeline import encode_stream  # noqa: PLC0415
 
     batches = _batches(texts, batch_size)
 
@@ -154,7 +160,6 @@ def padding_share(texts: list[str], lengths: list[int], batch_size: int, bucket:
 
 
 def bench_padding(report: Report, tokenizer: Any, max_length: int, batch_size: int) -> None:
-    from pyserini_moe.data.beir import BeirCollection, local_collections  # noqa: PLC0415
 
     for name in local_collections():
         texts = [d.contents for d in BeirCollection.load(name).corpus()]
@@ -172,8 +177,6 @@ def bench_throughput(report: Report, models: dict[str, Any], texts: list[str], m
     """Batch by batch in one thread (the loop before the pipeline), the pipeline with one
     tokenizer thread, with ``workers`` tokenizer processes, and with length buckets too (steady
     state: see ``_stream_rate``), and the device alone on the last one's own batches."""
-    from pyserini_moe.modeling.base import Side  # noqa: PLC0415
-    from pyserini_moe.modeling.pipeline import encode_stream  # noqa: PLC0415
 
     batches = _batches(texts, batch_size)
     pipelines = {"pipeline, 1 thread": (1, 1), f"pipeline, {workers} processes": (workers, 1),
@@ -216,8 +219,6 @@ def bench_throughput(report: Report, models: dict[str, Any], texts: list[str], m
 def _device_alone(model: Any, batches: list[list[str]], max_length: int, workers: int,
                   bucket: int) -> Any:
     """A function that encodes the pipeline's own padded batches, already on the device."""
-    from pyserini_moe.modeling.base import Side  # noqa: PLC0415
-    from pyserini_moe.modeling.pipeline import encode_stream  # noqa: PLC0415
 
     seen: list[dict] = []
     real = model.encode_tokens
@@ -241,7 +242,6 @@ def throughput_models(backbone: str, paths: dict[str, str], device: str) -> dict
     """What the throughput part times: on CPU the backbone's bi-encoder in fp32; on CUDA the
     bi-encoder in fp32 and bf16 and TASER and CAME in bf16, for the backbone and for a BERT-base
     of random weights."""
-    from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
 
     if not device.startswith("cuda"):
         return {"minilm siamese fp32": load_encoder(paths["siamese"], device=device)}
@@ -257,12 +257,8 @@ def throughput_models(backbone: str, paths: dict[str, str], device: str) -> dict
 
 def _bert_base(backbone: str) -> str:
     """A BERT-base of random weights with the backbone's tokenizer, saved once."""
-    import tempfile  # noqa: PLC0415
 
-    import torch  # noqa: PLC0415
-    from transformers import AutoTokenizer, BertConfig, BertModel  # noqa: PLC0415
 
-    from pyserini_moe.modeling.backbone import resolve_backbone  # noqa: PLC0415
 
     out = os.path.join(tempfile.gettempdir(), "pyserini-moe-bench-bert-base")
     if not os.path.isdir(out):
@@ -273,9 +269,7 @@ def _bert_base(backbone: str) -> str:
 
 
 def _random_model(name: str, backbone: str, device: str, precision: str) -> Any:
-    import torch  # noqa: PLC0415
 
-    from pyserini_moe.modeling.base import model_class  # noqa: PLC0415
 
     torch.manual_seed(0)
     model = model_class(name).from_backbone(backbone, device=device).eval()

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 
 @dataclass
 class Report:
@@ -54,7 +56,6 @@ _ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_
 def device_name(device: str) -> str:
     if device == "cpu":
         return "cpu"
-    import torch  # noqa: PLC0415
 
     return torch.cuda.get_device_name(torch.device(device))
 

@@ -8,7 +8,10 @@ import os
 import time
 from pathlib import Path
 
+import torch
+
 from pyserini_moe.bench import __doc__ as PACKAGE_DOC
+from pyserini_moe.bench import pipeline
 from pyserini_moe.bench.encoding import bench_encoding, bench_onnx, sentence_transformer, sparse_encoder
 from pyserini_moe.bench.processes import Indexes
 from pyserini_moe.bench.report import Report, cpu_description, device_name
@@ -16,16 +19,19 @@ from pyserini_moe.bench.scaling import SCALED, bench_scaling, earlier_scaling, s
 from pyserini_moe.bench.search import bench_approximate, bench_latency
 from pyserini_moe.cli import HelpFormatter
 from pyserini_moe.cli.args import add_device_arg
+from pyserini_moe.data.beir import BeirCollection, local_collections
+from pyserini_moe.io import atomic_path
+from pyserini_moe.modeling.auto import load_encoder
+from pyserini_moe.modeling.base import (
+    check_device,
+    model_class,
+    model_types,
+)
 
 
 def build_models(backbone: str, out: Path) -> dict[str, str]:
     """An untrained model of every registered type, saved (index processes load it)."""
-    import torch  # noqa: PLC0415
 
-    from pyserini_moe.modeling.base import (
-        model_class,  # noqa: PLC0415
-        model_types,  # noqa: PLC0415
-    )
 
     paths = {}
     for model_type in model_types():
@@ -103,16 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-dir", type=Path, default=Path("work/bench"))
     args = parser.parse_args(argv)
     if args.scaling_pool is None:
-        from pyserini_moe.data.beir import local_collections  # noqa: PLC0415
 
         args.scaling_pool = [name for name in local_collections() if name != args.corpus]
-    from pyserini_moe.modeling.base import check_device  # noqa: PLC0415
 
     # one error line when CUDA is asked for and absent; "auto" becomes the device it means
     args.device = str(check_device(args.device))
     earlier = {path: earlier_scaling(path) for path in args.scaling_from}  # bad files fail first
-    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
-    from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
 
     work = args.output_dir
     work.mkdir(parents=True, exist_ok=True)
@@ -147,9 +149,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def bench_pipeline(report: Report, args: argparse.Namespace, paths: dict[str, str]) -> None:
     """The pipeline section (see :mod:`pyserini_moe.bench.pipeline`)."""
-    from pyserini_moe.bench import pipeline  # noqa: PLC0415
-    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
-    from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
 
     corpus = [d.contents for _, d in zip(range(args.pipeline_docs),
                                          BeirCollection.load(args.corpus).corpus())]
@@ -168,7 +167,6 @@ def save(report: Report, work: Path, args: argparse.Namespace, started: float, *
     """Write bench.md and bench.json (each whole or not at all) with the run's description last,
     and return the markdown. The scaling section saves after each point too (``complete`` false),
     so a 100k sitting cut short keeps the points it measured, for ``--scaling-from``."""
-    from pyserini_moe.io import atomic_path  # noqa: PLC0415
 
     report.sections.pop("run", None)
     report.add("run", seconds=round(time.perf_counter() - started), complete=complete,

@@ -12,6 +12,8 @@ from pyserini_moe.bench.corpora import num_docs, pooled_corpus, subset
 from pyserini_moe.bench.processes import Indexes, folder_mb
 from pyserini_moe.bench.report import Report, cpu_description
 from pyserini_moe.bench.search import open_index, retriever_builds, single_query_times
+from pyserini_moe.data.topics import load_topics
+from pyserini_moe.errors import UserError
 
 # MS MARCO passage's size, the paper-scale files' corpus; and their disk estimate where they make
 # one (regressions/came-paper.yaml: every token vector in float16).
@@ -37,7 +39,6 @@ def bench_scaling(report: Report, work: Path, indexes: Indexes, paths: dict[str,
     their rows join the fit where this run did not measure their size, so the largest points can
     be run in a sitting of their own. ``on_point`` is called after each point (the command writes its
     files then, so a long sitting cut short keeps what it measured)."""
-    from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
 
     builds = retriever_builds(args)
     first_size = num_docs(args.corpus)
@@ -94,7 +95,6 @@ def earlier_scaling(path: Path) -> Earlier:
     """The CPU and the scaling rows (retriever, documents, measurements) of an earlier run's
     ``bench.json``; rows an earlier run itself took from a file are left out (that file can be
     named instead), so a point is never counted twice."""
-    from pyserini_moe.errors import UserError  # noqa: PLC0415
 
     try:
         sections = json.loads(Path(path).read_text())["sections"]

@@ -9,18 +9,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import faiss
+import numpy as np
+
 from pyserini_moe.bench.corpora import subset
 from pyserini_moe.bench.processes import Indexes, folder_mb, onnx_export
 from pyserini_moe.bench.report import Report, percentile
+from pyserini_moe.data.topics import load_topics
+from pyserini_moe.index.meta import read_meta
+from pyserini_moe.search.dispatch import SearchSettings, open_any
+from pyserini_moe.search.encoded import SEARCHERS
+from pyserini_moe.search.experts import ExpertFusionSearcher
+from pyserini_moe.search.hybrid import hybrid
 
 
 def bench_latency(report: Report, work: Path, indexes: Indexes, paths: dict[str, str],
                   args: Any) -> None:
     """Single-query latency and batched throughput of every retriever on a corpus slice."""
-    from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
-    from pyserini_moe.index.meta import read_meta  # noqa: PLC0415
-    from pyserini_moe.search.experts import ExpertFusionSearcher  # noqa: PLC0415
-    from pyserini_moe.search.hybrid import hybrid  # noqa: PLC0415
 
     corpus = str(subset(args.corpus, args.latency_docs, work / f"corpus-{args.latency_docs}"))
     came = ("lexical", "local", "global")
@@ -126,7 +131,6 @@ TARGET_QUERY_TERMS = 64
 def open_index(name: str, index: Path, device: str, **settings: Any) -> Any:
     """The searcher of a bench index (``multivector-compressed`` is a multivector index);
     ``settings``: more of the search command's settings (``query_max_terms``)."""
-    from pyserini_moe.search.dispatch import SearchSettings, open_any  # noqa: PLC0415
 
     return open_any(SearchSettings(name.split("-")[0], str(index), device=device, **settings))
 
@@ -150,12 +154,8 @@ def single_query_times(search: Callable[[dict[str, str], int], Any],
 def bench_approximate(report: Report, work: Path, indexes: Indexes, paths: dict[str, str],
                       args: Any) -> None:
     """Approximate indexes against exact search: recall of the true top-100."""
-    import faiss  # noqa: PLC0415
-    import numpy as np  # noqa: PLC0415
 
-    from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
-    from pyserini_moe.encode.adapters import DenseQueryEncoder  # noqa: PLC0415
-    from pyserini_moe.search.encoded import SEARCHERS  # noqa: PLC0415
+    from pyserini_moe.encode.adapters import DenseQueryEncoder
 
     [dense], _ = indexes.build(("dense",), args.corpus, paths["siamese"],
                                [f"{Path(args.corpus).name}-pytorch"])

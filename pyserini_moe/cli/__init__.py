@@ -159,7 +159,7 @@ def quiet_libraries() -> None:
     the hub's downloads), not only ours."""
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     if "transformers" in sys.modules:
-        from transformers.utils import logging as hf_logging  # noqa: PLC0415
+        from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
 

@@ -37,10 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from pathlib import Path  # noqa: PLC0415
+    from pathlib import Path
 
-    from pyserini_moe.data.export import write_topics_tsv, write_trec_qrels  # noqa: PLC0415
-    from pyserini_moe.data.topics import load_qrels, load_topics  # noqa: PLC0415
+    from pyserini_moe.data.export import write_topics_tsv, write_trec_qrels
+    from pyserini_moe.data.topics import load_qrels, load_topics
 
     refuse_input_as_output([args.output], [args.topics, args.qrels])
     if Path(args.output).exists() and not args.overwrite:

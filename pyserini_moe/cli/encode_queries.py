@@ -62,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _refuse_counts_below_one(args)
     refuse_input_as_output([args.output], [args.index, args.topics, args.encoder])
-    from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
-    from pyserini_moe.index.meta import read_meta  # noqa: PLC0415
-    from pyserini_moe.search.encoded_queries import encode_queries  # noqa: PLC0415
+    from pyserini_moe.data.topics import load_topics
+    from pyserini_moe.index.meta import read_meta
+    from pyserini_moe.search.encoded_queries import encode_queries
 
     meta = read_meta(args.index)
     if meta is None:

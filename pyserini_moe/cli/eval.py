@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError("--max-p must be between 0 and 1")
     runs: dict[str, Run] = {name: read_nonempty_run(path, "evaluate")
                             for name, path in zip(names, paths)}
-    from pyserini_moe.data.topics import load_qrels, qrels_file  # noqa: PLC0415
+    from pyserini_moe.data.topics import load_qrels, qrels_file
 
     qrels = load_qrels(args.qrels)
     _check_coverage(runs, qrels)

@@ -40,8 +40,8 @@ def main(argv: list[str] | None = None) -> int:
                              "changes the vectors, so it is a different encoder)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing export")
     args = parser.parse_args(argv)
-    from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
-    from pyserini_moe.modeling.onnx import export, is_onnx_export  # noqa: PLC0415
+    from pyserini_moe.modeling.auto import load_encoder
+    from pyserini_moe.modeling.onnx import export, is_onnx_export
 
     # a saved model's own export cache, <model>/onnx/ (cli.args.backend_encoder), sits inside
     # the model by design and replaces none of its files

@@ -92,11 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _read(path: str, remove_query: bool, depth: int | None) -> Run:
     """A run to fuse, its queries' own ids dropped with ``--remove-query``, then cut to its top
     ``depth`` hits a query (``--candidates`` / ``--depth``; None: all)."""
-    from pyserini_moe.search.fusion import top_k  # noqa: PLC0415
+    from pyserini_moe.search.fusion import top_k
 
     run = read_nonempty_run(path, "fuse")
     if remove_query:
-        from pyserini_moe.search.base import remove_query as drop_query  # noqa: PLC0415
+        from pyserini_moe.search.base import remove_query as drop_query
 
         run = drop_query(run)
     return run if depth is None else top_k(run, depth)
@@ -158,13 +158,13 @@ def main(argv: list[str] | None = None) -> int:
     _say_different_queries(args.runs, runs)
     dev = None
     if args.dev_runs is not None:
-        from pyserini_moe.data.topics import load_qrels  # noqa: PLC0415
+        from pyserini_moe.data.topics import load_qrels
 
         dev = ([_read(p, args.remove_query, args.candidates) for p in args.dev_runs],
                load_qrels(args.dev_qrels))
     tuned: dict = {}
     if args.method == "hybrid":
-        from pyserini_moe.search.hybrid import hybrid, search_alpha  # noqa: PLC0415
+        from pyserini_moe.search.hybrid import hybrid, search_alpha
 
         if len(runs) != 2:
             raise UserError("hybrid fuses exactly two runs: dense (or any model) first, sparse second")
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         fused = hybrid(runs[0], runs[1], alpha, args.hybrid_normalize, args.weight_on_dense,
                        k=args.hits)
     else:
-        from pyserini_moe.search.fusion import fuse, optimize_weights  # noqa: PLC0415
+        from pyserini_moe.search.fusion import fuse, optimize_weights
 
         params: dict = {"k": args.rrf_k} if args.method == "rrf" else {}
         if args.method in ("wsum", "linear"):

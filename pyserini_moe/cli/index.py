@@ -118,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _build_settings(args: argparse.Namespace) -> BuildSettings:
     """The flags of a model's indexes as :class:`BuildSettings` (which checks them together)."""
-    from pyserini_moe.index.encoded import BuildSettings, Shard  # noqa: PLC0415
+    from pyserini_moe.index.encoded import BuildSettings, Shard
 
     if not args.encoder:
         raise UserError(f"--encoder is required for a {' + '.join(args.retriever)} index")
@@ -164,12 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     refuse_input_as_output(args.index, [args.corpus, args.encoder])
     start = time.perf_counter()
     if settings is None:
-        from pyserini_moe.index.lucene import build_bm25_index  # noqa: PLC0415
+        from pyserini_moe.index.lucene import build_bm25_index
 
         build_bm25_index(args.corpus, args.index[0], threads=args.threads,
                          overwrite=args.overwrite, layout=args.layout)
     else:
-        from pyserini_moe.index.encoded import build_indexes  # noqa: PLC0415
+        from pyserini_moe.index.encoded import build_indexes
 
         build_indexes(dataclasses.replace(settings, encoder=backend_encoder(
             args.encoder, args.backend, settings.options)))

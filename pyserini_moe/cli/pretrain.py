@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("pyserini_moe").setLevel(logging.INFO)
-    from pyserini_moe.modeling.base import check_device  # noqa: PLC0415
-    from pyserini_moe.train.pretrain import PretrainArgs, pretrain  # noqa: PLC0415
+    from pyserini_moe.modeling.base import check_device
+    from pyserini_moe.train.pretrain import PretrainArgs, pretrain
 
     settings = PretrainArgs(
         backbone=args.backbone, variant=args.variant, sparse_head=args.sparse_head,

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     regressions = [load_regression(f) for f in args.files]  # validate all before running any
     if args.smoke:
-        from pyserini_moe.eval.smoke import smoke  # noqa: PLC0415
+        from pyserini_moe.eval.smoke import smoke
 
         paper = [r for r in regressions if r.scale == "paper"]
         if not paper:

@@ -189,7 +189,7 @@ def run_tag(s: SearchSettings) -> str:
 
 def _backend_encoder(args: argparse.Namespace) -> str:
     """``--encoder`` (default: the one recorded in the first index) for ``--backend``."""
-    from pyserini_moe.index.meta import read_meta  # noqa: PLC0415
+    from pyserini_moe.index.meta import read_meta
 
     first = args.index[0]
     meta = read_meta(first)
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     refuse_input_as_output([args.output, *expert_outputs],
                            [args.topics, *args.index, args.bm25_index, args.encoder,
                             args.encoded_queries])
-    from pyserini_moe.data.topics import load_topics  # noqa: PLC0415
+    from pyserini_moe.data.topics import load_topics
 
     topics = load_topics(args.topics)
     if args.backend != "torch" and settings.retriever != "bm25" and not args.encoded_queries:

@@ -22,11 +22,11 @@ def main(argv: list[str] | None = None) -> int:
                              "offline; the size the TASER paper reports")
     args = parser.parse_args(argv)
     if args.bert_base:
-        from transformers import BertConfig  # noqa: PLC0415
+        from transformers import BertConfig
 
         config, name = BertConfig(), "bert-base-uncased (default BertConfig)"
     else:
-        from pyserini_moe.modeling.backbone import load_config  # noqa: PLC0415
+        from pyserini_moe.modeling.backbone import load_config
 
         config, name = load_config(args.backbone), args.backbone
     try:

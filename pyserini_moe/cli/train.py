@@ -82,11 +82,11 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError("--resume and --overwrite exclude each other")
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("pyserini_moe").setLevel(logging.INFO)  # ours; not faiss's loader chatter
-    from pyserini_moe.modeling.base import check_device  # noqa: PLC0415
-    from pyserini_moe.train.config import load_config  # noqa: PLC0415 - keeps --help fast
-    from pyserini_moe.train.distributed import init_from_env, local_device  # noqa: PLC0415
-    from pyserini_moe.train.loop import set_seed  # noqa: PLC0415
-    from pyserini_moe.train.trainer import Trainer, build_model  # noqa: PLC0415
+    from pyserini_moe.modeling.base import check_device
+    from pyserini_moe.train.config import load_config  # keeps --help fast
+    from pyserini_moe.train.distributed import init_from_env, local_device
+    from pyserini_moe.train.loop import set_seed
+    from pyserini_moe.train.trainer import Trainer, build_model
 
     config = load_config(args.config, args.output_dir).with_overrides(
         max_steps=args.max_steps, epochs=args.epochs, device=args.device,

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from pyserini_moe.errors import DataFormatError, UserError
 from pyserini_moe.io import atomic_path, iter_lines
 from pyserini_moe.paths import shared_data_root
@@ -267,7 +269,6 @@ def download_beir(name: str) -> Path:
 
 def _download(url: str, target: Path) -> None:
     """Stream ``url`` to ``target`` with a progress bar; nothing appears at ``target`` on failure."""
-    from tqdm.auto import tqdm  # noqa: PLC0415 - only needed when downloading
 
     try:
         with urllib.request.urlopen(url, timeout=60) as response, atomic_path(target) as tmp:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pyserini_moe.data.beir import BeirCollection, Document, check_id
+from pyserini_moe.data.car import read_car_paragraphs
 from pyserini_moe.errors import DataFormatError
 from pyserini_moe.io import iter_lines
 from pyserini_moe.representation import INDEX_META_FILE
@@ -61,7 +62,6 @@ def open_corpus(spec: str | os.PathLike) -> Corpus:
     path = Path(spec).expanduser()
     if path.is_file():
         if path.name.endswith(".cbor"):
-            from pyserini_moe.data.car import read_car_paragraphs  # noqa: PLC0415
 
             return DocumentFiles(path, lambda: read_car_paragraphs(path))
         if path.name.endswith(JSON_SUFFIXES):

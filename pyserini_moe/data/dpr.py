@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from tqdm import tqdm
+
 from pyserini_moe.data.beir import QRELS_HEADER, Document, check_id
 from pyserini_moe.data.export import write_topics_tsv
 from pyserini_moe.errors import DataFormatError, UserError
@@ -102,7 +104,6 @@ def convert_wikipedia(source: str | os.PathLike, target: str | os.PathLike,
     Ids are checked for uniqueness in passing (a set of 21M short strings, ~2 GB); texts are never
     held in memory.
     """
-    from tqdm import tqdm  # noqa: PLC0415
 
     source, target = Path(source), Path(target)
     if not target.name.endswith(".jsonl.gz"):
@@ -428,7 +429,7 @@ def _pyserini_answers(name: str) -> dict[str, list[str]]:
     from pyserini_moe._java import bootstrap  # noqa: PLC0415 - starts a JVM; only when needed
 
     bootstrap()
-    from pyserini.search import get_topics  # noqa: PLC0415
+    from pyserini.search import get_topics
 
     try:
         topics = get_topics(name)

@@ -109,7 +109,7 @@ def _pyserini_topics(name: str) -> dict[str, str]:
     from pyserini_moe._java import bootstrap  # noqa: PLC0415 - starts a JVM; only when needed
 
     bootstrap()
-    from pyserini.search import get_topics  # noqa: PLC0415
+    from pyserini.search import get_topics
 
     try:
         raw = get_topics(name)
@@ -183,7 +183,7 @@ def _pyserini_qrels_path(name: str) -> Path:
     from pyserini_moe._java import bootstrap  # noqa: PLC0415 - starts a JVM; only when needed
 
     bootstrap()
-    from pyserini.search import get_qrels_file  # noqa: PLC0415
+    from pyserini.search import get_qrels_file
 
     try:
         return Path(get_qrels_file(name))

@@ -17,7 +17,7 @@ __all__ = ["DenseDocumentEncoder", "DenseQueryEncoder", "ImpactDocumentEncoder",
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from pyserini_moe.encode import adapters  # noqa: PLC0415 - starts the JVM
+        from pyserini_moe.encode import adapters  # starts the JVM
 
         return getattr(adapters, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import numpy as np
+
 from pyserini_moe import _java
 
 _java.bootstrap()
@@ -88,7 +90,6 @@ class PrecomputedQueryEncoder(QueryEncoder):
                             "these topics with `python -m pyserini_moe.encode_queries`") from None
 
     def encode_batch(self, queries: list[str]) -> Any:
-        import numpy as np  # noqa: PLC0415
 
         vectors = [self.encode(query) for query in queries]
         return np.stack(vectors) if self.dense else vectors

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.modeling.auto import ZERO_SHOT_SETTINGS, is_backbone, load_encoder
 from pyserini_moe.modeling.base import (
     Encoded,
     Representation,
@@ -32,7 +33,6 @@ class ModelAdapter:
                     max_length: int | None) -> None:
         """``max_length`` None: every position the model has (512 for BERT), so nothing is cut
         that the model could read."""
-        from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
 
         self.model = load_encoder(model, device=device) if isinstance(model, str) else model
         if self.representation not in self.model.representations:
@@ -125,7 +125,6 @@ def join_titles(texts: list[str], titles: list[str] | None) -> list[str]:
 def describe(model: TextEncoder, name: str) -> dict[str, Any]:
     """The encoder fields every index records (see :mod:`pyserini_moe.index.meta`); a local model
     folder by its absolute path, so the index finds it from any working directory."""
-    from pyserini_moe.modeling.auto import ZERO_SHOT_SETTINGS, is_backbone  # noqa: PLC0415
 
     if Path(name).exists():
         name = str(Path(name).resolve())

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from pyserini_moe._java import bootstrap
+from pyserini_moe.data.dpr import passage_texts
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import open_binary
 from pyserini_moe.runs import Run, ranked
@@ -116,7 +118,7 @@ def parse_metrics(names: Iterable[str]) -> list[Metric]:
 @contextlib.contextmanager
 def _quiet_numba() -> Iterator[None]:
     """ranx's metrics warn, when numba compiles them, about a harmless uint64 -> int64 cast."""
-    from numba.core.errors import NumbaTypeSafetyWarning  # noqa: PLC0415
+    from numba.core.errors import NumbaTypeSafetyWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NumbaTypeSafetyWarning)
@@ -134,7 +136,7 @@ def _ranx_qrels(qrels: Qrels) -> Any:
     A document is numbered by its position in ``qrels[qid]``, which avoids ranx's hashing of docids
     and its Qrels/Run classes, whose numba containers take seconds to set up in each process.
     """
-    from numba.typed import List  # noqa: PLC0415
+    from numba.typed import List
 
     if not qrels:
         raise UserError("the qrels are empty")
@@ -151,7 +153,7 @@ def _ranx_run(run: Run, qrels: Qrels) -> Any:
     Unjudged documents are all numbered -1 (they cannot score); a query missing from the run gets
     no rows. ranx never re-sorts these arrays, so ties cannot be reordered.
     """
-    from numba.typed import List  # noqa: PLC0415
+    from numba.typed import List
 
     arrays = []
     for qid, docs in qrels.items():
@@ -169,7 +171,7 @@ def _per_query_arrays(ranx_qrels: Any, run: Run, qrels: Qrels,
     Calls ranx's metric functions directly: ``ranx.evaluate(..., return_mean=False)`` with a single
     metric raises KeyError in ranx 0.3.21.
     """
-    from ranx.metrics import metric_switch  # noqa: PLC0415
+    from ranx.metrics import metric_switch
 
     ranx_run = _ranx_run(run, qrels)
     scores = {}
@@ -244,7 +246,7 @@ def compare(runs: Mapping[str, Run], qrels: Qrels, metrics: Iterable[str] = DEFA
     p-value left undefined because every per-query difference is 0 (identical runs under a t-test)
     is reported as 1.
     """
-    from ranx.statistical_tests import compute_statistical_significance  # noqa: PLC0415
+    from ranx.statistical_tests import compute_statistical_significance
 
     if len(runs) < 2:
         raise UserError("compare needs at least two runs")
@@ -324,12 +326,11 @@ def trec_eval(run_path: str | os.PathLike, qrels_path: str | os.PathLike,
     run_path = Path(run_path)
     if not run_path.is_file():
         raise FileNotFoundError(f"run file not found: {run_path}")
-    from pyserini_moe._java import bootstrap  # noqa: PLC0415
 
     bootstrap()
     qrels = Path(qrels_path)
     if not qrels.is_file():
-        from pyserini.search import get_qrels_file  # noqa: PLC0415
+        from pyserini.search import get_qrels_file
 
         qrels = Path(get_qrels_file(str(qrels)))  # a Pyserini name; FileNotFoundError if unknown
     groups: dict[int | None, list[Metric]] = {}
@@ -361,7 +362,7 @@ def _as_trec_eval_reads(path: Path, copy: Path) -> Path:
 def _trec_eval_values(groups: dict[int | None, list[Metric]], qrels: str, run: str,
                       what: str) -> dict[str, float]:
     """One trec_eval call per ``-M`` depth (the JVM is up); ``what`` names the files in errors."""
-    from pyserini.eval.trec_eval import trec_eval as pyserini_trec_eval  # noqa: PLC0415
+    from pyserini.eval.trec_eval import trec_eval as pyserini_trec_eval
 
     values: dict[str, float] = {}
     for depth, group in groups.items():
@@ -416,10 +417,9 @@ def topk_accuracy(run: Run, answers: Mapping[str, list[str]],
         raise UserError(f"ks must be positive integers, got {ks}")
     if not answers:
         raise UserError("no answers given")
-    from pyserini_moe._java import bootstrap  # noqa: PLC0415
 
     bootstrap()
-    from pyserini.eval.evaluate_dpr_retrieval import SimpleTokenizer, has_answers  # noqa: PLC0415
+    from pyserini.eval.evaluate_dpr_retrieval import SimpleTokenizer, has_answers
 
     text = passages.__getitem__ if isinstance(passages, Mapping) else passages
     tokenizer = SimpleTokenizer()
@@ -437,7 +437,6 @@ def topk_accuracy(run: Run, answers: Mapping[str, list[str]],
 def answer_accuracy(run: Run, answers: Mapping[str, list[str]], passages: str | os.PathLike,
                     ks: Iterable[int], regex: bool = False) -> dict[str, float]:
     """DPR top-k accuracy of ``run``, reading only the passages the run ranks within max(ks)."""
-    from pyserini_moe.data.dpr import passage_texts  # noqa: PLC0415
 
     ks = sorted(set(ks))
     needed = {docid for qid in answers for docid, _ in ranked(run.get(qid, {}))[:ks[-1]]}

@@ -81,10 +81,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pyserini_moe.data.dpr import load_answers
+from pyserini_moe.data.topics import load_qrels
 from pyserini_moe.errors import UserError
+from pyserini_moe.eval.metrics import answer_accuracy, evaluate, parse_metric
 from pyserini_moe.eval.seeds import TOLERANCE_RULE, SeedSummary, tolerance_from_spread
 from pyserini_moe.io import atomic_path, read_yaml
 from pyserini_moe.paths import shared_data_root
+from pyserini_moe.runs import read_trec_run
 from pyserini_moe.validate import ConfigError, convert
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -139,17 +143,12 @@ class Condition:
 
     def evaluate(self, work: Path, seed: int | None = None) -> dict[str, float]:
         """The metrics of this condition's run (of ``seed``), from its qrels or its answers."""
-        from pyserini_moe.runs import read_trec_run  # noqa: PLC0415
 
         run = read_trec_run(expand(self.run, work, seed))
         if self.answers is None:
-            from pyserini_moe.data.topics import load_qrels  # noqa: PLC0415
-            from pyserini_moe.eval.metrics import evaluate  # noqa: PLC0415
 
             return evaluate(run, load_qrels(expand(self.qrels, work)),
                             [k.metric for k in self.checks])
-        from pyserini_moe.data.dpr import load_answers  # noqa: PLC0415
-        from pyserini_moe.eval.metrics import answer_accuracy  # noqa: PLC0415
 
         assert self.passages is not None
         ks = {k.metric: int(_TOPK.fullmatch(k.metric).group(1)) for k in self.checks}
@@ -237,7 +236,6 @@ def _judgments(raw: dict, where: str) -> tuple[str | None, str | None, str | Non
 
 
 def _check_metric(metric: str, by_answers: bool, where: str) -> None:
-    from pyserini_moe.eval.metrics import parse_metric  # noqa: PLC0415 - validates names
 
     if by_answers:
         if not _TOPK.fullmatch(str(metric)):
@@ -398,7 +396,7 @@ def missing_requirements(reg: Regression) -> list[str]:
         if not local:
             missing.append(f"data {spec}")
     if reg.requires.get("gpu"):
-        import torch  # noqa: PLC0415
+        import torch  # noqa: PLC0415 - `regress --dry-run` needs no torch
 
         if not torch.cuda.is_available():
             missing.append("a CUDA GPU")

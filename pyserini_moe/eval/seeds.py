@@ -37,6 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from pyserini_moe.eval.metrics import format_table
+
 # How a multi-seed regression row's tolerance is set (tolerance_from_spread); the files quote it.
 TOLERANCE_RULE = ("max(sd, 1.96 * sd * sqrt(2 / n)), rounded up to 4 decimals: the 95% bound on "
                   "the difference of two n-seed means whose seeds spread by sd, never tighter "
@@ -194,7 +196,6 @@ def compare_groups(per_query: dict[str, list[dict[str, dict[str, float]]]], metr
 def format_seeded(comparison: SeededComparison, style: str = "markdown") -> str:
     """One row per condition: mean +- sd over its seeds, then effect, 95% interval and p against
     the baseline; a legend saying what the test accounts for."""
-    from pyserini_moe.eval.metrics import format_table  # noqa: PLC0415
 
     rows = []
     for name, by_metric in comparison.summaries.items():

@@ -40,7 +40,13 @@ import time
 import traceback
 from pathlib import Path
 
+import torch
+from transformers import BertConfig, BertForMaskedLM
+
+from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.eval.regress import REPO_ROOT, Regression, expand
+from pyserini_moe.io import atomic_path
+from pyserini_moe.modeling.backbone import load_tokenizer
 
 DOCS = 240
 TRAIN_QUERIES = 40
@@ -77,16 +83,12 @@ def tiny_backbone(folder: Path) -> Path:
     its tokenizer: what every smoke training starts from."""
     if (folder / "config.json").is_file():
         return folder
-    import torch  # noqa: PLC0415
-    from transformers import BertConfig, BertForMaskedLM  # noqa: PLC0415
 
-    from pyserini_moe.modeling.backbone import load_tokenizer  # noqa: PLC0415
 
     tokenizer = load_tokenizer()
     torch.manual_seed(0)
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=12,
                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=512)
-    from pyserini_moe.io import atomic_path  # noqa: PLC0415
 
     with atomic_path(folder, directory=True) as tmp:
         BertForMaskedLM(config).save_pretrained(tmp)
@@ -105,7 +107,6 @@ class _Slice:
 
 
 def _slice() -> _Slice:
-    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
 
     collection = BeirCollection.load(SOURCE)
     splits = {}

@@ -23,12 +23,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import faiss
+import faiss as _faiss
 from tqdm import tqdm
 
 from pyserini_moe.data.beir import BeirCollection, Document
 from pyserini_moe.data.corpus import Corpus, open_corpus
+from pyserini_moe.encode.common import describe, first_non_finite
+from pyserini_moe.encode.dense import DensePassageEncoder
+from pyserini_moe.encode.impact import ImpactPassageEncoder
+from pyserini_moe.encode.multivector import MultiVectorPassageEncoder
 from pyserini_moe.errors import UserError
+from pyserini_moe.index.doc_vectors import DOC_VECTORS, write_doc_vectors
+from pyserini_moe.index.lucene import run_index_collection
 from pyserini_moe.index.meta import write_meta
+from pyserini_moe.index.multivector import MultiVectorIndexWriter, faiss_factory_string
 from pyserini_moe.io import atomic_path
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.base import Encoded, Side
@@ -77,7 +86,6 @@ def batches(collection: Corpus, batch_size: int, desc: str, progress: bool = Tru
 
 def faiss_index(dim: int, spec: str):
     """``flat`` (exact inner product, Pyserini's default) or ``hnsw[M]`` (approximate)."""
-    import faiss  # noqa: PLC0415
 
     m = check_dense_faiss(spec)
     if m is None:
@@ -132,7 +140,6 @@ class _DenseSink(_Sink):
         self.ids.writelines(f"{d.id}\n" for d in docs)
 
     def finish(self) -> None:
-        import faiss as _faiss  # noqa: PLC0415
 
         self.ids.flush()
         _faiss.write_index(self.index, str(self.out / "index"))
@@ -185,7 +192,6 @@ class _MultiVectorSink(_Sink):
         self.writer = None
 
     def add(self, docs: list[Document], out: Encoded) -> None:
-        from pyserini_moe.index.multivector import MultiVectorIndexWriter  # noqa: PLC0415
 
         matrices = self.adapter.convert(out)
         if self.writer is None:  # the writer owns its folder: it renames it over ``out``'s
@@ -260,7 +266,6 @@ class BuildSettings:
         if self.compressed and "multivector" not in self.outputs:
             raise UserError("--compression applies to multivector indexes")
         if "multivector" in self.outputs:
-            from pyserini_moe.index.multivector import faiss_factory_string  # noqa: PLC0415
 
             faiss_factory_string(self.faiss)
             if self.compressed and self.shard is not None:
@@ -277,10 +282,6 @@ class BuildSettings:
 def build_indexes(settings: BuildSettings) -> list[Path]:
     """Index the corpus (or one shard of it) into one folder per kind of ``settings.outputs``
     from a single encoding pass of the encoder; returns the folders."""
-    from pyserini_moe.encode.common import describe  # noqa: PLC0415
-    from pyserini_moe.encode.dense import DensePassageEncoder  # noqa: PLC0415
-    from pyserini_moe.encode.impact import ImpactPassageEncoder  # noqa: PLC0415
-    from pyserini_moe.encode.multivector import MultiVectorPassageEncoder  # noqa: PLC0415
 
     s = settings
     max_length, shard = s.max_length, s.shard
@@ -334,7 +335,6 @@ def _refuse_non_finite(out: Encoded, used: set[Representation], docs: list[Docum
                        folders: list[Path]) -> None:
     """Refused at the first such document, before anything is renamed into place (see
     :func:`~pyserini_moe.encode.common.first_non_finite`)."""
-    from pyserini_moe.encode.common import first_non_finite  # noqa: PLC0415
 
     row = first_non_finite(out, used)
     if row is not None:
@@ -366,8 +366,6 @@ def lucene_impact_index(vectors_dir: str | os.PathLike, out: Path, threads: int 
     vectors as ``doc_vectors/`` for exact re-scoring: Lucene stores the docids only, so a
     1,000-hit search (ours or Pyserini's ``LuceneImpactSearcher``) loads no vector. Returns the
     number of postings (terms over all documents)."""
-    from pyserini_moe.index.doc_vectors import DOC_VECTORS, write_doc_vectors  # noqa: PLC0415
-    from pyserini_moe.index.lucene import run_index_collection  # noqa: PLC0415
 
     run_index_collection([
         "-collection", "JsonVectorCollection", "-input", str(vectors_dir), "-index", str(out),

@@ -24,8 +24,8 @@ def run_index_collection(args: list[str]) -> None:
     # pyserini.pyclass sets the classpath, then starts the JVM; importing jnius first would
     # start it without Anserini's classes.
     # isort: off
-    from pyserini.pyclass import autoclass  # noqa: PLC0415
-    from jnius import JavaException  # noqa: PLC0415
+    from pyserini.pyclass import autoclass
+    from jnius import JavaException
     # isort: on
 
     try:

@@ -32,8 +32,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.index.encoded import IMPACT_SHARD, IMPACT_VECTORS, faiss_index
+import faiss
+
+from pyserini_moe.index.encoded import IMPACT_SHARD, IMPACT_VECTORS, faiss_index, lucene_impact_index
 from pyserini_moe.index.meta import IndexMeta, IndexMismatchError, read_meta
+from pyserini_moe.index.multivector import MultiVectorIndex, MultiVectorIndexWriter
 from pyserini_moe.io import atomic_path
 
 # Fields every shard must agree on (besides the encoder fingerprint and options).
@@ -123,7 +126,6 @@ def merge(shards: list[str | os.PathLike], index_dir: str | os.PathLike, threads
 
 def _merge_dense(ordered: list[tuple[Path, IndexMeta]], index_dir: Path,
                  common: IndexMeta, overwrite: bool) -> None:
-    import faiss  # noqa: PLC0415
 
     merged = faiss_index(common.dim, common.faiss)
     with atomic_path(index_dir, directory=True, overwrite=overwrite) as out, \
@@ -139,7 +141,6 @@ def _merge_dense(ordered: list[tuple[Path, IndexMeta]], index_dir: Path,
 
 def _merge_multivector(ordered: list[tuple[Path, IndexMeta]], index_dir: Path,
                        common: IndexMeta, progress: bool, overwrite: bool) -> None:
-    from pyserini_moe.index.multivector import MultiVectorIndex, MultiVectorIndexWriter  # noqa: PLC0415
 
     # the writer records kind, dim, faiss and the counts itself; the rest as the shards did
     encoder_meta = {k: v for k, v in common.to_json().items() if k not in ("kind", "dim", "faiss")}
@@ -154,7 +155,6 @@ def _merge_multivector(ordered: list[tuple[Path, IndexMeta]], index_dir: Path,
 
 def _merge_impact(ordered: list[tuple[Path, IndexMeta]], index_dir: Path,
                   common: IndexMeta, threads: int, overwrite: bool) -> None:
-    from pyserini_moe.index.encoded import lucene_impact_index  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory(prefix="pyserini-moe-shards-") as tmp:
         for folder, meta in ordered:  # one input folder holding every shard's vector file

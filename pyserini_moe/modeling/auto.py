@@ -17,6 +17,8 @@ from pyserini_moe.modeling.base import (
     is_saved_model,
     load_model,
 )
+from pyserini_moe.modeling.biencoder import SiameseBiEncoder
+from pyserini_moe.modeling.onnx import OnnxModel, is_onnx_export
 from pyserini_moe.representation import INDEX_META_FILE
 
 # What an index folder holds: an index passed where a model belongs is named as such.
@@ -27,7 +29,6 @@ ZERO_SHOT_SETTINGS = ("pooling", "normalize", "query_prefix", "passage_prefix")
 
 def is_backbone(spec: str) -> bool:
     """Whether ``spec`` is a backbone used zero-shot: neither a saved model nor an ONNX export."""
-    from pyserini_moe.modeling.onnx import is_onnx_export  # noqa: PLC0415
 
     return not is_saved_model(spec) and not is_onnx_export(spec)
 
@@ -49,7 +50,6 @@ def load_encoder(spec: str, device: str | torch.device | None = None,
     """
     zero_shot = {"pooling": pooling, "normalize": normalize, "query_prefix": query_prefix,
                  "passage_prefix": passage_prefix}
-    from pyserini_moe.modeling.onnx import OnnxModel, is_onnx_export  # noqa: PLC0415
 
     if (Path(spec) / INDEX_MARKER).is_file():
         meta = read_json(Path(spec) / INDEX_MARKER, "index metadata")
@@ -70,7 +70,6 @@ def load_encoder(spec: str, device: str | torch.device | None = None,
         model = load_model(spec, device)
     else:
         _refuse_model_without_metadata(spec)
-        from pyserini_moe.modeling.biencoder import SiameseBiEncoder  # noqa: PLC0415
 
         model = SiameseBiEncoder.zero_shot(spec, device=check_device(device), **zero_shot).eval()
     return model.configure(**(options or {})).set_precision(precision)

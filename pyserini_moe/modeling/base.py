@@ -31,11 +31,16 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
+from safetensors.torch import load_file, save_file
 from torch import nn
+from transformers import AutoTokenizer
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.io import atomic_path, read_json
 from pyserini_moe.modeling.args import ModelArgs
+from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer, read_config
 from pyserini_moe.modeling.losses import contrastive_loss
+from pyserini_moe.modeling.pooling import encoder_from_config, pretrained_encoder
 from pyserini_moe.representation import INDEX_KINDS, REPRESENTATIONS, Representation
 
 __all__ = ["INDEX_KINDS", "REPRESENTATIONS", "Representation"]  # re-exported: the model's vocabulary
@@ -118,7 +123,6 @@ def model_types() -> list[str]:
 
 def model_class(model_type: str) -> type[RetrievalModel]:
     """The registered class of ``model_type`` (e.g. ``siamese`` -> SiameseBiEncoder)."""
-    import pyserini_moe.modeling  # noqa: F401,PLC0415 - registers every model type
 
     if model_type not in _REGISTRY:
         raise UserError(f"unknown model type {model_type!r}; known: {model_types()}")
@@ -313,9 +317,7 @@ class RetrievalModel(nn.Module, ABC):
 
     def save(self, directory: str | os.PathLike) -> Path:
         """Write the self-describing folder (atomically: a crash leaves no half-saved model)."""
-        from safetensors.torch import save_file  # noqa: PLC0415
 
-        from pyserini_moe.io import atomic_path  # noqa: PLC0415
 
         directory = Path(directory)
         with atomic_path(directory, directory=True) as tmp:
@@ -419,8 +421,6 @@ class SingleBackboneModel(RetrievalModel):
         the model's own ``args`` (new modules start as the model's constructor makes them: expert
         FFNs as copies of the pretrained FFN, new heads at random); on ``device`` (default: CUDA
         when present)."""
-        from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer  # noqa: PLC0415
-        from pyserini_moe.modeling.pooling import pretrained_encoder  # noqa: PLC0415
 
         name = DEFAULT_BACKBONE if name is None else name
         model = cls(pretrained_encoder(name), load_tokenizer(name), **args)
@@ -429,7 +429,6 @@ class SingleBackboneModel(RetrievalModel):
     @classmethod
     def from_configs(cls, configs: dict[str, Any], tokenizer: Any,
                      **args: Any) -> SingleBackboneModel:
-        from pyserini_moe.modeling.pooling import encoder_from_config  # noqa: PLC0415
 
         return cls(encoder_from_config(configs[""]), tokenizer, **args)
 
@@ -461,16 +460,11 @@ def is_saved_model(path: str | os.PathLike) -> bool:
 
 def load_model(path: str | os.PathLike, device: str | torch.device | None = None) -> RetrievalModel:
     """Load a folder written by :meth:`RetrievalModel.save`."""
-    from safetensors.torch import load_file  # noqa: PLC0415
-    from transformers import AutoTokenizer  # noqa: PLC0415
 
-    import pyserini_moe.modeling  # noqa: F401,PLC0415 - registers every model type
-    from pyserini_moe.modeling.backbone import read_config  # noqa: PLC0415
 
     path = Path(path)
     if not is_saved_model(path):
         raise FileNotFoundError(f"{path} is not a saved pyserini-moe model (no {MODEL_FILE})")
-    from pyserini_moe.io import read_json  # noqa: PLC0415
 
     meta = read_json(path / MODEL_FILE, "model metadata")
     check_model_files(path)

@@ -14,8 +14,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.io import read_json
 from pyserini_moe.modeling.args import ModelArgs
-from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
+from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer, model_file
 from pyserini_moe.modeling.base import (
     TRANSFORMERS_WEIGHTS_FILE,
     Encoded,
@@ -189,8 +190,6 @@ def _st_pooling(config: dict[str, Any], name: str | os.PathLike) -> str | None:
 
 def _read_model_file(name: str | os.PathLike, filename: str) -> Any:
     """A JSON file of a model folder or hub model (None when it has none)."""
-    from pyserini_moe.io import read_json  # noqa: PLC0415
-    from pyserini_moe.modeling.backbone import model_file  # noqa: PLC0415
 
     path = model_file(name, filename.lstrip("/"))
     return None if path is None else read_json(path, f"{name}'s {filename}")

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers.masking_utils import create_bidirectional_mask
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.args import ModelArgs
@@ -214,7 +215,6 @@ class CameEncoder(SingleBackboneModel):
         The shared bottom runs once; this replays what ``BertModel.forward`` does (embeddings,
         the attention mask in the form the configured attention implementation wants, the layers).
         """
-        from transformers.masking_utils import create_bidirectional_mask  # noqa: PLC0415
 
         hidden = self.backbone.embeddings(input_ids=input_ids)
         mask = create_bidirectional_mask(config=self.backbone.config, inputs_embeds=hidden,

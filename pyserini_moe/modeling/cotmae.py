@@ -12,6 +12,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers import AutoModel
 
 from pyserini_moe.modeling.base import Side
 from pyserini_moe.modeling.cotmote import CotMoteEncoder
@@ -29,7 +30,6 @@ class ContextualMae(nn.Module):
         self.mlm_heads = nn.ModuleList(mlm_heads)  # one per encoder (two for 'separate')
         config = copy.deepcopy(encoder.backbone.config)
         config.num_hidden_layers, config.is_decoder, config.add_cross_attention = 1, True, False
-        from transformers import AutoModel  # noqa: PLC0415
 
         self.decoder = AutoModel.from_config(config)
         self.decoder.pooler = None

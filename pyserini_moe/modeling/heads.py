@@ -11,6 +11,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers import AutoModelForMaskedLM
+from transformers.models.bert.modeling_bert import (
+    BertPredictionHeadTransform,
+)
+from transformers.utils import logging as hf_logging
+
+from pyserini_moe.modeling.backbone import resolve_backbone
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +38,6 @@ class SpladeHead(nn.Module):
         self.transform: nn.Module | None = None
         self.bias: nn.Parameter | None = None
         if transform:
-            from transformers.models.bert.modeling_bert import (  # noqa: PLC0415
-                BertPredictionHeadTransform,
-            )
 
             self.transform = BertPredictionHeadTransform(config)
             self.bias = nn.Parameter(torch.zeros(word_embeddings.num_embeddings))
@@ -83,10 +87,7 @@ class SpladeHead(nn.Module):
         """
         if self.transform is None:
             return False
-        from transformers import AutoModelForMaskedLM  # noqa: PLC0415
-        from transformers.utils import logging as hf_logging  # noqa: PLC0415
 
-        from pyserini_moe.modeling.backbone import resolve_backbone  # noqa: PLC0415
 
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # a checkpoint without MLM head is expected, not a problem

@@ -25,7 +25,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,12 +35,15 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from transformers import AutoTokenizer
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.io import atomic_path
 from pyserini_moe.modeling.base import (
     Encoded,
     RetrievalModel,
     Side,
+    fingerprint,
     recorded_query_length,
     text_prefix,
     tokenize,
@@ -81,8 +86,6 @@ class _AnseriniSparseGraph(nn.Module):
 def _quiet_export() -> Iterator[None]:
     """The exporter's progress lines and tracer warnings (about shapes it handles) say nothing to
     a user who asked for an export; errors still raise."""
-    import logging  # noqa: PLC0415
-    import warnings  # noqa: PLC0415
 
     onnx_log = logging.getLogger("torch.onnx")
     level = onnx_log.level
@@ -123,8 +126,6 @@ def export(model: RetrievalModel, output_dir: str | os.PathLike, source: str,
            int8: bool = False) -> Path:
     """Write every (side, representation) graph of ``model`` (in eval mode, its encode-time
     options already set) and its tokenizer to ``output_dir``, atomically."""
-    from pyserini_moe.io import atomic_path  # noqa: PLC0415
-    from pyserini_moe.modeling.base import fingerprint  # noqa: PLC0415
 
     if getattr(model, "args", {}).get("gate") == "random":
         raise UserError("the random gate draws its expert weights in Python from a hash of the "
@@ -183,7 +184,7 @@ def export(model: RetrievalModel, output_dir: str | os.PathLike, source: str,
 
 
 def _quantize_int8(path: Path) -> None:
-    from onnxruntime.quantization import QuantType, quantize_dynamic  # noqa: PLC0415
+    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     fp32 = path.with_suffix(".fp32.onnx")
     path.rename(fp32)
@@ -200,7 +201,6 @@ class OnnxModel:
     """An exported model run by onnxruntime, usable where the adapters take a RetrievalModel."""
 
     def __init__(self, path: str | os.PathLike, providers: list[str] | None = None) -> None:
-        from transformers import AutoTokenizer  # noqa: PLC0415
 
         self.path = Path(path)
         if not is_onnx_export(self.path):
@@ -253,7 +253,7 @@ class OnnxModel:
         return out
 
     def _session(self, side: Side, representation: str) -> Any:
-        import onnxruntime as ort  # noqa: PLC0415
+        import onnxruntime as ort
 
         key = f"{Side(side).value}/{representation}"
         if key not in self.meta["files"]:
@@ -268,7 +268,7 @@ class OnnxModel:
 
 
 def _providers() -> list[str]:
-    import onnxruntime as ort  # noqa: PLC0415
+    import onnxruntime as ort
 
     available = ort.get_available_providers()
     return [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]

@@ -12,8 +12,10 @@ from typing import Any
 
 import torch
 from torch import nn
+from transformers import AutoModel
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.modeling.backbone import load_backbone
 
 POOLINGS = ("cls", "mean", "max")
 
@@ -40,13 +42,11 @@ def without_pooler(model: nn.Module) -> nn.Module:
 
 def pretrained_encoder(name_or_path: str | os.PathLike) -> nn.Module:
     """Pretrained backbone (:func:`~pyserini_moe.modeling.backbone.load_backbone`), no pooler."""
-    from pyserini_moe.modeling.backbone import load_backbone  # noqa: PLC0415
 
     return without_pooler(load_backbone(name_or_path))
 
 
 def encoder_from_config(config: Any) -> nn.Module:
     """Randomly initialised backbone of a saved config (no download), no pooler."""
-    from transformers import AutoModel  # noqa: PLC0415
 
     return without_pooler(AutoModel.from_config(config))

@@ -36,7 +36,6 @@ def count_parameters(model: torch.nn.Module) -> int:
 def parameter_counts(config: Any) -> dict[str, int]:
     """Parameters of every registered model type (and its VARIANTS) built on ``config``, on the
     meta device: nothing is allocated."""
-    import pyserini_moe.modeling  # noqa: F401,PLC0415 - registers every model type
 
     counts = {}
     with torch.device("meta"):

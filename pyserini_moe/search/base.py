@@ -51,7 +51,7 @@ def open_lucene(make: Callable[[], T], index: Path) -> T:
     """``make()``: a Pyserini searcher over the Lucene index folder ``index``, or one error
     line: not an index at all (a collection folder, an empty folder) or a damaged one (segments
     missing or truncated)."""
-    from jnius import JavaException  # noqa: PLC0415 - after pyserini: the JVM is running
+    from jnius import JavaException  # after pyserini: the JVM is running
 
     if not any(p.name.startswith("segments") for p in index.iterdir()):
         raise IndexMismatchError(f"{index} is not a Lucene index{_looks_like(index)}: no segments "

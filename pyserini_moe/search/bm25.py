@@ -35,7 +35,7 @@ class Bm25Searcher:
     def __init__(self, index: str | os.PathLike, k1: float = 0.9, b: float = 0.4,
                  fields: dict[str, float] | None = None) -> None:
         _java.bootstrap()
-        from pyserini.search.lucene import LuceneSearcher  # noqa: PLC0415
+        from pyserini.search.lucene import LuceneSearcher
 
         if Path(index).is_dir():
             meta = check_kind(index, "bm25")
@@ -57,7 +57,7 @@ class Bm25Searcher:
         """Lucene's batch search; Anserini's batch search reports a failed query only as
         "queryCount = N is not equal to completedTaskCount = M", so a failed batch is searched
         again one query at a time to name the query and Lucene's reason."""
-        from jnius import JavaException  # noqa: PLC0415 - after pyserini: the JVM is running
+        from jnius import JavaException  # after pyserini: the JVM is running
 
         try:
             return self.searcher.batch_search(texts, qids, k=hits, threads=threads,
@@ -69,7 +69,7 @@ class Bm25Searcher:
 
     def _one(self, text: str, qid: str, hits: int) -> list:
         """One query's hits, or a user error naming it (too many clauses: a long query)."""
-        from jnius import JavaException  # noqa: PLC0415
+        from jnius import JavaException
 
         try:
             return self.searcher.search(text, k=hits, fields=self.fields)
@@ -85,7 +85,7 @@ def _open_prebuilt(name: str) -> LuceneSearcher:
     or a name Pyserini does not know is a missing folder, never looked up (Pyserini would print
     "Unrecognized index name" on stdout); a known name that cannot be fetched (offline) says
     so, with the reason Pyserini prints rather than raises."""
-    from pyserini.search.lucene import LuceneSearcher  # noqa: PLC0415
+    from pyserini.search.lucene import LuceneSearcher
 
     if Path(name).exists():
         raise NotADirectoryError(f"{name} is a file, not an index folder")
@@ -115,7 +115,7 @@ def _unavailable(name: str, what: str, said: str) -> UserError:
 
 def _is_prebuilt(name: str) -> bool:
     """Whether Pyserini knows ``name`` as a prebuilt index (the tables its download reads)."""
-    from pyserini import prebuilt_index_info as info  # noqa: PLC0415
+    from pyserini import prebuilt_index_info as info
 
     return any(name in table for table in (
         info.TF_INDEX_INFO, info.IMPACT_INDEX_INFO, info.LUCENE_HNSW_INDEX_INFO,

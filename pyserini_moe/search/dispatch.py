@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.index.meta import IndexMismatchError, read_meta
 from pyserini_moe.representation import INDEX_KINDS
 from pyserini_moe.runs import Run
 from pyserini_moe.search.base import (
@@ -22,8 +23,9 @@ from pyserini_moe.search.base import (
     remove_query,
     remove_query_notice,
 )
+from pyserini_moe.search.bm25 import Bm25Searcher
 from pyserini_moe.search.fusion import FUSIONS
-from pyserini_moe.search.hybrid import PYSERINI_ALPHA
+from pyserini_moe.search.hybrid import PYSERINI_ALPHA, hybrid
 
 if TYPE_CHECKING:
     from pyserini_moe.search.experts import ExpertFusionSearcher
@@ -196,7 +198,6 @@ def search_topics(s: SearchSettings, topics: dict[str, str]) -> SearchOutcome:
         run = main.search(topics, hits=depth, threads=s.threads, batch_size=s.batch_size,
                           progress=not s.quiet)
     if bm25 is not None:
-        from pyserini_moe.search.hybrid import hybrid  # noqa: PLC0415
 
         bm25_run = bm25.search(topics, hits=s.candidates, threads=s.threads,
                                batch_size=s.batch_size, progress=not s.quiet)
@@ -218,7 +219,6 @@ def recorded_retriever(indexes: list[str]) -> str:
     indexes (the only retriever that takes them), else the kind the index records in its
     metadata; an index without ours (Pyserini's own Lucene index, a prebuilt index name) is
     searched with BM25, as when ``--retriever`` defaulted to bm25."""
-    from pyserini_moe.index.meta import IndexMismatchError, read_meta  # noqa: PLC0415
 
     if len(indexes) > 1:
         return "fused"
@@ -244,7 +244,6 @@ def _open(s: SearchSettings) -> tuple[Searcher | ExpertFusionSearcher, Searcher 
         main = open_any(s)
     if not s.bm25_index:
         return main, None
-    from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
 
     return main, Bm25Searcher(s.bm25_index, k1=s.k1, b=s.b, fields=s.fields)
 
@@ -253,7 +252,6 @@ def _refuse_mixed_collections(indexes: list[str]) -> None:
     """A hybrid or a fusion merges runs over one corpus: indexes that record different
     collections would mix another corpus's documents into the run, silently. Indexes that
     record none (built elsewhere, prebuilt names) are not compared."""
-    from pyserini_moe.index.meta import read_meta  # noqa: PLC0415
 
     named = {}
     for index in indexes:
@@ -269,10 +267,9 @@ def _refuse_mixed_collections(indexes: list[str]) -> None:
 def open_any(s: SearchSettings) -> Searcher:
     """The searcher of one index (any retriever but ``fused``)."""
     if s.retriever == "bm25":
-        from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
 
         return Bm25Searcher(s.index, k1=s.k1, b=s.b, fields=s.fields)
-    from pyserini_moe.search.encoded import open_searcher  # noqa: PLC0415
+    from pyserini_moe.search.encoded import open_searcher  # noqa: PLC0415 - torch: `search --help` stays light
 
     return open_searcher(s.retriever, s.index, s.encoder, s.device, s.query_max_length,
                          s.query_max_terms, s.faiss_params, s.ef_search, s.precision,
@@ -281,7 +278,7 @@ def open_any(s: SearchSettings) -> Searcher:
 
 def _fusion_searcher(s: SearchSettings) -> ExpertFusionSearcher:
     """One searcher per index of one model, fused (``--retriever fused``)."""
-    from pyserini_moe.search.experts import ExpertFusionSearcher  # noqa: PLC0415
+    from pyserini_moe.search.experts import ExpertFusionSearcher  # noqa: PLC0415 - torch: `search --help` stays light
 
     return ExpertFusionSearcher(s.index, s.encoder, device=s.device, precision=s.precision,
                                 query_max_length=s.query_max_length,

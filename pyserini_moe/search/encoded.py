@@ -14,11 +14,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import numpy as np
 from tqdm import tqdm
 
 from pyserini_moe import _java
+from pyserini_moe.encode.impact import DEFAULT_QUERY_MAX_TERMS
 from pyserini_moe.errors import UserError
+from pyserini_moe.index.doc_vectors import DOC_VECTORS, DocVectors
 from pyserini_moe.index.meta import IndexMeta, IndexMismatchError, check_kind
+from pyserini_moe.index.multivector import MultiVectorIndex
+from pyserini_moe.modeling.auto import is_backbone, load_encoder
+from pyserini_moe.modeling.base import fingerprint
 from pyserini_moe.runs import Run
 from pyserini_moe.search.base import batched_search, open_lucene
 
@@ -64,7 +70,6 @@ def open_index(index: str | os.PathLike, kind: str, encoder: str | None = None,
 
 def check_encoder(meta: IndexMeta, model: TextEncoder, index: str | os.PathLike, name: str) -> None:
     """Refuse a query encoder whose weights differ from the encoder that built the index."""
-    from pyserini_moe.modeling.base import fingerprint  # noqa: PLC0415
 
     if meta.foreign:
         return  # built elsewhere: nothing recorded to check against (open_index warned)
@@ -101,7 +106,6 @@ class _EncodedSearcher:
                 f"{index} records its encoder as {self.encoder_name!r}, a path relative to where "
                 "the index was built (indexes built before 2026-11-25): run from there, or pass "
                 "--encoder with the model folder")
-        from pyserini_moe.modeling.auto import is_backbone, load_encoder  # noqa: PLC0415
 
         # The encode-time options the documents were encoded with (SB-MoE's TOP-1 / ALL) hold
         # for the queries too.
@@ -131,8 +135,8 @@ class _EncodedSearcher:
     def _precomputed(self, path: str) -> PrecomputedQueryEncoder:
         """Queries encoded ahead of time instead of a model (Pyserini's ``--encoded-queries``):
         nothing records which encoder made them, so the pairing is the user's to keep."""
-        from pyserini_moe.encode.adapters import PrecomputedQueryEncoder  # noqa: PLC0415
-        from pyserini_moe.search.encoded_queries import read_encoded_queries  # noqa: PLC0415
+        from pyserini_moe.encode.adapters import PrecomputedQueryEncoder
+        from pyserini_moe.search.encoded_queries import read_encoded_queries  # noqa: PLC0415 - a circle: encoded_queries uses this module
 
         vectors = read_encoded_queries(path, self.kind)
         log.info("%s: %d queries encoded ahead of time in %s (no model loaded; they must come "
@@ -155,7 +159,7 @@ class DenseSearcher(_EncodedSearcher):
 
     def __init__(self, *args: Any, ef_search: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        from pyserini.search.faiss import FaissSearcher  # noqa: PLC0415
+        from pyserini.search.faiss import FaissSearcher
 
         try:
             self.searcher = FaissSearcher(self.index, self.query_encoder)
@@ -183,7 +187,7 @@ class DenseSearcher(_EncodedSearcher):
             hnsw.efSearch = ef_search
 
     def _query_encoder(self, model: TextEncoder, max_length: int | None) -> ModelQueryEncoder:
-        from pyserini_moe.encode.adapters import DenseQueryEncoder  # noqa: PLC0415
+        from pyserini_moe.encode.adapters import DenseQueryEncoder
 
         return DenseQueryEncoder(model, max_length=max_length)
 
@@ -191,7 +195,6 @@ class DenseSearcher(_EncodedSearcher):
                 batch_size: int = 64) -> Run:
         """Exact inner products of each query with its candidate documents, read back from the
         Faiss index (flat and HNSW-flat indexes store the vectors)."""
-        import numpy as np  # noqa: PLC0415
 
         rows = {docid: i for i, docid in enumerate(self.searcher.docids)}
         run: Run = {}
@@ -215,9 +218,8 @@ class ImpactSearcher(_EncodedSearcher):
 
     def __init__(self, *args: Any, query_max_terms: int | None = None, **kwargs: Any) -> None:
         _java.bootstrap()
-        from pyserini.pyclass import autoclass  # noqa: PLC0415
+        from pyserini.pyclass import autoclass
 
-        from pyserini_moe.encode.impact import DEFAULT_QUERY_MAX_TERMS  # noqa: PLC0415
 
         limit = autoclass("org.apache.lucene.search.IndexSearcher").getMaxClauseCount()
         self.query_max_terms = query_max_terms or min(DEFAULT_QUERY_MAX_TERMS, limit)
@@ -225,14 +227,14 @@ class ImpactSearcher(_EncodedSearcher):
             raise UserError(f"{self.query_max_terms} query terms (--query-max-terms) exceed "
                             f"Lucene's max clause count ({limit}): Lucene refuses such queries")
         super().__init__(*args, **kwargs)
-        from pyserini.search.lucene import LuceneImpactSearcher  # noqa: PLC0415
+        from pyserini.search.lucene import LuceneImpactSearcher
 
         self.searcher = open_lucene(lambda: LuceneImpactSearcher(self.index, self.query_encoder),
                                     Path(self.index))
         self._store: Any = None  # doc_vectors/, read at the first exact re-scoring
 
     def _query_encoder(self, model: TextEncoder, max_length: int | None) -> ModelQueryEncoder:
-        from pyserini_moe.encode.adapters import ImpactQueryEncoder  # noqa: PLC0415
+        from pyserini_moe.encode.adapters import ImpactQueryEncoder
 
         return ImpactQueryEncoder(model, max_length=max_length,
                                   quantization=self._quantization(),
@@ -260,7 +262,6 @@ class ImpactSearcher(_EncodedSearcher):
                 batch_size: int = 64) -> Run:
         """Exact quantised dot products with the candidates' vectors, in Lucene's units, from
         the index's ``doc_vectors/`` (see :mod:`pyserini_moe.index.doc_vectors`)."""
-        from pyserini_moe.index.doc_vectors import DOC_VECTORS, DocVectors  # noqa: PLC0415
 
         folder = Path(self.index) / DOC_VECTORS
         if not folder.is_dir():
@@ -290,7 +291,7 @@ class ImpactSearcher(_EncodedSearcher):
         reports only "queryCount = N is not equal to completedTaskCount = M"; a slice that fails
         so is searched one query at a time: the same hits, or the failing query named with
         Lucene's reason."""
-        from jnius import JavaException  # noqa: PLC0415
+        from jnius import JavaException
 
         found: dict[str, list[Hit]] = {}
         step = max(1, MAX_HITS_IN_FLIGHT // max(1, hits))
@@ -334,19 +335,17 @@ class MultiVectorSearcher(_EncodedSearcher):
 
     def __init__(self, *args: Any, faiss_params: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        from pyserini_moe.index.multivector import MultiVectorIndex  # noqa: PLC0415
 
         self.searcher = MultiVectorIndex(self.index, faiss_params=faiss_params)
 
     def _query_encoder(self, model: TextEncoder, max_length: int | None) -> ModelQueryEncoder:
-        from pyserini_moe.encode.adapters import MultiVectorQueryEncoder  # noqa: PLC0415
+        from pyserini_moe.encode.adapters import MultiVectorQueryEncoder
 
         return MultiVectorQueryEncoder(model, max_length=max_length)
 
     def rescore(self, topics: dict[str, str], candidates: dict[str, list[str]],
                 batch_size: int = 64) -> Run:
         """Exact MaxSim of each query with its candidate documents."""
-        import numpy as np  # noqa: PLC0415
 
         rows = {docid: i for i, docid in enumerate(self.searcher.docids)}
         run: Run = {}

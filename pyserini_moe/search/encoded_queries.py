@@ -20,6 +20,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path, read_dataframe_pickle
 from pyserini_moe.search.encoded import open_searcher
@@ -47,7 +50,6 @@ def encode_queries(index: str | os.PathLike, kind: str, topics: dict[str, str],
         texts = [topics[q] for q in qids[start:start + batch_size]]
         vectors.extend(searcher.query_encoder.encode_batch(texts))
     if kind == "dense":
-        import pandas as pd  # noqa: PLC0415
 
         frame = pd.DataFrame({"text": [topics[q] for q in qids],
                               "embedding": [v.astype("float32") for v in vectors]})
@@ -100,7 +102,6 @@ def read_encoded_queries(path: str | os.PathLike, kind: str) -> dict[str, Any]:
 
 
 def _read_dense(file: Path) -> dict[str, Any]:
-    import numpy as np  # noqa: PLC0415
 
     frame = read_dataframe_pickle(file)
     columns = list(getattr(frame, "columns", []))

@@ -22,6 +22,7 @@ from typing import Any
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import IndexMismatchError, read_meta
 from pyserini_moe.runs import Run
+from pyserini_moe.search.encoded import SEARCHERS, open_searcher
 from pyserini_moe.search.fusion import fuse, top_k
 
 EXACT = "exact"
@@ -34,7 +35,6 @@ class ExpertFusionSearcher:
                  device: str | None = None, query_max_length: int | None = None,
                  query_max_terms: int | None = None, faiss_params: str | None = None,
                  precision: str = "fp32") -> None:
-        from pyserini_moe.search.encoded import SEARCHERS, open_searcher  # noqa: PLC0415
 
         if len(indexes) < 2:
             raise UserError("expert fusion needs at least two indexes (one per representation)")

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.eval.metrics import evaluate
 from pyserini_moe.runs import Run, ranked
 
 Qrels = dict[str, dict[str, int]]
@@ -149,7 +150,6 @@ def optimize_linear(dev_runs: Sequence[Run], dev_qrels: Qrels, metric: str = "nd
     every non-negative weighting. Metrics follow ``trec_eval -c``
     (:mod:`pyserini_moe.eval.metrics`).
     """
-    from pyserini_moe.eval.metrics import evaluate  # noqa: PLC0415
 
     if not dev_runs:
         raise UserError("no runs to fuse")
@@ -167,7 +167,7 @@ def _ranx_method(method: str) -> str:
 
 def _ranx_runs(runs: Sequence[Run], qids: Sequence[str]) -> list[Any]:
     """ranx Runs over exactly ``qids`` (ranx requires equal query sets), missing queries empty."""
-    from ranx import Run as RanxRun  # noqa: PLC0415
+    from ranx import Run as RanxRun
 
     return [RanxRun({qid: dict(run.get(qid, {})) for qid in qids}) for run in runs]
 
@@ -197,7 +197,7 @@ def fuse(runs: Sequence[Run], method: str, norm: str | None = None,
             raise UserError(f"{method} defines its own normalisation; "
                             f"pass norm=None, not {norm!r}")
         return _CAME_FUSIONS[method](runs, k=k, **params)
-    import ranx  # noqa: PLC0415
+    import ranx
 
     if len(runs) < 2:
         raise UserError(f"ranx fusion needs at least two runs, got {len(runs)}")
@@ -223,7 +223,7 @@ def optimize_weights(dev_runs: Sequence[Run], dev_qrels: Qrels, method: str = "w
         if norm is not None:
             raise UserError(f"linear fuses raw scores; pass norm=None, not {norm!r}")
         return optimize_linear(dev_runs, dev_qrels, metric, k=k)
-    import ranx  # noqa: PLC0415
+    import ranx
 
     qids = list(dev_qrels)
     with _quiet_ranx():

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.eval.metrics import evaluate
 from pyserini_moe.runs import Run
 from pyserini_moe.search.fusion import Qrels, top_k
 
@@ -70,7 +71,6 @@ def search_alpha(dense_dev: Run, sparse_dev: Run, qrels_dev: Qrels, metric: str 
     are rounded to 6 decimals and the first best in grid order wins a tie. Metrics follow
     ``trec_eval -c`` (:mod:`pyserini_moe.eval.metrics`).
     """
-    from pyserini_moe.eval.metrics import evaluate  # noqa: PLC0415
 
     dense, sparse = top_k(dense_dev, k_prime), top_k(sparse_dev, k_prime)
     table = {}

@@ -9,8 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.index.encoded import BUILDERS
 from pyserini_moe.runs import Run
 from pyserini_moe.search.base import remove_query as remove_query_hits
+from pyserini_moe.search.encoded import SEARCHERS
 
 
 def retrieve(encoder: str, corpus: str, topics: dict[str, str], kind: str, hits: int,
@@ -22,8 +24,6 @@ def retrieve(encoder: str, corpus: str, topics: dict[str, str], kind: str, hits:
     mine each query itself as its hardest "negative"; this drops it (``search.base.
     remove_query``), ``hits`` still kept.
     """
-    from pyserini_moe.index.encoded import BUILDERS  # noqa: PLC0415
-    from pyserini_moe.search.encoded import SEARCHERS  # noqa: PLC0415
 
     if kind not in BUILDERS:
         raise UserError(f"unknown index kind {kind!r}; use one of {sorted(BUILDERS)}")

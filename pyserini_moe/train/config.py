@@ -67,7 +67,7 @@ import yaml
 
 from pyserini_moe.io import read_yaml
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE
-from pyserini_moe.modeling.base import model_class
+from pyserini_moe.modeling.base import model_class, model_types
 from pyserini_moe.representation import INDEX_KINDS
 from pyserini_moe.validate import (
     ConfigError,
@@ -98,8 +98,6 @@ def _learning_rates(value: dict[str, float]) -> str | None:
 
 
 def _model_type(value: str) -> str | None:
-    import pyserini_moe.modeling  # noqa: F401,PLC0415 - registers every model type
-    from pyserini_moe.modeling.base import model_types  # noqa: PLC0415
 
     known = model_types()
     return None if value in known else f"unknown model type; known: {', '.join(known)}"

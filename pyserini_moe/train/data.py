@@ -31,7 +31,10 @@ from pathlib import Path
 
 from pyserini_moe.data.beir import BeirCollection, cache_root
 from pyserini_moe.errors import UserError
+from pyserini_moe.index.lucene import build_bm25_index
 from pyserini_moe.runs import Run, ranked, read_trec_run, write_trec_run
+from pyserini_moe.search.bm25 import Bm25Searcher
+from pyserini_moe.search.mining import retrieve
 from pyserini_moe.train.config import DataConfig
 
 log = logging.getLogger(__name__)
@@ -253,8 +256,6 @@ def mine_candidates(config: DataConfig, collection: BeirCollection, queries: dic
     if negatives.source == "run":
         return read_trec_run(negatives.run)
     if negatives.source == "bm25":
-        from pyserini_moe.index.lucene import build_bm25_index  # noqa: PLC0415 - starts a JVM
-        from pyserini_moe.search.bm25 import Bm25Searcher  # noqa: PLC0415
 
         index = bm25_index_dir(collection)
         if not index.is_dir():
@@ -266,7 +267,6 @@ def mine_candidates(config: DataConfig, collection: BeirCollection, queries: dic
                 if not index.is_dir():
                     raise
         return Bm25Searcher(index).search(queries, hits=negatives.depth, progress=progress)
-    from pyserini_moe.search.mining import retrieve  # noqa: PLC0415 - needs a trained encoder
 
     return retrieve(encoder=negatives.model, corpus=str(collection.root), topics=queries,
                     kind=negatives.kind, hits=negatives.depth, workdir=workdir / "mining")

@@ -34,6 +34,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.base import Side
 from pyserini_moe.modeling.cotmae import ContextualMae, mask_tokens, mlm_heads_for
@@ -139,7 +140,6 @@ def query_examples(pairs: Iterable[tuple[str, str]]) -> list[ContextExample]:
 
 def judged_pairs(spec: str) -> list[tuple[str, str]]:
     """(query text, relevant document text) of ``collection:split``'s qrels."""
-    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
 
     name, sep, split = spec.rpartition(":")
     if not sep or not name or not split:
@@ -159,7 +159,6 @@ def judged_pairs(spec: str) -> list[tuple[str, str]]:
 
 def pseudo_query_pairs(spec: str) -> list[tuple[str, str]]:
     """``corpus=file.tsv`` (lines ``docid<TAB>query``, docT5query output) -> (query, doc) pairs."""
-    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
 
     name, sep, path = spec.partition("=")
     if not sep or not name or not path:
@@ -181,7 +180,6 @@ def pseudo_query_pairs(spec: str) -> list[tuple[str, str]]:
 
 
 def build_examples(args: PretrainArgs) -> list[ContextExample]:
-    from pyserini_moe.data.beir import BeirCollection  # noqa: PLC0415
 
     rng = random.Random(args.seed)
     examples: list[ContextExample] = []
