@@ -280,14 +280,32 @@ def read_dataframe_pickle(path: Path) -> Any:
     return frame
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key written twice in one mapping: YAML keeps the last
+    one in silence, so a block pasted twice in a recipe would quietly replace the first."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[tuple[str, str]] = set()
+        for key_node, _ in node.value:  # the keys as written (a merge key's may repeat them)
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                continue
+            if (key_node.tag, key_node.value) in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key_node.value!r} is written twice in one mapping",
+                    key_node.start_mark)
+            seen.add((key_node.tag, key_node.value))
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: str | os.PathLike, what: str, error: type[ValueError]) -> object:
-    """Parse a YAML file; a missing file or bad YAML is one message naming ``what`` and the path."""
+    """Parse a YAML file; a missing file, bad YAML or a key written twice in one mapping is one
+    message naming ``what`` and the path."""
 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{what} not found: {path}")
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506
     except yaml.YAMLError as e:
         raise error(f"{path}: not valid YAML: {e}") from None
     except UnicodeDecodeError as e:

@@ -35,11 +35,17 @@ Check = Callable[[Any], str | None]  # returns a complaint, or None when the val
 
 
 def positive(value: Any) -> str | None:
-    return None if value is None or value > 0 else "must be > 0"
+    """> 0 and finite (infinity passes ``> 0``; NaN fails it)."""
+    if value is None or 0 < value < math.inf:
+        return None
+    return "must be > 0" if not value > 0 else "must be finite"
 
 
 def non_negative(value: Any) -> str | None:
-    return None if value is None or value >= 0 else "must be >= 0"
+    """>= 0 and finite."""
+    if value is None or 0 <= value < math.inf:
+        return None
+    return "must be >= 0" if not value >= 0 else "must be finite"
 
 
 def seed_range(value: int) -> str | None:

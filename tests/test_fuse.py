@@ -64,13 +64,17 @@ def test_wsum_needs_weights_or_dev(runs, capsys):
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--method", "rrf", "--hits", "0"], "--hits must be >= 1"),
+    (["--method", "rrf", "--hits", "0"], "argument --hits/--k: must be >= 1, got 0"),
     (["--method", "linear", "--weights", "1"], "needs 2 values"),
     (["--method", "rrf", "--dev-runs", "x"], "go together"),
 ])
 def test_errors(runs, extra, message, capsys):
     argv = ["--runs", str(runs / "a.trec"), str(runs / "b.trec"), "--output", str(runs / "o"), *extra]
-    assert run_main(fuse.main, argv) == 2
+    try:
+        code = run_main(fuse.main, argv)
+    except SystemExit as e:  # argparse's own refusals
+        code = e.code
+    assert code == 2
     assert message in capsys.readouterr().err
     assert not (runs / "o").exists()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import signal
 import sys
@@ -37,6 +38,44 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
                 or action.default is argparse.SUPPRESS):
             return text
         return f"{text} (default: %(default)s)"
+
+
+def finite_float(value: str) -> float:
+    """argparse type of every number flag: a finite float. ``float`` alone takes "nan" and
+    "inf", which pass every ``< 0`` check and end as runs of nan scores or a JVM traceback."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {value!r}")
+    return number
+
+
+def positive_int(text: str) -> int:
+    """argparse type of a count (hits, steps, a depth): an integer >= 1; the error names the flag
+    as argparse lists it, every spelling included (``--hits/--k``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+class SetOnce(argparse.Action):
+    """A setting with two spellings (Pyserini's ``--k`` beside ``--hits``): given twice with
+    different values is refused, where argparse would keep the last one in silence."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        seen = getattr(namespace, f"_given_{self.dest}", None)
+        if seen is not None and seen[1] != values:
+            parser.error(f"{seen[0]} {seen[1]} and {option_string} {values} set the same "
+                         "thing; give one")
+        setattr(namespace, f"_given_{self.dest}", (option_string, values))
+        setattr(namespace, self.dest, values)
 
 
 def output_file(value: str) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pyserini_moe.analyze import came, checkpoints, cotmote, sbmoe, taser
-from pyserini_moe.cli import output_file, refuse_input_as_output, settings_from
+from pyserini_moe.cli import finite_float, output_file, refuse_input_as_output, settings_from
 from pyserini_moe.cli.args import add_device_arg
 
 # An analysis as the command line runs it: its settings class, and the runner taking one.
@@ -52,7 +52,7 @@ def _sbmoe_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, Ana
     experts.add_argument("--seed", type=int, default=0, help="seed of --sample")
     experts.add_argument("--min-docs", type=int, default=sbmoe.PAPER_MIN_DOCS,
                          help="documents an expert must win to be activated (paper: 100000)")
-    experts.add_argument("--threshold", type=float, default=None, metavar="PCT",
+    experts.add_argument("--threshold", type=finite_float, default=None, metavar="PCT",
                          help="activation threshold as a percentage of the routed texts "
                               "(overrides --min-docs)")
     experts.add_argument("--batch-size", type=int, default=32, help="texts per batch")
@@ -130,7 +130,7 @@ def _came_parsers(sub: Any, _encoding: argparse.ArgumentParser) -> dict[str, Ana
     parser.add_argument("--depth", type=int, default=came.PAPER_DEPTH,
                       help="ranks compared by RBO and searched for the first relevant document "
                            f"(default: {came.PAPER_DEPTH}, the paper's top 1000)")
-    parser.add_argument("--rbo-p", type=float, default=came.DEFAULT_RBO_P,
+    parser.add_argument("--rbo-p", type=finite_float, default=came.DEFAULT_RBO_P,
                       help="RBO persistence p (default: 0.9, which gives the top 10 ranks 86%% of "
                            "the weight; the paper does not state its p)")
     parser.add_argument("--cases", type=int, default=5, help="queries in the case study")

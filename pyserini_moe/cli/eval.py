@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.cli import HelpFormatter, output_file, refuse_input_as_output
+from pyserini_moe.cli import HelpFormatter, finite_float, output_file, refuse_input_as_output
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import (
     DEFAULT_METRICS,
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--stat-test", choices=list(STAT_TESTS), default="student",
                         help="significance test: " + "; ".join(f"{k} = {v}"
                                                               for k, v in STAT_TESTS.items()))
-    parser.add_argument("--max-p", type=float, default=0.05,
+    parser.add_argument("--max-p", type=finite_float, default=0.05,
                         help="p-value at or below which a difference is marked significant")
     parser.add_argument("--trec-eval", action="store_true",
                         help="also compute every metric with trec_eval (Java, via Pyserini) and "

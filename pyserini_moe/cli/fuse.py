@@ -21,7 +21,14 @@ import argparse
 import json
 import sys
 
-from pyserini_moe.cli import HelpFormatter, output_file, refuse_input_as_output
+from pyserini_moe.cli import (
+    HelpFormatter,
+    SetOnce,
+    finite_float,
+    output_file,
+    positive_int,
+    refuse_input_as_output,
+)
 from pyserini_moe.errors import UserError
 from pyserini_moe.runs import Run, check_run_tag, read_nonempty_run, write_trec_run
 from pyserini_moe.search.fusion import CAME_METHODS, FUSIONS, RANX_METHODS, RANX_NORMS
@@ -50,20 +57,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", required=True, type=output_file,
                         help="fused TREC run (written atomically)")
     parser.add_argument("--run-tag", "--runtag", dest="run_tag", default=None, metavar="TAG",
+                        action=SetOnce,
                         help="last column of the run (default fuse-METHOD); --runtag is "
                              "Pyserini's name for it")
-    parser.add_argument("--hits", "--k", dest="hits", type=int, default=1000, metavar="N",
+    parser.add_argument("--hits", "--k", dest="hits", type=positive_int, default=1000,
+                        metavar="N", action=SetOnce,
                         help="results kept per query; --k is Pyserini's name for it")
-    parser.add_argument("--candidates", "--depth", dest="candidates", type=int, default=None,
-                        metavar="N",
+    parser.add_argument("--candidates", "--depth", dest="candidates", type=positive_int,
+                        default=None, metavar="N", action=SetOnce,
                         help=f"top results of each run that enter the fusion (default: "
                              f"{CANDIDATES} for hybrid, its K' (TASER uses 100); the whole run "
                              "otherwise); --depth is Pyserini's name for it")
     parser.add_argument("--norm", default=None, choices=RANX_NORMS,
                         help="ranx normalisation for rrf/combsum/combmnz/wsum; default raw scores")
-    parser.add_argument("--weights", type=float, nargs="+", default=None,
+    parser.add_argument("--weights", type=finite_float, nargs="+", default=None,
                         help="wsum/linear weights, one per run (or tune them with --dev-runs)")
-    parser.add_argument("--rrf-k", "--rrf.k", dest="rrf_k", type=int, default=None,
+    parser.add_argument("--rrf-k", "--rrf.k", dest="rrf_k", type=positive_int, default=None,
+                        action=SetOnce,
                         help=f"rrf's k: 1 / (k + rank), k >= 1 (default {RRF_K}); --rrf.k is "
                              "Pyserini's name for it")
     parser.add_argument("--remove-query", action="store_true",
@@ -72,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "so already lack it, and fusion only ranks their union, so the "
                              "fused run cannot bring it back")
     hyb = parser.add_argument_group("hybrid")
-    hyb.add_argument("--alpha", type=float, default=PYSERINI_ALPHA,
+    hyb.add_argument("--alpha", type=finite_float, default=PYSERINI_ALPHA,
                      help="weight of the second (sparse) run; default "
                           f"{PYSERINI_ALPHA}, Pyserini's default (it used to be 1.0: pass "
                           "--alpha 1.0 to reproduce older hybrid runs)")
@@ -133,15 +143,21 @@ def _refuse_what_the_method_ignores(args: argparse.Namespace) -> None:
         args.candidates = CANDIDATES
 
 
+def _say_if_at_the_edge(alpha: float, table: dict[float, float]) -> None:
+    """A tuned alpha at an end of the grid that beats its neighbour may not be the optimum: the
+    dev metric was still rising there (the grid is TASER's, 0.5..2.0; Pyserini's default 0.1
+    lies outside it)."""
+    grid = sorted(table)
+    for end, nxt in ((grid[0], grid[1:2]), (grid[-1], grid[-2:-1])):
+        if alpha == end and nxt and table[end] > table[nxt[0]]:
+            print(f"warning: the tuned alpha {alpha} is at the end of the grid "
+                  f"({grid[0]}..{grid[-1]}) and better than its neighbour: the best alpha may lie "
+                  "beyond it; try --alpha by hand", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _refuse_what_the_method_ignores(args)
-    if args.hits < 1:
-        raise UserError("--hits must be >= 1")
-    if args.candidates is not None and args.candidates < 1:
-        raise UserError(f"--candidates must be >= 1, got {args.candidates}")
-    if args.rrf_k < 1:  # k <= 0 divides by zero at rank -k or inverts the fusion
-        raise UserError(f"--rrf-k must be >= 1, got {args.rrf_k}")
     if args.alpha is not None and args.alpha < 0:
         raise UserError(f"--alpha must be >= 0 (the weight of the second run), got {args.alpha}")
     if len(args.runs) < 2:
@@ -173,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             alpha, table = search_alpha(*dev[0], dev[1], metric=args.metric,
                                         normalization=args.hybrid_normalize, k_prime=args.candidates)
             tuned = {"alpha": alpha, "dev": {str(a): v for a, v in table.items()}}
+            _say_if_at_the_edge(alpha, table)
         fused = hybrid(runs[0], runs[1], alpha, args.hybrid_normalize, args.weight_on_dense,
                        k=args.hits)
     else:

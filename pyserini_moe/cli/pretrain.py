@@ -16,7 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from pyserini_moe.cli import refuse_input_as_output
+from pyserini_moe.cli import finite_float, refuse_input_as_output
 from pyserini_moe.cli.args import add_device_arg
 
 
@@ -59,15 +59,15 @@ def build_parser() -> argparse.ArgumentParser:
                              "sees is --batch-size x this (the paper's 2048 = 256 x 8)")
     parser.add_argument("--max-length", type=int, default=128, help="encoder tokens")
     parser.add_argument("--context-max-length", type=int, default=64, help="decoder tokens")
-    parser.add_argument("--mask-ratio", type=float, default=0.3,
+    parser.add_argument("--mask-ratio", type=finite_float, default=0.3,
                         help="share of encoder tokens masked (CoT-MAE: 0.3)")
-    parser.add_argument("--learning-rate", type=float, default=1e-4)
-    parser.add_argument("--encoder-learning-rate", type=float, default=None,
+    parser.add_argument("--learning-rate", type=finite_float, default=1e-4)
+    parser.add_argument("--encoder-learning-rate", type=finite_float, default=None,
                         help="learning rate of the encoder's own layers (default: "
                              "--learning-rate; the MLM head and the decoder always use "
                              "--learning-rate); lower it, or 0 to freeze the encoder, to keep a "
                              "backbone that already retrieves well")
-    parser.add_argument("--warmup-ratio", type=float, default=0.1)
+    parser.add_argument("--warmup-ratio", type=finite_float, default=0.1)
     parser.add_argument("--switch-experts", action="store_true",
                         help="ablation (table 4): queries through P-FFN, passages through Q-FFN")
     parser.add_argument("--seed", type=int, default=42)

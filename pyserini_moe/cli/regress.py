@@ -81,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     check_selection(regressions, args.seed)
     # absolute: steps run from the repository root, the runner from here
     work_dir = Path(args.work_dir).resolve() if args.work_dir else DEFAULT_WORK
+    for flag, folder in (("--work-dir", work_dir), ("--results-dir", args.results_dir)):
+        if folder is not None and Path(folder).exists() and not Path(folder).is_dir():
+            raise UserError(f"{flag} {folder} is a file: name a folder (made if missing)")
     results = Path(args.results_dir).resolve() if args.results_dir else (
         work_dir / "results" if args.work_dir else RESULTS_DIR)
     failed = False

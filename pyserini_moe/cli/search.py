@@ -28,7 +28,13 @@ import argparse
 import sys
 from dataclasses import replace
 
-from pyserini_moe.cli import HelpFormatter, output_file, refuse_input_as_output, settings_from
+from pyserini_moe.cli import (
+    HelpFormatter,
+    finite_float,
+    output_file,
+    refuse_input_as_output,
+    settings_from,
+)
 from pyserini_moe.cli.args import add_backend_arg, add_device_args, backend_encoder
 from pyserini_moe.errors import UserError
 from pyserini_moe.representation import INDEX_KINDS
@@ -125,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "candidates exactly and the scores are summed (CoT-MoTE's s_den + "
                           "s_spr); norm_sum, norm_max, sum_rr, max_rr, linear: CAME table 4; rrf, "
                           "combsum, combmnz, wsum: ranx")
-    fus.add_argument("--fusion-weights", type=float, nargs="+", default=None,
+    fus.add_argument("--fusion-weights", type=finite_float, nargs="+", default=None,
                      help="linear / wsum: one weight per index")
     fus.add_argument("--expert-runs", default=None, metavar="PREFIX",
                      help="also write each expert's own run to PREFIX.<kind>.trec")
@@ -134,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
         "list's minimum); fuse saved runs with `python -m pyserini_moe.fuse`")
     hyb.add_argument("--bm25-index", default=None,
                      help="a BM25 index of the same corpus: fuse the model's run with BM25's")
-    hyb.add_argument("--alpha", type=float, default=PYSERINI_ALPHA,
+    hyb.add_argument("--alpha", type=finite_float, default=PYSERINI_ALPHA,
                      help="weight of the BM25 scores (of the model's with --weight-on-dense); "
                           f"default {PYSERINI_ALPHA}, Pyserini's default (it used to be "
                           "1.0: pass --alpha 1.0 to reproduce older hybrid runs)")
@@ -147,8 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     hyb.add_argument("--candidates", type=int, default=1000,
                      help="K': hits taken from each side before fusing")
     bm25 = parser.add_argument_group("bm25")
-    bm25.add_argument("--k1", type=float, default=0.9, help="BM25 k1")
-    bm25.add_argument("--b", type=float, default=0.4, help="BM25 b")
+    bm25.add_argument("--k1", type=finite_float, default=0.9, help="BM25 k1")
+    bm25.add_argument("--b", type=finite_float, default=0.4, help="BM25 b")
     bm25.add_argument("--fields", nargs="+", type=field_weight, default=None,
                       metavar="FIELD=WEIGHT",
                       help="Pyserini's flag: search these fields of a multifield index (`index "

@@ -14,16 +14,9 @@ import argparse
 import logging
 import sys
 
-from pyserini_moe.cli import refuse_input_as_output
+from pyserini_moe.cli import positive_int, refuse_input_as_output
 from pyserini_moe.cli.args import add_device_arg
 from pyserini_moe.errors import UserError
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,10 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "validation)")
     parser.add_argument("--overwrite", action="store_true",
                         help="start afresh even if <output-dir> holds an earlier run's checkpoint")
-    parser.add_argument("--max-steps", type=_positive_int, metavar="N",
+    parser.add_argument("--max-steps", type=positive_int, metavar="N",
                         help="stop after N optimizer steps (overrides training.max_steps; the "
                              "learning-rate schedule is sized for the shorter run)")
-    parser.add_argument("--epochs", type=_positive_int, metavar="N",
+    parser.add_argument("--epochs", type=positive_int, metavar="N",
                         help="overrides training.epochs")
     parser.add_argument("--seed", type=int, metavar="N",
                         help="the training seed (overrides training.seed): initialisation of new "

@@ -37,7 +37,7 @@ from pyserini_moe._java import bootstrap
 from pyserini_moe.data.dpr import passage_texts
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import open_binary
-from pyserini_moe.runs import Run, ranked
+from pyserini_moe.runs import JAVA_INT_MAX, Run, ranked
 
 Qrels = dict[str, dict[str, int]]
 
@@ -89,12 +89,12 @@ def parse_metric(name: str) -> Metric:
     if key in ("map", "mrr"):
         return Metric(name, key, "map" if key == "map" else "recip_rank")
     family, sep, cutoff = key.partition("@")
-    if sep and family in _TREC_MEASURES and cutoff.isdigit() and int(cutoff) > 0:
+    if sep and family in _TREC_MEASURES and cutoff.isdigit() and 0 < int(cutoff) <= JAVA_INT_MAX:
         k = int(cutoff)
         depth = k if family == "mrr" else None
         return Metric(name, f"{family}@{k}", _TREC_MEASURES[family].format(k=k), depth)
     raise UserError(f"unknown metric {name!r}; valid metrics: {VALID_METRICS} "
-                    "(k a positive integer, e.g. ndcg@10), or trec_eval's names for them "
+                    f"(k an integer in [1, {JAVA_INT_MAX}], e.g. ndcg@10), or trec_eval's names for them "
                     "(ndcg_cut.10, recall.100, P.10, map_cut.100, recip_rank, map)")
 
 

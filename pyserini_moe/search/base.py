@@ -10,7 +10,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 from tqdm import tqdm
 
 from pyserini_moe.index.meta import IndexMismatchError
-from pyserini_moe.runs import Run, ranked
+from pyserini_moe.runs import JAVA_INT_MAX, Run, ranked
 
 T = TypeVar("T")
 
@@ -113,14 +113,21 @@ def no_hits_notice(run: Run, topics: dict[str, str]) -> str | None:
             "them as 0")
 
 
+def depth_for_remove_query(hits: int) -> int:
+    """How deep to search so that ``hits`` remain once the query's own id is dropped: one more,
+    within what a Java int holds (Lucene's limit; a search that deep returns the collection)."""
+    return min(hits + 1, JAVA_INT_MAX)
+
+
 def remove_query(run: Run, hits: int | None = None) -> Run:
     """Each query's hits less the document whose docid is the query's own id (Pyserini's
     ``--remove-query``), the best ``hits`` kept (all with None).
 
     In ArguAna (and Quora) every query is itself a corpus document and retrieves itself first;
-    BEIR (``ignore_identical_ids``) and Pyserini's 2CR drop that hit. Search ``hits + 1`` deep
-    and pass ``hits`` to keep ``hits`` per query. Fusing runs that lack the query's own id
-    (``python -m pyserini_moe.fuse``) cannot bring it back: fusion only ranks the union.
+    BEIR (``ignore_identical_ids``) and Pyserini's 2CR drop that hit. Search
+    ``depth_for_remove_query(hits)`` deep and pass ``hits`` to keep ``hits`` per query. Fusing
+    runs that lack the query's own id (``python -m pyserini_moe.fuse``) cannot bring it back:
+    fusion only ranks the union.
     """
     return {qid: dict(ranked({d: s for d, s in docs.items() if d != qid})[:hits])
             for qid, docs in run.items()}

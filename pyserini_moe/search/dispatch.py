@@ -9,6 +9,7 @@ call it.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import time
 from typing import TYPE_CHECKING
@@ -18,7 +19,9 @@ from pyserini_moe.index.meta import IndexMismatchError, read_meta
 from pyserini_moe.representation import INDEX_KINDS
 from pyserini_moe.runs import Run
 from pyserini_moe.search.base import (
+    JAVA_INT_MAX,
     Searcher,
+    depth_for_remove_query,
     no_hits_notice,
     remove_query,
     remove_query_notice,
@@ -30,7 +33,6 @@ from pyserini_moe.search.hybrid import PYSERINI_ALPHA, hybrid
 if TYPE_CHECKING:
     from pyserini_moe.search.experts import ExpertFusionSearcher
 
-JAVA_INT_MAX = 2**31 - 1  # Lucene's hit counts and limits are Java ints
 RETRIEVERS = ("bm25", *INDEX_KINDS, "fused")
 # "exact": every expert re-scores the union of the candidates with the model's own score.
 SEARCH_FUSIONS = ("exact", *FUSIONS)
@@ -118,32 +120,48 @@ class SearchSettings:
         if self.fields and self.retriever != "bm25" and not self.bm25_index:
             return ("--fields searches fields of a BM25 index (--retriever bm25, or the BM25 "
                     "side of a hybrid)")
-        if self.alpha < 0:
-            return f"--alpha must be >= 0 (the weight of the BM25 scores), got {self.alpha}"
-        if self.k1 < 0 or not 0 <= self.b <= 1:
-            return f"BM25 needs --k1 >= 0 and --b in [0, 1], got k1 {self.k1}, b {self.b}"
+        if not 0 <= self.alpha < math.inf:
+            return (f"--alpha must be >= 0 and finite (the weight of the BM25 scores), "
+                    f"got {self.alpha}")
+        if not 0 <= self.k1 < math.inf or not 0 <= self.b <= 1:
+            return (f"BM25 needs --k1 >= 0 and --b in [0, 1] (finite numbers), got k1 "
+                    f"{self.k1}, b {self.b}")
+        if self.fields and not all(0 <= w < math.inf for w in self.fields.values()):
+            return f"--fields weights must be >= 0 and finite, got {self.fields}"
         return None
 
     def _ignored_problem(self) -> str | None:
         """Settings this search would silently not use (``fuse`` refuses such settings too):
-        a model's on BM25, BM25's or a hybrid's on a model search without ``--bm25-index``."""
+        a model's on BM25, BM25's or a hybrid's without ``--bm25-index``, the fusion's outside a
+        fused search, the candidate depth outside a fusion, the impact query cut on a dense or
+        multi-vector search."""
+        unread = [name for name in self._unread() if getattr(self, name) != _DEFAULTS[name]]
+        if not unread:
+            return None
+        article = "an" if self.retriever[0] in "aeiou" else "a"
+        name = "BM25" if self.retriever == "bm25" else self.retriever
+        alone = " without --bm25-index" if self.retriever != "bm25" and not self.bm25_index else ""
+        flags = ", ".join("--" + name.replace("_", "-") for name in unread)
+        return (f"{flags}: not used by {article} {name} search{alone}; leave "
+                f"{'it' if len(unread) == 1 else 'them'} out")
+
+    def _unread(self) -> list[str]:
+        """The settings this search does not read."""
         if self.retriever == "bm25":
-            names, where = (*_MODEL_SETTINGS, *_HYBRID_SETTINGS), "a BM25 search"
-        elif not self.bm25_index:
-            names = ("k1", "b", *_HYBRID_SETTINGS)
-            article = "an" if self.retriever[0] in "aeiou" else "a"
-            where = f"{article} {self.retriever} search without --bm25-index"
+            names = [*_MODEL_SETTINGS, *_HYBRID_SETTINGS]
         else:
-            return None
-        unused = [name for name in names if getattr(self, name) != _DEFAULTS[name]]
-        if not unused:
-            return None
-        flags = ", ".join("--" + name.replace("_", "-") for name in unused)
-        return f"{flags}: not used by {where}; leave {'it' if len(unused) == 1 else 'them'} out"
+            names = [] if self.bm25_index else ["k1", "b", *_HYBRID_SETTINGS]
+        if self.retriever != "fused":
+            names += ["fusion", "fusion_weights"] + ([] if self.bm25_index else ["candidates"])
+        if self.retriever in ("dense", "multivector"):
+            names.append("query_max_terms")
+        return names
 
     def _fusion_problem(self) -> str | None:
         if self.fusion not in SEARCH_FUSIONS:
             return f"--fusion {self.fusion!r}: choose from {', '.join(SEARCH_FUSIONS)}"
+        if self.fusion_weights and not all(0 <= w < math.inf for w in self.fusion_weights):
+            return f"--fusion-weights must be finite numbers >= 0, got {self.fusion_weights}"
         needs_weights = self.retriever == "fused" and self.fusion in ("linear", "wsum")
         if needs_weights and (not self.fusion_weights
                               or len(self.fusion_weights) != len(self.index)):
@@ -182,7 +200,7 @@ def search_topics(s: SearchSettings, topics: dict[str, str]) -> SearchOutcome:
     clock = time.perf_counter()
     searchers = _open(s)
     opened = time.perf_counter()
-    hits = s.hits + 1 if s.remove_query else s.hits
+    hits = depth_for_remove_query(s.hits) if s.remove_query else s.hits
     depth = s.candidates if s.bm25_index else hits
     expert_runs: dict[str, Run] = {}
     main, bm25 = searchers

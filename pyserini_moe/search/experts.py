@@ -38,20 +38,10 @@ class ExpertFusionSearcher:
 
         if len(indexes) < 2:
             raise UserError("expert fusion needs at least two indexes (one per representation)")
-        self.searchers = []
-        for index in indexes:
-            meta = read_meta(index)
-            kind = meta.kind if meta else None
-            if kind not in SEARCHERS:
-                raise IndexMismatchError(f"{index}: expert fusion takes dense, impact or "
-                                         f"multivector indexes built by pyserini-moe, not "
-                                         f"{kind or 'an index without pyserini_moe_index.json'}")
-            self.searchers.append(open_searcher(kind, index, encoder, device, query_max_length,
-                                                query_max_terms, faiss_params,
-                                                precision=precision))
-        kinds = [s.kind for s in self.searchers]
-        if len(set(kinds)) < len(kinds):
-            raise UserError(f"two indexes of the same kind ({kinds}): give one per expert")
+        kinds = _one_models_kinds(indexes)  # checked before any model is loaded
+        self.searchers = [open_searcher(kind, index, encoder, device, query_max_length,
+                                        query_max_terms, faiss_params, precision=precision)
+                          for kind, index in zip(kinds, indexes)]
 
     @property
     def kinds(self) -> list[str]:
@@ -98,3 +88,28 @@ def _scaled(run: Run, scale: float) -> Run:
     if scale == 1.0:
         return run
     return {qid: {d: s * scale for d, s in hits.items()} for qid, hits in run.items()}
+
+
+def _one_models_kinds(indexes: list[str | os.PathLike]) -> list[str]:
+    """Each index's kind, once the indexes are known to be one model's experts: pyserini-moe
+    indexes of distinct kinds whose metadata records one model (fused scores are summed in that
+    model's units; runs of different models are ``python -m pyserini_moe.fuse``'s work)."""
+    kinds, models = [], {}
+    for index in indexes:
+        meta = read_meta(index)
+        kind = meta.kind if meta else None
+        if kind not in SEARCHERS:
+            raise IndexMismatchError(f"{index}: expert fusion takes dense, impact or "
+                                     f"multivector indexes built by pyserini-moe, not "
+                                     f"{kind or 'an index without pyserini_moe_index.json'}")
+        if meta.encoder_fingerprint:
+            models.setdefault(meta.encoder_fingerprint, str(index))
+        kinds.append(kind)
+    if len(set(kinds)) < len(kinds):
+        raise UserError(f"two indexes of the same kind ({kinds}): give one per expert")
+    if len(models) > 1:
+        raise IndexMismatchError(
+            f"{' and '.join(models.values())} were built by different models; --retriever fused "
+            "fuses the experts of one model (their scores share its units): fuse runs of "
+            "different models with `python -m pyserini_moe.fuse`")
+    return kinds

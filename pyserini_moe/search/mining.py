@@ -11,6 +11,7 @@ from pathlib import Path
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.encoded import BUILDERS
 from pyserini_moe.runs import Run
+from pyserini_moe.search.base import depth_for_remove_query
 from pyserini_moe.search.base import remove_query as remove_query_hits
 from pyserini_moe.search.encoded import SEARCHERS
 
@@ -33,4 +34,4 @@ def retrieve(encoder: str, corpus: str, topics: dict[str, str], kind: str, hits:
     searcher = SEARCHERS[kind](index, encoder, device=device)
     if not remove_query:
         return searcher.search(topics, hits=hits)
-    return remove_query_hits(searcher.search(topics, hits=hits + 1), hits)
+    return remove_query_hits(searcher.search(topics, hits=depth_for_remove_query(hits)), hits)

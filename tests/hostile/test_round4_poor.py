@@ -1,0 +1,72 @@
+"""Hostile pass 4, the poor cases: misleading or silent behaviour that was not yet a fault."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pyserini_moe.train.config import ConfigError, load_config
+
+
+def test_a_recipe_key_written_twice_is_refused(tmp_path: Path) -> None:
+    """H4-32: YAML keeps the last of two ``training:`` blocks in silence; a recipe pasted twice
+    trained with the second block only."""
+    recipe = tmp_path / "dup.yaml"
+    recipe.write_text("output_dir: out\nmodel: {type: siamese}\ndata: {collection: scifact}\n"
+                      "training: {learning_rate: 1.0e-4, max_steps: 2}\n"
+                      "training: {learning_rate: 1.0e-4, max_steps: 1}\n")
+    with pytest.raises(ConfigError, match="the key 'training' is written twice in one mapping"):
+        load_config(recipe)
+
+
+def test_a_merge_key_may_still_override_what_it_merges(tmp_path: Path) -> None:
+    recipe = tmp_path / "merge.yaml"
+    recipe.write_text("output_dir: out\nmodel: {type: siamese}\ndata: {collection: scifact}\n"
+                      "training: {<<: {learning_rate: 1.0e-4, max_steps: 2}, max_steps: 1}\n")
+    assert load_config(recipe).training.max_steps == 1
+
+
+def test_a_work_dir_that_is_a_file_is_said_so(tmp_path: Path, capsys) -> None:
+    """H4-39: the runner said "[Errno 20] Not a directory: '<file>/<regression>'"."""
+    from pyserini_moe.cli import regress, run_main
+
+    work = tmp_path / "work"
+    work.write_text("a file")
+    code = run_main(regress.main, ["regressions/bm25-scifact.yaml", "--work-dir", str(work),
+                                   "--dry-run"])
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: --work-dir {work} is a file: name a folder (made if missing)")
+
+
+@pytest.mark.parametrize(("table", "warned"), [
+    ({0.5: 0.30, 0.6: 0.25, 0.7: 0.20}, True),    # still rising towards the lower end
+    ({0.5: 0.20, 0.6: 0.25, 0.7: 0.30}, True),    # towards the upper end
+    ({0.5: 0.20, 0.6: 0.30, 0.7: 0.25}, False),   # an inner optimum
+    ({0.5: 0.30, 0.6: 0.30, 0.7: 0.30}, False)])  # a level curve: nothing beyond to gain
+def test_a_tuned_alpha_at_the_grid_edge_is_said(capsys, table: dict, warned: bool) -> None:
+    """H4-63: tuning ended at the grid's lowest alpha, still rising, without a word."""
+    from pyserini_moe.cli.fuse import _say_if_at_the_edge
+
+    _say_if_at_the_edge(max(table, key=table.__getitem__), table)
+    assert ("is at the end of the grid (0.5..0.7)" in capsys.readouterr().err) == warned
+
+
+def test_fused_search_refuses_indexes_of_two_models_before_loading_either(tmp_path: Path) -> None:
+    """H4-52: a dense index of one model and an impact index of another were fused without a
+    word, although a fused search sums one model's expert scores."""
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.index.meta import write_meta
+    from pyserini_moe.search.experts import ExpertFusionSearcher
+
+    for kind, model in (("dense", "aaaa"), ("impact", "bbbb")):
+        (tmp_path / kind).mkdir()
+        write_meta(tmp_path / kind, kind, encoder=f"/models/{model}", encoder_fingerprint=model)
+    with pytest.raises(UserError, match="were built by different models; --retriever fused "
+                                        "fuses the experts of one model"):
+        ExpertFusionSearcher([tmp_path / "dense", tmp_path / "impact"])
+    (tmp_path / "impact2").mkdir()
+    write_meta(tmp_path / "impact2", "dense", encoder="/models/aaaa", encoder_fingerprint="aaaa")
+    with pytest.raises(UserError, match="two indexes of the same kind"):
+        ExpertFusionSearcher([tmp_path / "dense", tmp_path / "impact2"])
