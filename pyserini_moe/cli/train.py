@@ -45,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "output_dir)")
     parser.add_argument("--resume", action="store_true",
                         help="continue exactly from <output-dir>/checkpoint (written at every "
-                             "validation)")
+                             "validation); with another --max-steps / --epochs the schedule is "
+                             "rebuilt for the new length (said when resuming)")
     parser.add_argument("--overwrite", action="store_true",
                         help="start afresh even if <output-dir> holds an earlier run's checkpoint")
     parser.add_argument("--max-steps", type=positive_int, metavar="N",

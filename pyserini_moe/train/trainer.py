@@ -447,6 +447,13 @@ class Trainer:
         if changed:
             raise UserError(f"cannot resume {self.out}: the recipe changed since the checkpoint "
                             f"({', '.join(sorted(changed))})")
+        longer = [f"training.{key} {saved['training'].get(key)} -> {current['training'].get(key)}"
+                  for key in ("epochs", "max_steps")
+                  if saved["training"].get(key) != current["training"].get(key)]
+        if longer:
+            log.warning("resuming with %s: the learning-rate schedule is rebuilt for the new "
+                        "length, so the steps from here differ from the original run's",
+                        ", ".join(longer))
 
     def _write_summary(self, state: dict[str, Any], total: int,
                        recent: deque[float]) -> dict[str, Any]:

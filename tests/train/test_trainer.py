@@ -127,7 +127,7 @@ def test_resume_after_interruption_equals_an_uninterrupted_run(toy, tiny_bert, t
                      for e in read_log(tmp_path / "cut")]
 
 
-def test_resume_and_restart_guards(toy, tiny_bert, tmp_path):
+def test_resume_and_restart_guards(toy, tiny_bert, tmp_path, caplog):
     out = tmp_path / "run"
     with pytest.raises(FileNotFoundError, match="nothing to resume"):
         make(toy, out, tiny_bert, max_steps=2).train(resume=True)
@@ -136,8 +136,9 @@ def test_resume_and_restart_guards(toy, tiny_bert, tmp_path):
         make(toy, out, tiny_bert, max_steps=2).train()
     with pytest.raises(ValueError, match=r"recipe changed.*training\.learning_rate"):
         make(toy, out, tiny_bert, max_steps=3, learning_rate=1e-4).train(resume=True)
-    summary = make(toy, out, tiny_bert, max_steps=3).train(resume=True)  # longer: allowed
+    summary = make(toy, out, tiny_bert, max_steps=3).train(resume=True)  # longer: allowed,
     assert summary["metrics"]["steps"] == 3
+    assert "training.max_steps 2 -> 3: the learning-rate schedule is rebuilt" in caplog.text  # said
     assert make(toy, out, tiny_bert, max_steps=1).train(overwrite=True)["metrics"]["steps"] == 1
 
 
