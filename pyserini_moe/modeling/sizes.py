@@ -33,15 +33,20 @@ def count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def parameter_counts(config: Any) -> dict[str, int]:
+def parameter_counts(config: Any) -> dict[str, int | str]:
     """Parameters of every registered model type (and its VARIANTS) built on ``config``, on the
-    meta device: nothing is allocated."""
+    meta device: nothing is allocated. An architecture the config cannot hold (TASER's default
+    block pattern on a 2-layer backbone) gets the reason instead of a count, so the others are
+    still reported."""
 
-    counts = {}
+    counts: dict[str, int | str] = {}
     with torch.device("meta"):
         for model_type in model_types():
             cls = model_class(model_type)
             configs = dict.fromkeys(cls.backbone_slots, config)
             for name, args in VARIANTS.get(model_type, {model_type: {}}).items():
-                counts[name] = count_parameters(cls.from_configs(configs, None, **args))
+                try:
+                    counts[name] = count_parameters(cls.from_configs(configs, None, **args))
+                except (RuntimeError, ValueError) as e:  # UserError is a ValueError
+                    counts[name] = str(e).splitlines()[0]
     return counts

@@ -70,3 +70,14 @@ def test_fused_search_refuses_indexes_of_two_models_before_loading_either(tmp_pa
     write_meta(tmp_path / "impact2", "dense", encoder="/models/aaaa", encoder_fingerprint="aaaa")
     with pytest.raises(UserError, match="two indexes of the same kind"):
         ExpertFusionSearcher([tmp_path / "dense", tmp_path / "impact2"])
+
+
+def test_sizes_reports_every_architecture_a_small_backbone_can_hold(tiny_bert, capsys) -> None:
+    """H4-46: one architecture needing more layers (TASER's T=2 on 2 layers) refused the table."""
+    from pyserini_moe.cli import run_main, sizes
+
+    assert run_main(sizes.main, ["--backbone", str(tiny_bert)]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert any(r.startswith("| siamese | ") and r.endswith("M |") for r in rows)
+    assert "| taser det-r (T=2, I=2) | cannot be built: every=2 leaves no specialised block in 2 " \
+           "layers |" in rows
