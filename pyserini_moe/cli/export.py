@@ -12,7 +12,6 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 from pyserini_moe.cli import HelpFormatter, refuse_input_as_output
 from pyserini_moe.cli.args import add_encoder_option_arg, parse_options
 from pyserini_moe.errors import UserError
+from pyserini_moe.io import refuse_special_output
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,18 +48,30 @@ def main(argv: list[str] | None = None) -> int:
     cache = (Path(args.encoder) / "onnx").resolve()
     inside_cache = cache in args.output.resolve().parents
     refuse_input_as_output([str(args.output)], [] if inside_cache else [args.encoder])
-    if args.output.is_file():
-        raise UserError(f"{args.output} is a file: name a folder for the export")
-    if args.output.exists():
-        if not args.overwrite:
-            raise FileExistsError(f"{args.output} already exists; pass --overwrite to replace it")
-        shutil.rmtree(args.output)
+    _check_output(args.output, args.overwrite, is_onnx_export(args.output))
     if is_onnx_export(args.encoder):
         raise UserError(f"{args.encoder} is already an ONNX export; export the PyTorch model")
     start = time.perf_counter()
     model = load_encoder(args.encoder, device="cpu", options=parse_options(args.encoder_option))
+    # written beside the output and swapped in whole (io.atomic_path): a failure keeps the old
     export(model, args.output, source=args.encoder, int8=args.int8)
     print(f"ONNX export of {args.encoder} written to {args.output} in "
           f"{time.perf_counter() - start:.1f}s", file=sys.stderr)
     return 0
 
+
+def _check_output(output: Path, overwrite: bool, is_export: bool) -> None:
+    """Before anything is loaded: ``--overwrite`` replaces only an ONNX export or an empty
+    folder, never an index, a model or a folder of the user's files (it once deleted them all),
+    and nothing is deleted here: the new export replaces the old only once it is complete."""
+    refuse_special_output(output)
+    if output.is_file():
+        raise UserError(f"{output} is a file: name a folder for the export")
+    if not output.exists():
+        return
+    if not overwrite:
+        raise FileExistsError(f"{output} already exists; pass --overwrite to replace it")
+    if not is_export and any(output.iterdir()):
+        raise FileExistsError(f"{output} is not an ONNX export: --overwrite replaces only an "
+                              "export or an empty folder, never an index, a model or other "
+                              "files; name another folder")

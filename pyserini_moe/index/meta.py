@@ -139,7 +139,7 @@ class IndexMeta:
         values = {k: v for k, v in data.items() if k in known}
         if _LEGACY_NUM_DOCS in data and "num_docs" not in data:
             values["num_docs"] = data[_LEGACY_NUM_DOCS]
-        problem = _type_problem(values)
+        problem = _type_problem(values) or _value_problem(values)
         if problem:
             raise UserError(f"{where}the index metadata is damaged ({problem}); write it again "
                             "(rebuild the index)")
@@ -166,6 +166,14 @@ def write_meta(index_dir: str | os.PathLike, kind: str, **fields: Any) -> Path:
     """Record ``kind`` (bm25, dense, impact, multivector) and build details (:class:`IndexMeta`'s
     fields; another name is a ``TypeError``) in the index folder."""
     return IndexMeta(kind=kind, **fields).write(index_dir)
+
+
+def meta_path(index_dir: str | os.PathLike) -> Path:
+    """The metadata file of ``index_dir`` an error about a recorded value names: this version's
+    name, or the legacy one where only that exists."""
+    legacy = Path(index_dir) / LEGACY_META_FILE
+    path = Path(index_dir) / META_FILE
+    return legacy if legacy.is_file() and not path.is_file() else path
 
 
 def read_meta(index_dir: str | os.PathLike) -> IndexMeta | None:
@@ -226,6 +234,21 @@ def _type_problem(values: dict[str, Any]) -> str | None:
         if not _fits(value, hint):
             return (f"{name!r} must be {_hint_name(hint)}, got {type(value).__name__} "
                     f"{_short(value)}")
+    return None
+
+
+# Fields that, when recorded, are at least 1: ``query_max_length`` -5 failed in the tokenizer with
+# a traceback, 0 was read as "no limit" under a warning that queries are cut; a quantization of 0
+# was refused without naming the metadata.
+_POSITIVE = ("query_max_length", "max_length", "dim", "quantization")
+
+
+def _value_problem(values: dict[str, Any]) -> str | None:
+    """What is wrong with the values of ``values`` (types already checked), or None."""
+    for name in _POSITIVE:
+        value = values.get(name)
+        if value is not None and value < 1:
+            return f"{name!r} must be >= 1 or absent, got {value!r}"
     return None
 
 

@@ -424,13 +424,16 @@ class MultiVectorIndex:
         self.vectors = load_array(self.index_dir / VECTORS_FILE, mmap_mode="r")
         self.token2doc = load_array(self.index_dir / TOKEN2DOC_FILE, mmap_mode="r")
         self.index = faiss.read_index(str(self.index_dir / FAISS_FILE))
-        params = faiss_params or ""
+        form = _index_form(self.index)
+        params = _parse_params(faiss_params, f"{form} index ({meta.faiss or 'flat'})",
+                               _FORM_PARAMS[form])
         ivf = _ivf(self.index)
         if ivf is not None and "nprobe" not in params:
             ivf.nprobe = default_nprobe(ivf.nlist)
         self._hnsw = getattr(self.index, "hnsw", None) if "efSearch" not in params else None
         if params:
-            faiss.ParameterSpace().set_index_parameters(self.index, params)
+            faiss.ParameterSpace().set_index_parameters(
+                self.index, ",".join(f"{name}={value}" for name, value in params.items()))
 
     def query_matrix(self, q: np.ndarray) -> np.ndarray:
         """``q`` as the contiguous float32 [Lq, dim] matrix MaxSim reads, checked."""
@@ -561,15 +564,44 @@ def default_ndocs(k: int) -> int:
 
 def _compressed_params(params: str | None) -> tuple[int | None, int | None]:
     """``"nprobe=N,ndocs=N"`` (either, any order) -> (nprobe, ndocs); None where not given."""
-    found: dict[str, int] = {}
-    for part in filter(None, (params or "").split(",")):
-        name, _, value = part.partition("=")
-        if name.strip() not in ("nprobe", "ndocs") or not value.strip().isdigit() \
-                or int(value) < 1:
-            raise UserError(f"--faiss-params {params!r}: a compressed multivector index takes "
-                            "nprobe=N and ndocs=N (positive integers)")
-        found[name.strip()] = int(value)
+    found = _parse_params(params, "compressed multivector index", ("nprobe", "ndocs"))
     return found.get("nprobe"), found.get("ndocs")
+
+
+#: The search parameters each form of token index takes (Faiss ParameterSpace names), every one a
+#: count of at least 1. Faiss's own error for another form's name was a 33-line traceback, and it
+#: took efSearch=nan, -7 or 0 without a word and returned a fraction of the hits.
+_FORM_PARAMS: dict[str, tuple[str, ...]] = {"IVF": ("nprobe",), "HNSW": ("efSearch",),
+                                            "flat": ()}
+#: Faiss keeps nprobe and efSearch in C ints.
+_MAX_PARAM = 2**31 - 1
+
+
+def _index_form(index: Any) -> str:
+    """``IVF``, ``HNSW`` or ``flat`` (an exhaustive index, plain or scalar-quantised)."""
+    if _ivf(index) is not None:
+        return "IVF"
+    return "HNSW" if getattr(index, "hnsw", None) is not None else "flat"
+
+
+def _parse_params(params: str | None, form: str, names: tuple[str, ...]) -> dict[str, int]:
+    """``"name=N,..."`` -> ``{name: N}``, checked before anything reaches Faiss: a name ``form``
+    does not take, a value that is not a positive integer, or a name given twice is one line
+    naming ``form`` and what it takes."""
+    takes = (" and ".join(f"{n}=N" for n in names) + " (positive integers)" if names
+             else "no parameters (it compares every token)")
+    found: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in (params or "").split(","))):
+        name, equals, value = (text.strip() for text in part.partition("="))
+        if name not in names or name in found:
+            reason = "is given twice" if name in found else "is not one of its parameters"
+            raise UserError(f"--faiss-params {params!r}: {name!r} {reason}: this {form} takes "
+                            f"{takes}")
+        if not equals or not re.fullmatch(r"[0-9]+", value) or not 1 <= int(value) <= _MAX_PARAM:
+            raise UserError(f"--faiss-params {params!r}: {name} must be a positive integer up "
+                            f"to {_MAX_PARAM}, got {value!r}: this {form} takes {takes}")
+        found[name] = int(value)
+    return found
 
 
 def _ivf(index: Any) -> Any:

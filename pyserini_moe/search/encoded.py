@@ -18,10 +18,11 @@ import numpy as np
 from tqdm import tqdm
 
 from pyserini_moe import _java
+from pyserini_moe.encode.common import position_limit
 from pyserini_moe.encode.impact import DEFAULT_QUERY_MAX_TERMS
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.doc_vectors import DOC_VECTORS, DocVectors
-from pyserini_moe.index.meta import IndexMeta, IndexMismatchError, check_kind
+from pyserini_moe.index.meta import IndexMeta, IndexMismatchError, check_kind, meta_path
 from pyserini_moe.index.multivector import MultiVectorIndex
 from pyserini_moe.modeling.auto import is_backbone, load_encoder
 from pyserini_moe.modeling.base import fingerprint
@@ -115,10 +116,24 @@ class _EncodedSearcher:
                              options=self.meta.encoder_options, precision=precision,
                              **zero_shot)
         if query_max_length is None:  # as the index records (its encoder's training length)
-            query_max_length = self.meta.query_max_length
+            query_max_length = self._recorded_query_length(model)
         self.query_encoder = self._query_encoder(model, query_max_length)
         log.info("%s: queries are cut at %d tokens", index, self.query_encoder.max_length)
         check_encoder(self.meta, self.query_encoder.model, index, self.encoder_name)
+
+    def _recorded_query_length(self, model: TextEncoder) -> int | None:
+        """The query length the index metadata records, checked against the model's positions
+        here: the query encoder's own check blames ``--query-max-length``, a flag the user did
+        not give when the value came from the metadata."""
+        length = self.meta.query_max_length
+        limit = position_limit(model)
+        if length is not None and limit is not None and length > limit:
+            raise IndexMismatchError(
+                f"{meta_path(self.index)}: the index metadata records query_max_length {length}, "
+                f"above the {limit} token positions of the encoder {self.encoder_name}: the "
+                "metadata is damaged (rebuild the index), or pass --query-max-length "
+                f"{limit} or less")
+        return length
 
     def _query_encoder(self, model: TextEncoder, max_length: int | None) -> ModelQueryEncoder:
         raise NotImplementedError

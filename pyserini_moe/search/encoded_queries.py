@@ -16,6 +16,7 @@ The query encoder is the one the index records, checked against it as a search c
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -102,7 +103,8 @@ def read_encoded_queries(path: str | os.PathLike, kind: str) -> dict[str, Any]:
 
 
 def _read_dense(file: Path) -> dict[str, Any]:
-
+    """Every row's vector checked as it is read (:func:`_dense_vector`), so a damaged table is
+    one line naming the file and the query, never numpy's traceback or warning."""
     frame = read_dataframe_pickle(file)
     columns = list(getattr(frame, "columns", []))
     if "text" not in columns or "embedding" not in columns:
@@ -110,31 +112,103 @@ def _read_dense(file: Path) -> dict[str, Any]:
                         f"(Pyserini's encoded queries), found {columns or type(frame).__name__}")
     vectors = {}
     for text, embedding in zip(frame["text"], frame["embedding"]):
-        vector = np.asarray(embedding, dtype=np.float32)
-        if vector.ndim != 1 or not np.isfinite(vector).all():
-            raise UserError(f"{file}: the query {str(text)[:60]!r} has no finite vector")
+        problem, vector = _dense_vector(embedding)
+        if problem:
+            raise UserError(f"{file}: the query {str(text)[:60]!r} {problem}")
         vectors[str(text).strip()] = vector
     if len({v.shape for v in vectors.values()}) > 1:
         raise UserError(f"{file}: the query vectors differ in length")
     return vectors
 
 
-def _read_impact(file: Path) -> dict[str, dict[str, float]]:
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _dense_vector(embedding: Any) -> tuple[str | None, np.ndarray]:
+    """``(problem, float32 vector)``: the problem (None when fine) says what the row holds
+    instead of a vector of numbers. Values are checked in float64 before the cast, since numpy
+    would turn a value beyond float32 into infinity with a warning and no word of the file."""
+    try:
+        values = np.asarray(embedding)
+    except (ValueError, TypeError):  # ragged nested lists
+        return f"has no vector of numbers (got {_describe(embedding)})", _EMPTY
+    if values.dtype.kind not in "iuf":  # strings, objects, booleans, None
+        return f"has no vector of numbers (got {_describe(embedding)})", _EMPTY
+    values = values.astype(np.float64)
+    if values.ndim != 1 or values.size == 0:
+        return f"has no one-dimensional vector (got shape {list(values.shape)})", _EMPTY
+    if not np.isfinite(values).all():
+        return "has a vector with NaN or infinite values", _EMPTY
+    if np.abs(values).max() > _FLOAT32_MAX:
+        return (f"has values that overflow float32 (e.g. {np.abs(values).max():.3g}; at most "
+                f"{_FLOAT32_MAX:.3g}): query vectors are float32"), _EMPTY
+    return None, values.astype(np.float32)
+
+
+_EMPTY = np.zeros(0, dtype=np.float32)
+
+
+def _describe(value: Any, limit: int = 40) -> str:
+    """``str '1,2,3'``: a value's type and a short repr, for an error line."""
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= limit else text[:limit - 3] + '...'}"
+
+
+#: Impact weights reach Lucene as Java ints (Pyserini's impact searcher calls ``JInt(weight)``).
+_JAVA_INT_MAX = 2**31 - 1
+
+
+def _read_impact(file: Path) -> dict[str, dict[str, int]]:
+    """Every line checked as it is read: a record of ``contents`` and a ``vector`` of integer
+    weights, each one line naming the file and line (and the query) when it is not."""
     vectors = {}
     with file.open(encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            try:
-                record = json.loads(line)
-                text, vector = record["contents"], record["vector"]
-                ok = isinstance(text, str) and isinstance(vector, dict) and all(
-                    isinstance(w, (int, float)) and not isinstance(w, bool)
-                    for w in vector.values())
-            except (ValueError, KeyError, TypeError):
-                ok = False
-            if not ok:
-                raise UserError(f"{file}, line {number}: expected {{\"contents\": text, "
-                                "\"vector\": {token: weight}}")
-            vectors[text.strip()] = vector
+            where = f"{file}, line {number}"
+            text, vector = _impact_record(line, where)
+            vectors[text.strip()] = _impact_weights(vector, f"{where} (query {text[:60]!r})")
     return vectors
+
+
+def _impact_record(line: str, where: str) -> tuple[str, dict[str, Any]]:
+    """The line's ``(contents, vector)``, or one error line naming ``where``."""
+    try:
+        record = json.loads(line)
+        text, vector = record["contents"], record["vector"]
+    except (ValueError, KeyError, TypeError):
+        text, vector = None, None
+    if not isinstance(text, str) or not isinstance(vector, dict):
+        raise UserError(f"{where}: expected {{\"contents\": text, \"vector\": {{token: "
+                        "weight}}")
+    return text, vector
+
+
+def _impact_weights(vector: dict[str, Any], where: str) -> dict[str, int]:
+    """The weights as ints. Lucene takes each as a Java int: Pyserini's ``JInt(weight)``
+    truncates a float (0.35 becomes 0, every score 0, exit 0) and fails on NaN or a huge value,
+    so anything but a non-negative whole number within Java's int range (35 or 35.0) is
+    refused here: the weights must be quantised already, as ``encode_queries`` writes them."""
+    weights = {}
+    for token, weight in vector.items():
+        whole = _whole_number(weight)
+        if whole is None or not 0 <= whole <= _JAVA_INT_MAX:
+            raise UserError(
+                f"{where}: the weight of {str(token)[:40]!r} is {_describe(weight)}: impact "
+                f"weights must be integers from 0 to {_JAVA_INT_MAX}, already quantised as the "
+                "index's were (as `python -m pyserini_moe.encode_queries` writes them)")
+        weights[token] = whole
+    return weights
+
+
+def _whole_number(value: Any) -> int | None:
+    """``value`` as an int when it is a whole number (35, or 35.0 as some writers put it),
+    else None (a bool, a string, NaN, infinity, 0.35)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return None

@@ -194,7 +194,7 @@ def test_multivector_search_passes_faiss_parameters_to_the_token_index(corpus, m
     wide = search("multivector", corpus, index, tmp_path / "b.trec", "--faiss-params",
                   "efSearch=512")
     assert wide == default  # 30 documents: any efSearch finds the same candidates
-    with pytest.raises(RuntimeError, match="bogus"):  # reaches Faiss, which refuses it
+    with pytest.raises(UserError, match="'bogus' is not one of its parameters"):  # before Faiss
         search("multivector", corpus, index, tmp_path / "c.trec", "--faiss-params", "bogus=1")
 
 
