@@ -264,7 +264,7 @@ def test_encode_time_options_are_recorded_and_applied_to_queries(corpus, tiny_be
     pyserini = FaissSearcher(str(every), DenseQueryEncoder(query_model))
     hits = pyserini.search("what is dense retrieval", k=10)
     assert {h.docid: pytest.approx(h.score, abs=1e-5) for h in hits} == run["q0"]
-    for bad, message in ((["inference=most"], "unknown inference mode"),
+    for bad, message in ((["inference=most"], "inference: must be one of top1, all"),
                          (["gate=random"], "no encode-time option gate")):
         code = run_main(index_cli.main, ["--retriever", "dense", "--corpus", str(corpus), "--index",
                                          str(tmp_path / "bad"), "--encoder", saved, "--quiet",

@@ -211,6 +211,7 @@ def test_bm25_cache_built_by_another_training_meanwhile_is_used(collection, tmp_
     """Two queues start trainings on one collection at once: the loser of the race to build the
     shared BM25 cache must search the winner's index, not fail."""
     from pyserini_moe.index import lucene
+    from pyserini_moe.train import data as training_data
 
     monkeypatch.setenv("PYSERINI_MOE_CACHE", str(tmp_path / "cache"))
     real_build = lucene.build_bm25_index
@@ -219,21 +220,21 @@ def test_bm25_cache_built_by_another_training_meanwhile_is_used(collection, tmp_
         real_build(corpus, index_dir, **kwargs)  # the other training's build lands first
         raise FileExistsError(f"{index_dir} already exists (pass overwrite to replace it)")
 
-    monkeypatch.setattr(lucene, "build_bm25_index", other_writer_wins)
+    monkeypatch.setattr(training_data, "build_bm25_index", other_writer_wins)
     cfg = config(collection, num_negatives=2, negatives={"source": "bm25", "depth": 5})
     data = load_training_data(cfg, tmp_path / "out", progress=False)
     assert data.candidates["q4"]
 
 
 def test_a_bm25_cache_path_taken_by_a_file_is_still_an_error(collection, tmp_path, monkeypatch):
-    from pyserini_moe.index import lucene
+    from pyserini_moe.train import data as training_data
 
     monkeypatch.setenv("PYSERINI_MOE_CACHE", str(tmp_path / "cache"))
 
     def refuse(corpus, index_dir, **kwargs):
         raise FileExistsError(f"{index_dir} is a file")
 
-    monkeypatch.setattr(lucene, "build_bm25_index", refuse)
+    monkeypatch.setattr(training_data, "build_bm25_index", refuse)
     cfg = config(collection, num_negatives=2, negatives={"source": "bm25", "depth": 5})
     with pytest.raises(FileExistsError, match="is a file"):
         load_training_data(cfg, tmp_path / "out", progress=False)
