@@ -85,7 +85,7 @@ def first_non_finite(out: Encoded, representations: Iterable[str]) -> int | None
     return int(bad.nonzero()[0]) if bad is not None and bad.any() else None
 
 
-def position_limit(model: Any) -> int | None:
+def position_limit(model: TextEncoder) -> int | None:
     """The most tokens a text can have for ``model``: its backbone's position embeddings (less
     RoBERTa's offset of padding_idx + 1), or an ONNX export's tokenizer limit; None if unknown."""
     if isinstance(model, torch.nn.Module):
@@ -99,7 +99,7 @@ def position_limit(model: Any) -> int | None:
     return limit if isinstance(limit, int) and limit < 1_000_000 else None
 
 
-def default_length(model: Any) -> int:
+def default_length(model: TextEncoder) -> int:
     """The length a text is cut at when none is given: every position the model has (512 for
     BERT), so nothing is cut that the model could read."""
     return position_limit(model) or DEFAULT_MAX_POSITIONS

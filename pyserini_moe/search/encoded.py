@@ -246,7 +246,7 @@ class ImpactSearcher(_EncodedSearcher):
 
         self.searcher = open_lucene(lambda: LuceneImpactSearcher(self.index, self.query_encoder),
                                     Path(self.index))
-        self._store: Any = None  # doc_vectors/, read at the first exact re-scoring
+        self._store: DocVectors | None = None  # doc_vectors/, read at the first exact re-scoring
 
     def _query_encoder(self, model: TextEncoder, max_length: int | None) -> ModelQueryEncoder:
         from pyserini_moe.encode.adapters import ImpactQueryEncoder
