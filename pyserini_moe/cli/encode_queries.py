@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pyserini_moe.cli import HelpFormatter, refuse_input_as_output
+from pyserini_moe.cli import HelpFormatter, positive_int, refuse_input_as_output
 from pyserini_moe.cli.args import add_device_args
 from pyserini_moe.errors import UserError
 
@@ -38,10 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="dense: a folder (embedding.pkl inside); impact: a .jsonl file")
     parser.add_argument("--encoder", default=None,
                         help="query encoder (default: the one recorded in the index)")
-    parser.add_argument("--query-max-length", type=int, default=None,
+    parser.add_argument("--query-max-length", type=positive_int, default=None,
                         help="query tokens kept (default: what the index records, the length "
                              "its encoder was trained at, else every position the model has)")
-    parser.add_argument("--batch-size", type=int, default=64, help="queries per batch")
+    parser.add_argument("--batch-size", type=positive_int, default=64, help="queries per batch")
     add_device_args(parser)
     parser.add_argument("--overwrite", action="store_true",
                         help="replace encoded queries written before (never an index, a model or "
@@ -49,18 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _refuse_counts_below_one(args: argparse.Namespace) -> None:
-    """A batch size or query length below 1 was a traceback once the encoding started (Python's
-    ``range`` step, the tokenizer's unsigned length): one line before any work, as search says."""
-    for flag, value in (("--batch-size", args.batch_size),
-                        ("--query-max-length", args.query_max_length)):
-        if value is not None and value < 1:
-            raise UserError(f"{flag} must be >= 1")
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _refuse_counts_below_one(args)
     refuse_input_as_output([args.output], [args.index, args.topics, args.encoder])
     from pyserini_moe.data.topics import load_topics
     from pyserini_moe.index.meta import read_meta

@@ -151,8 +151,10 @@ def test_every_query_encoder_refuses_non_finite_vectors(tiny_bert, tiny_mlm, kin
 @pytest.mark.parametrize("flags", [["--batch-size", "0"], ["--batch-size", "-1"],
                                    ["--query-max-length", "-3"]])
 def test_encode_queries_refuses_counts_below_one(ws, tmp_path, capsys, flags) -> None:  # H31, H33
-    code, err = _encode_queries(ws["index"], ws["corpus"], tmp_path / "enc", capsys, *flags)
-    assert code == 2 and err == f"error: {flags[0]} must be >= 1"
+    with pytest.raises(SystemExit) as done:  # argparse refuses it before any work
+        _encode_queries(ws["index"], ws["corpus"], tmp_path / "enc", capsys, *flags)
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert done.value.code == 2 and err.endswith(f"argument {flags[0]}: must be >= 1, got {flags[1]}")
     assert not (tmp_path / "enc").exists()
 
 
