@@ -42,6 +42,7 @@ from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer, rea
 from pyserini_moe.modeling.losses import contrastive_loss
 from pyserini_moe.modeling.pooling import encoder_from_config, pretrained_encoder
 from pyserini_moe.representation import INDEX_KINDS, REPRESENTATIONS, Representation
+from pyserini_moe.validate import ConfigError
 
 __all__ = ["INDEX_KINDS", "REPRESENTATIONS", "Representation"]  # re-exported: the model's vocabulary
 
@@ -482,7 +483,15 @@ def load_model(path: str | os.PathLike, device: str | torch.device | None = None
             and "model_type" in read_json(p / "config.json", "backbone config")]
     for sub in [""] + subs:
         configs[sub] = read_config(path / sub if sub else path)
-    model = cls.from_configs(configs, AutoTokenizer.from_pretrained(path), **meta.get("args", {}))
+    args = meta.get("args", {})
+    if not isinstance(args, dict):
+        raise UserError(f"{path / MODEL_FILE}: 'args' is {type(args).__name__}, not a mapping of "
+                        "the model's arguments; the file is damaged: save the model again")
+    try:
+        model = cls.from_configs(configs, AutoTokenizer.from_pretrained(path), **args)
+    except ConfigError as e:
+        raise ConfigError(f"{path / MODEL_FILE}: {e}; the file is damaged: save the model again",
+                          e.field) from None
     weights_file = next((path / name for name in (WEIGHTS_FILE, TRANSFORMERS_WEIGHTS_FILE)
                          if (path / name).is_file()), path / cls.weights_file)
     try:

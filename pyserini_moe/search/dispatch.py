@@ -155,6 +155,8 @@ class SearchSettings:
             names += ["fusion", "fusion_weights"] + ([] if self.bm25_index else ["candidates"])
         if self.retriever in ("dense", "multivector"):
             names.append("query_max_terms")
+        if self.retriever == "multivector":  # its HNSW takes --faiss-params efSearch=N
+            names.append("ef_search")
         return names
 
     def _fusion_problem(self) -> str | None:

@@ -48,6 +48,7 @@ from pyserini_moe.validate import (
     one_of,
     open_fraction,
     positive,
+    seed_range,
 )
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ class PretrainArgs:
     weight_decay: float = field(default=0.01, metadata=check(non_negative))
     max_grad_norm: float = field(default=1.0, metadata=check(non_negative))  # 0: no clipping
     switch_experts: bool = False           # table 4's ablation: queries -> P-FFN, passages -> Q-FFN
-    seed: int = 42
+    seed: int = field(default=42, metadata=check(seed_range))  # numpy takes [0, 2**32)
 
     def check(self) -> None:
         """The validator recipes use (:mod:`pyserini_moe.validate`), and what spans from."""

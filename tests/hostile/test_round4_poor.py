@@ -81,3 +81,42 @@ def test_sizes_reports_every_architecture_a_small_backbone_can_hold(tiny_bert, c
     assert any(r.startswith("| siamese | ") and r.endswith("M |") for r in rows)
     assert "| taser det-r (T=2, I=2) | cannot be built: every=2 leaves no specialised block in 2 " \
            "layers |" in rows
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["pooling", "mean"], "'args' is list, not a mapping"), (None, "'args' is NoneType"),
+    ({"normalize": "yes"}, "siamese model argument normalize: expected true or false")])
+def test_damaged_saved_arguments_name_the_model_file(tiny_bert, tmp_path: Path, args,
+                                                     words: str) -> None:
+    """Pass 5, H5-08/09/11: a saved folder whose ``args`` were a list or null ended in a
+    TypeError traceback; a bad value did not name the folder."""
+    import json
+
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.modeling import SiameseBiEncoder
+    from pyserini_moe.modeling.base import MODEL_FILE, load_model
+
+    folder = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(tmp_path / "m")
+    meta = json.loads((folder / MODEL_FILE).read_text())
+    meta["args"] = args
+    (folder / MODEL_FILE).write_text(json.dumps(meta))
+    with pytest.raises(UserError, match=f"^{folder / MODEL_FILE}: .*{words}"):
+        load_model(folder, device="cpu")
+
+
+def test_pretrain_refuses_a_seed_numpy_cannot_take() -> None:
+    """Pass 5, H5-13: --seed -5 ended in numpy's traceback after the backbone loaded."""
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.train.pretrain import PretrainArgs
+
+    with pytest.raises(UserError, match=r"seed: must be in \[0, 2\*\*32\), got -5"):
+        PretrainArgs(backbone="b", corpora=("scifact",), seed=-5).check()
+
+
+def test_a_multivector_search_refuses_ef_search_it_would_ignore() -> None:
+    """Pass 5, H5-22: --ef-search was silently ignored on a multi-vector index."""
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.search.dispatch import SearchSettings
+
+    with pytest.raises(UserError, match="^--ef-search: not used by a multivector search"):
+        SearchSettings(retriever="multivector", index="i", ef_search=50)
