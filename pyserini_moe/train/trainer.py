@@ -424,6 +424,12 @@ class Trainer:
         self.model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])
+        # The optimizer's groups hold the lr the checkpoint's schedule set last; a resume into a
+        # longer run (--max-steps) rebuilt the schedule, whose lambdas give the lr from here (the
+        # same value for an unchanged schedule, so an exact resume stays exact).
+        for group, lam, base in zip(optimizer.param_groups, scheduler.lr_lambdas,
+                                    scheduler.base_lrs):
+            group["lr"] = base * lam(scheduler.last_epoch)
         rng = saved["rng"]
         random.setstate(_as_tuples(rng["python"]))
         torch.set_rng_state(rng["torch"].cpu())

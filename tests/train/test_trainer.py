@@ -136,8 +136,12 @@ def test_resume_and_restart_guards(toy, tiny_bert, tmp_path, caplog):
         make(toy, out, tiny_bert, max_steps=2).train()
     with pytest.raises(ValueError, match=r"recipe changed.*training\.learning_rate"):
         make(toy, out, tiny_bert, max_steps=3, learning_rate=1e-4).train(resume=True)
+    before = load_model(out / "last", device="cpu").state_dict()
     summary = make(toy, out, tiny_bert, max_steps=3).train(resume=True)  # longer: allowed,
     assert summary["metrics"]["steps"] == 3
+    after = load_model(out / "last", device="cpu").state_dict()
+    # the resumed step learns at the rebuilt schedule's rate, not the finished run's last (0.0)
+    assert read_log(out)[-1]["lr"] > 0 and not all(torch.equal(before[k], after[k]) for k in before)
     assert "training.max_steps 2 -> 3: the learning-rate schedule is rebuilt" in caplog.text  # said
     assert make(toy, out, tiny_bert, max_steps=1).train(overwrite=True)["metrics"]["steps"] == 1
 
