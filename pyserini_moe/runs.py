@@ -15,8 +15,9 @@ from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path, iter_lines
 
 Run = dict[str, dict[str, float]]
-# The deepest a run (and a metric's cut-off) can go: Lucene's hit counts and trec_eval's cut-offs
-# are Java / C ints, and ranx's compiled metrics overflow on larger numbers.
+# The largest int the engines below take: Lucene's hit counts and impact weights (Java ints),
+# trec_eval's cut-offs and Faiss's nprobe / efSearch (C ints); ranx's compiled metrics overflow
+# on larger numbers. The deepest a run, or a metric's cut-off, can go.
 JAVA_INT_MAX = 2**31 - 1
 # Reads one split line of a run (``where``: file:line for errors) as (qid, docid, score).
 LineParser = Callable[[list[str], str], tuple[str, str, float]]

@@ -60,7 +60,7 @@ from pyserini_moe.index.residual import (
     parse_compression,
 )
 from pyserini_moe.io import atomic_path, load_array
-from pyserini_moe.runs import Run
+from pyserini_moe.runs import JAVA_INT_MAX, Run
 
 KIND = "multivector"
 VECTORS_FILE = "vectors.npy"
@@ -573,8 +573,6 @@ def _compressed_params(params: str | None) -> tuple[int | None, int | None]:
 #: took efSearch=nan, -7 or 0 without a word and returned a fraction of the hits.
 _FORM_PARAMS: dict[str, tuple[str, ...]] = {"IVF": ("nprobe",), "HNSW": ("efSearch",),
                                             "flat": ()}
-#: Faiss keeps nprobe and efSearch in C ints.
-_MAX_PARAM = 2**31 - 1
 
 
 def _index_form(index: Any) -> str:
@@ -597,9 +595,9 @@ def _parse_params(params: str | None, form: str, names: tuple[str, ...]) -> dict
             reason = "is given twice" if name in found else "is not one of its parameters"
             raise UserError(f"--faiss-params {params!r}: {name!r} {reason}: this {form} takes "
                             f"{takes}")
-        if not equals or not re.fullmatch(r"[0-9]+", value) or not 1 <= int(value) <= _MAX_PARAM:
+        if not equals or not re.fullmatch(r"[0-9]+", value) or not 1 <= int(value) <= JAVA_INT_MAX:
             raise UserError(f"--faiss-params {params!r}: {name} must be a positive integer up "
-                            f"to {_MAX_PARAM}, got {value!r}: this {form} takes {takes}")
+                            f"to {JAVA_INT_MAX}, got {value!r}: this {form} takes {takes}")
         found[name] = int(value)
     return found
 

@@ -26,6 +26,7 @@ import pandas as pd
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path, read_dataframe_pickle
+from pyserini_moe.runs import JAVA_INT_MAX
 from pyserini_moe.search.encoded import open_searcher
 
 KINDS = ("dense", "impact")
@@ -154,10 +155,6 @@ def _describe(value: Any, limit: int = 40) -> str:
     return f"{type(value).__name__} {text if len(text) <= limit else text[:limit - 3] + '...'}"
 
 
-#: Impact weights reach Lucene as Java ints (Pyserini's impact searcher calls ``JInt(weight)``).
-_JAVA_INT_MAX = 2**31 - 1
-
-
 def _read_impact(file: Path) -> dict[str, dict[str, int]]:
     """Every line checked as it is read: a record of ``contents`` and a ``vector`` of integer
     weights, each one line naming the file and line (and the query) when it is not."""
@@ -193,10 +190,10 @@ def _impact_weights(vector: dict[str, Any], where: str) -> dict[str, int]:
     weights = {}
     for token, weight in vector.items():
         whole = _whole_number(weight)
-        if whole is None or not 0 <= whole <= _JAVA_INT_MAX:
+        if whole is None or not 0 <= whole <= JAVA_INT_MAX:
             raise UserError(
                 f"{where}: the weight of {str(token)[:40]!r} is {_describe(weight)}: impact "
-                f"weights must be integers from 0 to {_JAVA_INT_MAX}, already quantised as the "
+                f"weights must be integers from 0 to {JAVA_INT_MAX}, already quantised as the "
                 "index's were (as `python -m pyserini_moe.encode_queries` writes them)")
         weights[token] = whole
     return weights
