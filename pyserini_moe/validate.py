@@ -48,6 +48,19 @@ def non_negative(value: Any) -> str | None:
     return "must be >= 0" if not value >= 0 else "must be finite"
 
 
+# Upper bounds of a model's sizes: far above any retriever's (vectors of 128-4,096, 2-64 experts)
+# and below what a typo reaches (1e14), which would otherwise be an allocation traceback or a
+# build that runs until killed.
+MAX_WIDTH = 65_536
+MAX_EXPERTS = 1_024
+
+
+def size_up_to(limit: int) -> Check:
+    """A count or width that allocates: > 0 and at most ``limit``."""
+    return lambda value: positive(value) or (None if value is None or value <= limit
+                                             else f"must be <= {limit:,}")
+
+
 def seed_range(value: int) -> str | None:
     """A random seed numpy takes (``np.random.seed``: 0 <= seed < 2**32)."""
     return None if 0 <= value < 2**32 else "must be in [0, 2**32)"

@@ -89,7 +89,6 @@ def _agreement(ours: Any, peer: Any, texts: list[str], max_length: int) -> float
     """Smallest cosine between our passage vectors and the peer's on ``texts`` (same weights:
     ~1.0 says both compute the same function, so the speed ratio compares like with like)."""
 
-
     with torch.no_grad():
         mine = ours.encode(texts, Side.PASSAGE, max_length)
         mine = mine.dense if mine.dense is not None else mine.sparse
@@ -119,7 +118,6 @@ def sparse_encoder(splade: str, out: Path, max_length: int, device: str) -> Any:
         SpladePooling,
         Transformer,
     )
-
 
     if not out.exists():
         ours = load_model(splade, device="cpu")

@@ -259,7 +259,6 @@ def _bert_base(backbone: str) -> str:
     """A BERT-base of random weights with the backbone's tokenizer, saved once."""
 
 
-
     out = os.path.join(tempfile.gettempdir(), "pyserini-moe-bench-bert-base")
     if not os.path.isdir(out):
         torch.manual_seed(0)
@@ -269,7 +268,6 @@ def _bert_base(backbone: str) -> str:
 
 
 def _random_model(name: str, backbone: str, device: str, precision: str) -> Any:
-
 
     torch.manual_seed(0)
     model = model_class(name).from_backbone(backbone, device=device).eval()

@@ -32,7 +32,6 @@ from pyserini_moe.modeling.base import (
 def build_models(backbone: str, out: Path) -> dict[str, str]:
     """An untrained model of every registered type, saved (index processes load it)."""
 
-
     paths = {}
     for model_type in model_types():
         path = out / model_type

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import refuse_special_output
 from pyserini_moe.paths import shared_data_root
+from pyserini_moe.validate import seed_range
 
 T = TypeVar("T")
 
@@ -61,6 +62,19 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def seed(text: str) -> int:
+    """argparse type of a ``--seed`` flag: an integer numpy takes, refused as the flag's own
+    value (the recipe check would blame the recipe's field for it)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    problem = seed_range(value)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{problem}, got {value}")
     return value
 
 
@@ -195,12 +209,15 @@ def run_main(main: Callable[[list[str] | None], int], argv: list[str] | None = N
 
 def quiet_libraries() -> None:
     """``--quiet``: no progress bars from the libraries either (transformers' "Loading weights",
-    the hub's downloads), not only ours."""
+    the hub's downloads), not only ours, and none of transformers' notices below an error (its
+    LOAD REPORT of a backbone without the head a model adds); our own warnings stay."""
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    os.environ["TRANSFORMERS_VERBOSITY"] = "error"  # read when transformers is imported
     if "transformers" in sys.modules:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
 
 
 class Terminated(KeyboardInterrupt):

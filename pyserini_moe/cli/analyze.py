@@ -12,7 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 from pyserini_moe.analyze import came, checkpoints, cotmote, sbmoe, taser
-from pyserini_moe.cli import finite_float, output_file, refuse_input_as_output, settings_from
+from pyserini_moe.cli import (
+    finite_float,
+    output_file,
+    refuse_input_as_output,
+    seed,
+    settings_from,
+)
 from pyserini_moe.cli.args import add_device_arg
 
 # An analysis as the command line runs it: its settings class, and the runner taking one.
@@ -49,7 +55,7 @@ def _sbmoe_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, Ana
     experts.add_argument("--topics", help="queries to route (as in search)")
     experts.add_argument("--sample", type=int, default=0,
                          help="documents sampled from the corpus (seeded); 0 = all, as the paper")
-    experts.add_argument("--seed", type=int, default=0, help="seed of --sample")
+    experts.add_argument("--seed", type=seed, default=0, help="seed of --sample")
     experts.add_argument("--min-docs", type=int, default=sbmoe.PAPER_MIN_DOCS,
                          help="documents an expert must win to be activated (paper: 100000)")
     experts.add_argument("--threshold", type=finite_float, default=None, metavar="PCT",
@@ -95,7 +101,7 @@ def _cotmote_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, A
     parser.add_argument("--qrels", required=True, help="judgments pairing queries and passages")
     parser.add_argument("--sample", type=int, default=0,
                         help="pairs sampled (seeded); 0 = every judged query")
-    parser.add_argument("--seed", type=int, default=0, help="seed of --sample and t-SNE")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of --sample and t-SNE")
     parser.add_argument("--query-max-length", type=int, default=64, help="query tokens")
     parser.add_argument("--output", type=output_file, help="also write the Markdown table here")
     parser.add_argument("--plot", help="write the t-SNE PNG here")

@@ -16,7 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from pyserini_moe.cli import finite_float, refuse_input_as_output
+from pyserini_moe.cli import finite_float, refuse_input_as_output, seed
 from pyserini_moe.cli.args import add_device_arg
 
 
@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup-ratio", type=finite_float, default=0.1)
     parser.add_argument("--switch-experts", action="store_true",
                         help="ablation (table 4): queries through P-FFN, passages through Q-FFN")
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--seed", type=seed, default=42,
+                        help="the random seed (numpy's range: 0 to 2**32 - 1)")
     add_device_arg(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pyserini_moe.cli import HelpFormatter
+from pyserini_moe.cli import HelpFormatter, seed
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.regress import (
     REPO_ROOT,
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "elsewhere leaves the tracked pages alone)")
     parser.add_argument("--condition", action="append", default=None,
                         help="run only this condition (repeatable)")
-    parser.add_argument("--seed", type=int, action="append", default=None,
+    parser.add_argument("--seed", type=seed, action="append", default=None,
                         help="run a multi-seed condition for this seed only (repeatable): two "
                              "queues share a condition's seeds; their rows say SEEDS (no verdict "
                              "on a partial mean) until --evaluate-only scores every seed")

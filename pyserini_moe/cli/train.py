@@ -14,7 +14,7 @@ import argparse
 import logging
 import sys
 
-from pyserini_moe.cli import positive_int, refuse_input_as_output
+from pyserini_moe.cli import positive_int, refuse_input_as_output, seed
 from pyserini_moe.cli.args import add_device_arg
 from pyserini_moe.errors import UserError
 
@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "learning-rate schedule is sized for the shorter run)")
     parser.add_argument("--epochs", type=positive_int, metavar="N",
                         help="overrides training.epochs")
-    parser.add_argument("--seed", type=int, metavar="N",
+    parser.add_argument("--seed", type=seed, metavar="N",
                         help="the training seed (overrides training.seed): initialisation of new "
                              "modules, batch order, negatives drawn and dropout; the held-out "
                              "queries stay those of data.seed, so every seed validates alike")

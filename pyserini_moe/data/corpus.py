@@ -86,8 +86,11 @@ def read_json_collection(files: list[Path]) -> Iterator[Document]:
             if not isinstance(record, dict):
                 raise DataFormatError(path, "expected a JSON object", where)
             if "id" not in record or "contents" not in record:
-                raise DataFormatError(path, 'a JsonCollection record needs "id" and "contents"',
-                                      where)
+                beir = "_id" in record and "text" in record
+                hint = (f" (this is a BEIR record, \"_id\" and \"text\": give --corpus "
+                        f"{path.parent}, the BEIR folder)") if beir else ""
+                raise DataFormatError(path, 'a JsonCollection record needs "id" and '
+                                            f'"contents"{hint}', where)
             doc_id = check_id(path, where, record["id"], "document")
             if doc_id in seen:
                 raise DataFormatError(path, f"duplicate document id {doc_id!r} (first in "

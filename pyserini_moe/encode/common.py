@@ -28,6 +28,7 @@ class ModelAdapter:
     """Holds the model; subclasses say which representation they take and how to convert it."""
 
     representation: Representation  # the field of Encoded this adapter uses
+    length_flag = "--query-max-length"  # the flag a too-long max length is blamed on
 
     def _init_model(self, model: TextEncoder | str, device: str | None,
                     max_length: int | None) -> None:
@@ -46,8 +47,7 @@ class ModelAdapter:
             max_length = default_length(self.model)
         if limit is not None and max_length > limit:  # else it fails at the first long text
             raise UserError(f"max length {max_length} is above the {limit} token positions "
-                            f"this model has: use --max-length / --query-max-length {limit} or "
-                            "less")
+                            f"this model has: use {self.length_flag} {limit} or less")
         self.max_length = max_length
 
     def convert(self, out: Encoded) -> Any:
@@ -58,6 +58,8 @@ class ModelAdapter:
 class PassageEncoder(ModelAdapter):
     """The passage side of a model, as Pyserini's ``DocumentEncoder`` has it (``encode(texts,
     titles)``), without Pyserini: what an index of vectors needs."""
+
+    length_flag = "--max-length"
 
     def __init__(self, model: TextEncoder | str, device: str | None = None,
                  max_length: int = 256) -> None:

@@ -84,7 +84,6 @@ def tiny_backbone(folder: Path) -> Path:
     if (folder / "config.json").is_file():
         return folder
 
-
     tokenizer = load_tokenizer()
     torch.manual_seed(0)
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=12,

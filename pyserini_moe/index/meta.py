@@ -241,6 +241,9 @@ def _type_problem(values: dict[str, Any]) -> str | None:
 # a traceback, 0 was read as "no limit" under a warning that queries are cut; a quantization of 0
 # was refused without naming the metadata.
 _POSITIVE = ("query_max_length", "max_length", "dim", "quantization")
+# What an index records as ``precision``: modeling.base.PRECISIONS' names, and int8 for an ONNX
+# int8 export (tests/index/test_meta.py holds the two lists together).
+RECORDED_PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 
 
 def _value_problem(values: dict[str, Any]) -> str | None:
@@ -249,6 +252,9 @@ def _value_problem(values: dict[str, Any]) -> str | None:
         value = values.get(name)
         if value is not None and value < 1:
             return f"{name!r} must be >= 1 or absent, got {value!r}"
+    if values.get("precision") not in (None, *RECORDED_PRECISIONS):
+        return (f"'precision' must be one of {', '.join(RECORDED_PRECISIONS)}, got "
+                f"{values['precision']!r}")
     return None
 
 

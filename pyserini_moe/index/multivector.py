@@ -544,7 +544,6 @@ class MultiVectorIndex:
                     bar.update()
         return run
 
-
     def _batch_compressed(self, qids: list[str], mats: list[np.ndarray], k: int, threads: int,
                           progress: bool) -> Run:
         def one(q: np.ndarray) -> dict[str, float]:

@@ -319,7 +319,6 @@ class RetrievalModel(nn.Module, ABC):
     def save(self, directory: str | os.PathLike) -> Path:
         """Write the self-describing folder (atomically: a crash leaves no half-saved model)."""
 
-
         directory = Path(directory)
         with atomic_path(directory, directory=True) as tmp:
             (tmp / MODEL_FILE).write_text(json.dumps(self._model_file(), indent=2, sort_keys=True))
@@ -461,7 +460,6 @@ def is_saved_model(path: str | os.PathLike) -> bool:
 
 def load_model(path: str | os.PathLike, device: str | torch.device | None = None) -> RetrievalModel:
     """Load a folder written by :meth:`RetrievalModel.save`."""
-
 
     path = Path(path)
     if not is_saved_model(path):

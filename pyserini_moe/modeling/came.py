@@ -46,6 +46,7 @@ from pyserini_moe.modeling.heads import ProjectionHead, SpladeHead, maxsim, spla
 from pyserini_moe.modeling.pooling import POOLINGS, pool, pretrained_encoder
 from pyserini_moe.representation import CAME_EXPERTS
 from pyserini_moe.validate import (
+    MAX_WIDTH,
     ConfigError,
     check,
     closed_fraction,
@@ -53,6 +54,7 @@ from pyserini_moe.validate import (
     non_negative,
     one_of,
     positive,
+    size_up_to,
 )
 
 EXPERTS = tuple(CAME_EXPERTS)  # lexical, local, global; each fills one Encoded field
@@ -71,7 +73,7 @@ class CameArgs(ModelArgs):
 
     shared_layers: int | None = dataclasses.field(default=None, metadata=check(non_negative))
     experts: tuple[str, ...] = EXPERTS
-    dim: int = dataclasses.field(default=128, metadata=check(positive))
+    dim: int = dataclasses.field(default=128, metadata=check(size_up_to(MAX_WIDTH)))
     tau: float = dataclasses.field(default=0.5, metadata=check(positive))
     standardized_ratio: float = dataclasses.field(default=0.2, metadata=check(closed_fraction))
     stages: str = dataclasses.field(default="competitive", metadata=check(one_of(STAGES)))

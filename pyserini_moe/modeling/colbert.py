@@ -11,14 +11,14 @@ from torch import nn
 from pyserini_moe.modeling.args import ModelArgs
 from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, register
 from pyserini_moe.modeling.heads import ProjectionHead, maxsim
-from pyserini_moe.validate import check, positive
+from pyserini_moe.validate import MAX_WIDTH, check, size_up_to
 
 
 @dataclasses.dataclass(frozen=True)
 class ColbertArgs(ModelArgs):
     """``dim``: each token vector's size after the projection (ColBERT's 128)."""
 
-    dim: int = dataclasses.field(default=128, metadata=check(positive))
+    dim: int = dataclasses.field(default=128, metadata=check(size_up_to(MAX_WIDTH)))
     normalize: bool = True
 
 

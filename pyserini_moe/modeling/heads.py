@@ -88,7 +88,6 @@ class SpladeHead(nn.Module):
         if self.transform is None:
             return False
 
-
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # a checkpoint without MLM head is expected, not a problem
         try:

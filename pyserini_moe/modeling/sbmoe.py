@@ -34,7 +34,15 @@ from torch import nn
 from pyserini_moe.modeling.args import ModelArgs
 from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, register
 from pyserini_moe.modeling.pooling import POOLINGS, pool
-from pyserini_moe.validate import check, fail, non_negative, one_of, positive
+from pyserini_moe.validate import (
+    MAX_EXPERTS,
+    MAX_WIDTH,
+    check,
+    fail,
+    non_negative,
+    one_of,
+    size_up_to,
+)
 
 INFERENCE_MODES = ("top1", "all")
 GATES = ("learned", "random", "none")
@@ -52,14 +60,15 @@ class SbMoeArgs(ModelArgs):
     adapter always applied), balanced in training by ``balance_weight``; ``inference`` (TOP-1 or
     ALL, the one encode-time option) and ``mixture`` as in :class:`SbMoeEncoder`."""
 
-    n_experts: int = dataclasses.field(default=6, metadata=check(positive))
+    n_experts: int = dataclasses.field(default=6, metadata=check(size_up_to(MAX_EXPERTS)))
     pooling: str = dataclasses.field(default="mean", metadata=check(one_of(POOLINGS)))
     normalize: bool = True
     inference: str = dataclasses.field(default="top1", metadata=check(one_of(INFERENCE_MODES)))
     gate: str = dataclasses.field(default="learned", metadata=check(one_of(GATES)))
     balance_weight: float = dataclasses.field(default=0.01, metadata=check(non_negative))
     mixture: str = dataclasses.field(default="residual", metadata=check(one_of(MIXTURES)))
-    expert_width: int | None = dataclasses.field(default=None, metadata=check(positive))
+    expert_width: int | None = dataclasses.field(default=None,
+                                              metadata=check(size_up_to(MAX_WIDTH)))
 
     def check(self) -> None:
         if (self.n_experts == 1) != (self.gate == "none"):

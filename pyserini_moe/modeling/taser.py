@@ -38,7 +38,7 @@ from pyserini_moe.modeling.experts import (
     transformer_layers,
 )
 from pyserini_moe.modeling.pooling import POOLINGS, pool
-from pyserini_moe.validate import check, non_negative, one_of, positive
+from pyserini_moe.validate import MAX_EXPERTS, check, non_negative, one_of, positive, size_up_to
 
 ENTROPY_WEIGHT = 0.01  # beta of eq. 5, fixed in the paper
 ENTROPY_FORMS = ("batch", "per_input")  # where eq. 4's entropy is taken; see regularization()
@@ -52,7 +52,8 @@ class TaserArgs(ModelArgs):
     learned routers."""
 
     router: str = dataclasses.field(default="det", metadata=check(one_of(ROUTERS)))
-    num_experts: int | None = dataclasses.field(default=None, metadata=check(positive))
+    num_experts: int | None = dataclasses.field(default=None,
+                                             metadata=check(size_up_to(MAX_EXPERTS)))
     every: int = dataclasses.field(default=2, metadata=check(non_negative))
     pooling: str = dataclasses.field(default="cls", metadata=check(one_of(POOLINGS)))
     normalize: bool = False

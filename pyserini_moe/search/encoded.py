@@ -138,6 +138,14 @@ class _EncodedSearcher:
     def _query_encoder(self, model: TextEncoder, max_length: int | None) -> ModelQueryEncoder:
         raise NotImplementedError
 
+    def _check_num_docs(self, held: int, where: str) -> None:
+        """The recorded document count against what ``where`` (Faiss, Lucene) holds: a
+        metadata file edited or copied from another index would otherwise pass unnoticed."""
+        if self.meta.num_docs is not None and self.meta.num_docs != held:
+            raise IndexMismatchError(f"{meta_path(self.index)}: the metadata says "
+                                     f"{self.meta.num_docs} documents, the {where} index holds "
+                                     f"{held}: the index is damaged: build it again")
+
     def check_unchanged(self) -> None:
         """The metadata (and so the query encoder) and the index files are read one after the
         other: an ``--overwrite`` rebuild renamed into place between the two paired one model's
@@ -190,6 +198,7 @@ class DenseSearcher(_EncodedSearcher):
         if dim != self.searcher.index.d:
             raise UserError(f"the encoded queries have {dim} dimensions, {self.index} holds "
                             f"{self.searcher.index.d}: they come from another encoder")
+        self._check_num_docs(self.searcher.index.ntotal, "Faiss")
         recorded = self.meta.dim
         if recorded is not None and recorded != self.searcher.index.d:
             raise IndexMismatchError(f"{self.index}: the metadata says {recorded} dimensions, the "
@@ -235,7 +244,6 @@ class ImpactSearcher(_EncodedSearcher):
         _java.bootstrap()
         from pyserini.pyclass import autoclass
 
-
         limit = autoclass("org.apache.lucene.search.IndexSearcher").getMaxClauseCount()
         self.query_max_terms = query_max_terms or min(DEFAULT_QUERY_MAX_TERMS, limit)
         if self.query_max_terms > limit:
@@ -246,6 +254,7 @@ class ImpactSearcher(_EncodedSearcher):
 
         self.searcher = open_lucene(lambda: LuceneImpactSearcher(self.index, self.query_encoder),
                                     Path(self.index))
+        self._check_num_docs(self.searcher.num_docs, "Lucene")
         self._store: DocVectors | None = None  # doc_vectors/, read at the first exact re-scoring
 
     def _query_encoder(self, model: TextEncoder, max_length: int | None) -> ModelQueryEncoder:

@@ -95,8 +95,12 @@ def read_encoded_queries(path: str | os.PathLike, kind: str) -> dict[str, Any]:
     file = path / EMBEDDING_FILE if kind == "dense" and path.is_dir() else path
     if not file.is_file():
         form = f"a folder with {EMBEDDING_FILE}" if kind == "dense" else "a JSON-lines file"
-        raise FileNotFoundError(f"encoded queries not found: {file} (expected {form}, as "
-                                "`python -m pyserini_moe.encode_queries` writes)")
+        what = "not found" if not file.exists() else (
+            "dense encoded queries, but the index is an impact index"
+            if (file / EMBEDDING_FILE).is_file() else "a folder, not a file")
+        raise FileNotFoundError(f"encoded queries {file}: {what} (expected {form}, as "
+                                "`python -m pyserini_moe.encode_queries` writes for the "
+                                "index's kind)")
     vectors = _read_dense(file) if kind == "dense" else _read_impact(file)
     if not vectors:
         raise UserError(f"{file} holds no encoded query")

@@ -207,13 +207,29 @@ def test_a_failed_export_keeps_the_old_output(ws, tmp_path, capsys, encoder) -> 
 
 def test_export_overwrite_replaces_an_export_whole(ws, tmp_path) -> None:
     output = _fake_export(tmp_path / "out")
-    (output / "stray.txt").write_text("from the old export")
+    (output / "query-sparse.onnx").write_bytes(b"a graph the new export does not write")
+    (output / "vocab.txt").write_text("[PAD]\n")
     assert export_cli.main(["--encoder", str(ws["model"]), "--output", str(output),
                             "--overwrite"]) == 0
     assert json.loads((output / "pyserini_moe_onnx.json").read_text())["source"] == \
         str(ws["model"])
-    assert not (output / "stray.txt").exists()
+    assert not (output / "query-sparse.onnx").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no temporary left beside it
+
+
+@pytest.mark.parametrize("extra", ["notes.txt", "sub/data.bin"])
+def test_export_overwrite_keeps_an_export_holding_user_files(ws, tmp_path, capsys,
+                                                             extra) -> None:  # H5-48
+    output = _fake_export(tmp_path / "out")
+    (output / extra).parent.mkdir(exist_ok=True)
+    (output / extra).write_text("the user's")
+    before = _snapshot(output)
+    code = run_main(export_cli.main, ["--encoder", str(ws["model"]), "--output", str(output),
+                                      "--overwrite"])
+    shown = extra.split("/")[0] + ("/" if "/" in extra else "")
+    assert code == 2 and f"is an ONNX export that also holds {shown}: --overwrite would " \
+        "delete them" in _err(capsys)
+    assert _snapshot(output) == before
 
 
 # --- multi-vector --faiss-params (H4-58, H4-59) ------------------------------------------------
