@@ -457,12 +457,15 @@ def step_paths(command: str, work: Path, seed: int | None = None) -> tuple[list[
     root = os.path.normpath(work)
     written: list[str] = []
     read: list[str] = []
-    for i, token in enumerate(tokens):
-        value = token.split("=", 1)[1] if "=" in token and not token.startswith("-") else token
+    flag = ""  # the flag a value belongs to: every value up to the next flag (--index A B)
+    for token in tokens:
+        if token.startswith("-"):
+            flag = token
+            continue
+        value = token.split("=", 1)[1] if "=" in token else token
         value = os.path.normpath(value)
         if not value.startswith(root + os.sep):
             continue
-        flag = tokens[i - 1] if i else ""
         writes = flag in WRITE_FLAGS or (flag == "--index" and module in INDEX_BUILDERS)
         (written if writes else read).append(value)
     return written, read

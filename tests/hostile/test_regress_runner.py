@@ -60,6 +60,15 @@ def test_a_real_file_names_the_training_a_zero_shot_row_needs(tmp_path: Path) ->
                        only=["taser-detr-last-zeroshot.arguana.test"])
 
 
+def test_the_second_index_of_a_fused_search_is_a_dependency_too(tmp_path: Path) -> None:
+    """``--index A B``: B is read as well (only the path right after the flag was)."""
+    reg = load_regression(REPO_ROOT / "regressions" / "cotmote-protocol.yaml")
+    with pytest.raises(UserError, match=r"mote-s42-sparse-index, which mote-dense-seeds.scifact."
+                                        r"test writes"):
+        run_regression(reg, tmp_path / "work", dry_run=True,
+                       only=["mote-sparse-seeds.scifact.test"])
+
+
 def test_results_pages_of_a_run_elsewhere_stay_out_of_the_repository(
         two_conditions: Path, capsys: pytest.CaptureFixture) -> None:
     work = two_conditions.parent / "elsewhere"
