@@ -174,3 +174,49 @@ def test_impact_and_hybrid_runs_are_the_lucene_and_fused_runs(tiny_bert: Path, t
         for qid, hits in run.items():  # both in trec_eval's order (ties: docid descending)
             assert [d for d, _ in ranked(hits)] == [d for d, _ in ranked(device[qid])][:10], \
                 (kind, qid)
+
+
+def test_came_local_and_fused_runs_are_the_multivector_and_came_sum_runs(
+        bert3: Path, tiny_corpus: Path, tmp_path: Path) -> None:
+    """The device's ``local`` run of a CAME model ranks and scores as the multi-vector index here
+    and its ``came`` run ranks as ``search --retriever fused --fusion came_sum`` (top 10 of every
+    query). Fused scores may differ where the index's candidate stage left a passage out of the
+    local expert's list here (eq. 12 then fills in its K-th score); the device scores them all."""
+    from pyserini_moe.cli import run_main
+    from pyserini_moe.index import __main__ as index_cli
+    from pyserini_moe.modeling import CameEncoder
+    from pyserini_moe.search import __main__ as search_cli
+
+    torch.manual_seed(0)
+    model = CameEncoder.from_backbone(bert3, shared_layers=1, dim=16, pooling="mean", device="cpu")
+    with torch.no_grad():  # terms above 0, as after training (see tests/search/test_experts.py)
+        model.heads["lexical"].bias.add_(0.5)
+    came = model.save(tmp_path / "came")
+    kinds = ("impact", "multivector", "dense")
+    paths = [str(tmp_path / kind) for kind in kinds]
+    assert run_main(index_cli.main, ["--retriever", *kinds, "--corpus", str(tiny_corpus),
+                                     "--index", *paths, "--encoder", str(came), "--max-length",
+                                     "32", "--device", "cpu", "--quiet"]) == 0
+    here = {}
+    for kind, indexes in (("local", paths[1:2]), ("came", paths)):
+        out = tmp_path / f"{kind}.trec"
+        retriever = "fused" if kind == "came" else "multivector"
+        assert search_cli.main(["--retriever", retriever, "--index", *indexes, "--topics",
+                                f"{tiny_corpus}:test", "--query-max-length", "16", "--hits", "10",
+                                "--output", str(out), "--device", "cpu", "--quiet"]) == 0
+        here[kind] = read_trec_run(out)
+    npz = tmp_path / "came-s1.npz"
+    tool.evaluate(argparse.Namespace(
+        checkpoint=[f"last={came}"], option=[], dev_topics="", topics=[f"{tiny_corpus}:test"],
+        output=str(npz), device="cpu", batch=7, doc_length=32, query_length=16,
+        kinds="local,came"))
+    tool.Packer(tmp_path).add(0, [npz])
+    tool.unpack(argparse.Namespace(tars=[str(tmp_path / "runs-0.tar")], output=str(tmp_path / "r")))
+    for kind, run in here.items():
+        device = read_trec_run(tmp_path / "r" / f"came-s1.last+{kind}.{tiny_corpus.name}-test.trec")
+        for qid, hits in run.items():
+            assert [d for d, _ in ranked(hits)] == [d for d, _ in ranked(device[qid])][:10], \
+                (kind, qid)
+            if kind == "local":
+                assert [s for _, s in ranked(hits)] == pytest.approx(
+                    [s for _, s in ranked(device[qid])][:10], abs=1e-4), qid

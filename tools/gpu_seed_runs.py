@@ -23,8 +23,8 @@ Plan lines (``--plan``): ``NAME SEED RECIPE [--set key=value ...] [| SETTING=VAL
 after ``|``, ``kinds=dense,impact,hybrid`` (the runs to write: see KINDS; default dense),
 ``doc_length=N`` / ``query_length=N`` (default 256 / 512, the regressions' --max-length /
 --query-max-length) and any other KEY=VALUE as an extra encoding of every checkpoint (SB-MoE's
-``inference=all``). Plans of the protocol files are in ``tools/gpu_plans/``. CAME's lexical and
-multi-vector experts are not covered yet.
+``inference=all``). Plans of the protocol files are in ``tools/gpu_plans/``. CAME's three experts
+are ``impact`` (lexical), ``local`` (multi-vector) and ``dense`` (global); ``came`` is their fusion.
 
     python tools/gpu_seed_runs.py prepare --plan tools/gpu_plans/sbmoe-protocol.txt
     # on the device machine, carrying .gpu (57 MiB with the local collections):
@@ -68,8 +68,14 @@ TOPICS = {
 EVALUATION = ("doc_length", "query_length", "kinds")
 # dense: inner product; impact: quantised term weights as Lucene scores them (sum of query x
 # document integers, ties in index order); hybrid: the two summed exactly over the union of both
-# top-1000 lists (search --retriever fused --fusion exact), impact scores dequantised.
-KINDS = ("dense", "impact", "hybrid")
+# top-1000 lists (search --retriever fused --fusion exact), impact scores dequantised; local:
+# MaxSim of the token vectors over every passage (the multi-vector index's exact re-scoring of its
+# stored float16 vectors, without its candidate stage); came: CAME's eq. 12 (search --retriever
+# fused --fusion came_sum) over the impact, local and dense top-1000 lists.
+KINDS = ("dense", "impact", "hybrid", "local", "came")
+# The encoded fields each kind needs (Encoded's dense / sparse / multi).
+FIELDS = {"dense": ("dense",), "impact": ("sparse",), "hybrid": ("dense", "sparse"),
+          "local": ("multi",), "came": ("dense", "sparse", "multi")}
 QUANTIZATION, QUERY_MAX_TERMS, FUSED_CANDIDATES = 100, 1024, 1000
 
 
@@ -310,15 +316,21 @@ def encode_all(model, texts: list[str], side, max_length: int, batch: int,
 
 def encode_fields(model, texts: list[str], side, max_length: int, batch: int,
                   fields: tuple[str, ...]) -> dict:
-    """:func:`encode_all` of several representations from one encoding pass."""
+    """:func:`encode_all` of several representations from one encoding pass; ``multi`` comes
+    padded to ``max_length`` tokens with its ``mask`` beside it."""
     import torch
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     only = fields[0] if len(fields) == 1 and len(model.representations) > 1 else None
-    parts: dict[str, list] = {f: [] for f in fields}
+    kept = (*fields, "mask") if "multi" in fields else fields
+    parts: dict[str, list] = {f: [] for f in kept}
     for i in range(0, len(texts), batch):
         out = model.encode([texts[j] for j in order[i:i + batch]], side, max_length, only=only)
-        for f in fields:
-            parts[f].append(getattr(out, f).float())
+        for f in kept:
+            value = getattr(out, f).float()
+            if f in ("multi", "mask"):  # batches pad to their own longest text
+                pad = [0, 0] * (value.dim() - 2) + [0, max_length - value.shape[1]]
+                value = torch.nn.functional.pad(value, pad)
+            parts[f].append(value)
     result = {}
     for f, chunks in parts.items():
         vectors = torch.cat(chunks)
@@ -381,6 +393,8 @@ def kind_scores(kind: str, q: dict, d: dict):
     with exact dot products of the whole quantised vectors (``doc_vectors/``), those terms
     included."""
     import torch
+    if kind == "local":
+        return maxsim(q, d)
     dense = q["dense"] @ d["dense"].T if kind in ("dense", "hybrid") else None
     if kind == "dense":
         return dense
@@ -395,6 +409,42 @@ def kind_scores(kind: str, q: dict, d: dict):
     union.scatter_(1, _lucene_order(lucene).topk(k, dim=1).indices, True)
     exact = dense.double() + (queries @ passages.T) / QUANTIZATION ** 2
     return exact.masked_fill(~union, float("-inf"))
+
+
+def maxsim(q: dict, d: dict, chunk: int = 1024):
+    """[Q, D] MaxSim: for each query token the best dot product with any passage token, summed
+    over the query's tokens; passages rounded to float16 as the multi-vector index stores them."""
+    import torch
+    docs, doc_mask = d["multi"].half().float(), d["mask"].bool()
+    scores = torch.empty(q["multi"].shape[0], docs.shape[0], device=docs.device)
+    for i, (tokens, mask) in enumerate(zip(q["multi"], q["mask"].bool())):
+        tokens = tokens[mask]
+        for start in range(0, docs.shape[0], chunk):
+            sims = torch.einsum("nld,qd->nlq", docs[start:start + chunk], tokens)
+            sims = sims.masked_fill(~doc_mask[start:start + chunk, :, None], float("-inf"))
+            scores[i, start:start + chunk] = sims.max(dim=1).values.sum(dim=1)
+    return scores
+
+
+def came_run(q: dict, d: dict, qids: list[str], doc_ids: list[str], hits: int,
+             remove_query: bool):
+    """CAME's fused run as ``search --retriever fused --fusion came_sum`` writes it: each
+    expert's top 1,000 in model units (the impact index's integers divided by the squared
+    quantisation), summed by the package's own ``came_sum``; (positions, scores) as top_hits."""
+    from pyserini_moe.runs import ranked
+    from pyserini_moe.search.fusion import came_sum
+
+    runs = []
+    for kind, scale in (("impact", QUANTIZATION ** -2), ("local", 1.0), ("dense", 1.0)):
+        positions, scores = top_hits(kind_scores(kind, q, d), qids, doc_ids, FUSED_CANDIDATES,
+                                     remove_query, index_order=kind == "impact")
+        runs.append({qid: {doc_ids[p]: float(x) * scale for p, x in zip(positions[r], scores[r])}
+                     for r, qid in enumerate(qids)})
+    fused = came_sum(runs, k=hits)
+    where = {doc: i for i, doc in enumerate(doc_ids)}
+    order = [ranked(fused[qid])[:hits] for qid in qids]
+    return (np.array([[where[doc] for doc, _ in row] for row in order]),
+            np.array([[score for _, score in row] for row in order]))
 
 
 def _lucene_order(scores):
@@ -433,9 +483,7 @@ def evaluate(args: argparse.Namespace) -> None:
             specs = [t for t in args.topics if t not in LAST_ONLY
                      or (name in ("last", "zeroshot") and not option)]
             kinds = args.kinds.split(",")
-            fields = tuple(f for f in ("dense", "sparse")
-                           if f == "dense" and {"dense", "hybrid"} & set(kinds)
-                           or f == "sparse" and {"impact", "hybrid"} & set(kinds))
+            fields = tuple(dict.fromkeys(f for kind in kinds for f in FIELDS[kind]))
             vectors: dict[str, dict] = {}
             for topics in specs:
                 collection, hits, remove_query, keep_scores = topics_settings(topics)
@@ -453,9 +501,13 @@ def evaluate(args: argparse.Namespace) -> None:
                 q = encode_fields(model, [queries[i] for i in qids], Side.QUERY,
                                   args.query_length, args.batch, fields)
                 for kind in kinds:
-                    positions, scores = top_hits(kind_scores(kind, q, vectors[collection]),
-                                                 qids, doc_ids, hits, remove_query,
-                                                 index_order=kind == "impact")
+                    if kind == "came":
+                        positions, scores = came_run(q, vectors[collection], qids, doc_ids,
+                                                     hits, remove_query)
+                    else:
+                        positions, scores = top_hits(kind_scores(kind, q, vectors[collection]),
+                                                     qids, doc_ids, hits, remove_query,
+                                                     index_order=kind == "impact")
                     key = run_key(label if kind == "dense" else f"{label}+{kind}", topics)
                     dtype = np.int16 if len(doc_ids) < 2**15 else np.int32
                     arrays[key + ".pos"] = positions.astype(dtype)
