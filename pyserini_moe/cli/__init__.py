@@ -78,6 +78,31 @@ def seed(text: str) -> int:
     return value
 
 
+class _Store(argparse._StoreAction):
+    """argparse's ``store``, but a list flag (``nargs`` + or *) given twice is refused:
+    argparse would keep the last list and drop the first without a word (``--runs A --runs B``
+    fused B alone)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        if option_string and self.nargs in ("+", "*"):
+            if getattr(namespace, f"_listed_{self.dest}", False):
+                parser.error(f"{option_string} is given twice: give all its values after one "
+                             f"{option_string}")
+            setattr(namespace, f"_listed_{self.dest}", True)
+        super().__call__(parser, namespace, values, option_string)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """Every command's parser (sub-commands' too): argparse's, with :class:`_Store` as the
+    default action of every argument, argument groups included."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _Store)
+        self.register("action", "store", _Store)
+
+
 class SetOnce(argparse.Action):
     """A setting with two spellings (Pyserini's ``--k`` beside ``--hits``): given twice with
     different values is refused, where argparse would keep the last one in silence."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from pyserini_moe.analyze import came, checkpoints, cotmote, sbmoe, taser
 from pyserini_moe.cli import (
+    ArgumentParser,
     finite_float,
     output_file,
     refuse_input_as_output,
@@ -192,14 +193,14 @@ ANALYSES = (_taser_parsers, _sbmoe_parsers, _cotmote_parsers, _came_parsers, _ch
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m pyserini_moe.analyze",
         description="Analyses of Mixture-of-Experts retrievers: TASER's expert shares per "
                     "block, SB-MoE's experts won and activated, SB-MoE against its number of "
                     "experts, CoT-MoTE's query-passage divergences, CAME's experts compared.")
     sub = parser.add_subparsers(dest="command", required=True)
     # Flags every model-routing subcommand takes.
-    encoding = argparse.ArgumentParser(add_help=False)
+    encoding = ArgumentParser(add_help=False)
     encoding.add_argument("--max-length", type=int, default=256, help="passage / document tokens")
     add_device_arg(encoding)
     encoding.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -16,11 +16,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pyserini_moe.cli import HelpFormatter, output_file, refuse_input_as_output
+from pyserini_moe.cli import ArgumentParser, HelpFormatter, output_file, refuse_input_as_output
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m pyserini_moe.convert",
         description="Write topics as qid<TAB>text (what Pyserini's --topics reads from a .tsv "
                     "file) or qrels as TREC 'qid 0 docid rel' lines (what trec_eval reads), "

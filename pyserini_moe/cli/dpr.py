@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pyserini_moe.cli import output_file, refuse_input_as_output
+from pyserini_moe.cli import ArgumentParser, output_file, refuse_input_as_output
 from pyserini_moe.data.dpr import convert_qa, convert_training, convert_wikipedia, merge_runs
 from pyserini_moe.errors import UserError
 
@@ -24,7 +24,7 @@ def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m pyserini_moe.dpr",
         description="Convert DPR's published data (psgs_w100.tsv, biencoder-*.json, *.qa.csv) "
                     "into the BEIR layout, topics and answer files of pyserini_moe.")

@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pyserini_moe.cli import HelpFormatter, positive_int, refuse_input_as_output
+from pyserini_moe.cli import ArgumentParser, HelpFormatter, positive_int, refuse_input_as_output
 from pyserini_moe.cli.args import add_device_args
 from pyserini_moe.errors import UserError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m pyserini_moe.encode_queries",
         description="Encode topics with the query encoder an index records, in the form "
                     "Pyserini's command lines read: a folder with embedding.pkl for "

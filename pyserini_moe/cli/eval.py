@@ -18,7 +18,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.cli import HelpFormatter, finite_float, output_file, refuse_input_as_output
+from pyserini_moe.cli import (
+    ArgumentParser,
+    HelpFormatter,
+    finite_float,
+    output_file,
+    refuse_input_as_output,
+)
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import (
     DEFAULT_METRICS,
@@ -41,7 +47,7 @@ TREC_EVAL_TOLERANCE = 1e-4
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m pyserini_moe.eval",
         description="Evaluate run files (TREC: qid Q0 docid rank score tag; or MS MARCO: "
                     "qid docid rank) against qrels with "

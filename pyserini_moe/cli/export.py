@@ -11,19 +11,18 @@ Examples::
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
-from pyserini_moe.cli import HelpFormatter, refuse_input_as_output
+from pyserini_moe.cli import ArgumentParser, HelpFormatter, refuse_input_as_output
 from pyserini_moe.cli.args import add_encoder_option_arg, parse_options
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import refuse_special_output
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m pyserini_moe.export",
         description="Export a model to ONNX: one graph per side (query, passage) and "
                     "representation (dense, sparse, multi), routing and pooling inside, dynamic "

@@ -22,6 +22,7 @@ import json
 import sys
 
 from pyserini_moe.cli import (
+    ArgumentParser,
     HelpFormatter,
     SetOnce,
     finite_float,
@@ -44,7 +45,7 @@ _ONLY_FOR = {"rrf_k": ("rrf",), "weights": ("wsum", "linear"),
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m pyserini_moe.fuse", description=__doc__.splitlines()[0].split(": ", 1)[1],
         formatter_class=HelpFormatter)
     parser.add_argument("--runs", nargs="+", required=True,

@@ -22,7 +22,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from pyserini_moe.cli import HelpFormatter, refuse_input_as_output
+from pyserini_moe.cli import ArgumentParser, HelpFormatter, refuse_input_as_output
 from pyserini_moe.cli.args import (
     add_backend_arg,
     add_device_args,
@@ -42,7 +42,7 @@ RETRIEVERS = ("bm25", *INDEX_KINDS)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m pyserini_moe.index",
         description="Build an index of a collection in the BEIR layout with Pyserini's indexer. "
                     "The index is written to a temporary folder and renamed when complete.",

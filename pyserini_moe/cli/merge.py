@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from pyserini_moe.cli import HelpFormatter, refuse_input_as_output
+from pyserini_moe.cli import ArgumentParser, HelpFormatter, refuse_input_as_output
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.merge import merge
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m pyserini_moe.merge",
         description="Merge the shards written by `python -m pyserini_moe.index --shard-id I "
                     "--shard-num N` into the index one process would have built.",

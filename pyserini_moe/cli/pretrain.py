@@ -16,12 +16,12 @@ import shutil
 import sys
 from pathlib import Path
 
-from pyserini_moe.cli import finite_float, refuse_input_as_output, seed
+from pyserini_moe.cli import ArgumentParser, finite_float, refuse_input_as_output, seed
 from pyserini_moe.cli.args import add_device_arg
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m pyserini_moe.pretrain",
         description="Pre-train a CoT-MoTE encoder (or its Siamese / fully separated baseline)\n"
                     "with CoT-MAE: masked-LM on the encoder plus a one-layer decoder that\n"

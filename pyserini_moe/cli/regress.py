@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pyserini_moe.cli import HelpFormatter, seed
+from pyserini_moe.cli import ArgumentParser, HelpFormatter, seed
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.regress import (
     REPO_ROOT,
@@ -25,7 +25,7 @@ DEFAULT_WORK = REPO_ROOT / "work" / "regressions"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m pyserini_moe.regress",
         description="Run regression YAMLs: execute each condition's steps, evaluate its run, and "
                     "compare with the expected metric values within their tolerance.",

@@ -29,6 +29,7 @@ import sys
 from dataclasses import replace
 
 from pyserini_moe.cli import (
+    ArgumentParser,
     HelpFormatter,
     finite_float,
     output_file,
@@ -60,7 +61,7 @@ def _dest(flag: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m pyserini_moe.search",
         description="Search an index with topics and write a TREC run file "
                     "(qid Q0 docid rank score tag).",

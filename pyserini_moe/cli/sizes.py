@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import argparse
-
+from pyserini_moe.cli import ArgumentParser
 from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.sizes import parameter_counts
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m pyserini_moe.sizes",
         description="Print the parameter count of every architecture on a backbone (built from "
                     "its config on the meta device: no weights are downloaded or allocated).")

@@ -14,13 +14,13 @@ import argparse
 import logging
 import sys
 
-from pyserini_moe.cli import positive_int, refuse_input_as_output, seed
+from pyserini_moe.cli import ArgumentParser, positive_int, refuse_input_as_output, seed
 from pyserini_moe.cli.args import add_device_arg
 from pyserini_moe.errors import UserError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m pyserini_moe.train",
         description="Fine-tune a retriever with a contrastive loss (in-batch + hard negatives)\n"
                     "as an encoders/<name>.yaml recipe describes. Writes <output-dir>/best\n"
