@@ -56,7 +56,8 @@ MAX_EXPERTS = 1_024
 
 
 def size_up_to(limit: int) -> Check:
-    """A count or width that allocates: > 0 and at most ``limit``."""
+    """A count or width with a bound past which a value is a typo (one that allocates, or that
+    is counted through): > 0 and at most ``limit``."""
     return lambda value: positive(value) or (None if value is None or value <= limit
                                              else f"must be <= {limit:,}")
 

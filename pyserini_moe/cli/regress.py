@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    for name in args.files:
+        if Path(name).is_dir():
+            raise UserError(f"{name} is a folder: name its regression files ({name}/*.yaml)")
     regressions = [load_regression(f) for f in args.files]  # validate all before running any
     if args.smoke:
         from pyserini_moe.eval.smoke import smoke

@@ -28,7 +28,10 @@ def main(argv: list[str] | None = None) -> int:
         from pyserini_moe.modeling.backbone import load_config
 
         config, name = load_config(args.backbone), args.backbone
-    counts = parameter_counts(config)
+    try:
+        counts = parameter_counts(config)
+    except UserError as e:
+        raise UserError(f"{name}: {e}") from None
     if not any(isinstance(count, int) for count in counts.values()):
         raise UserError(f"{name}: its config.json describes no buildable model "
                         f"({next(iter(counts.values()))})")

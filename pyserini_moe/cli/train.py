@@ -74,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.resume and args.overwrite:
         raise UserError("--resume and --overwrite exclude each other")
+    if args.resume and args.init_only:
+        raise UserError("--resume and --init-only exclude each other (--init-only saves the "
+                        "untrained model; --resume continues a training)")
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("pyserini_moe").setLevel(logging.INFO)  # ours; not faiss's loader chatter
     from pyserini_moe.modeling.base import check_device
@@ -85,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     config = load_config(args.config, args.output_dir).with_overrides(
         max_steps=args.max_steps, epochs=args.epochs, device=args.device,
         seed=args.seed).with_settings(args.set)
+    if config.output_dir.is_file():
+        raise UserError(f"--output-dir {config.output_dir} is a file: name a folder")
     refuse_input_as_output([str(config.output_dir)],
                            [args.config, config.model.backbone, config.data.collection,
                             str(config.data.negatives.run or ""),

@@ -142,18 +142,16 @@ class Condition:
         return list(self.seeds) or [None]
 
     def evaluate(self, work: Path, seed: int | None = None) -> dict[str, float]:
-        """The metrics of this condition's run (of ``seed``), from its qrels or its answers."""
-
+        """The metrics of this condition's run (of ``seed``), from its qrels or its answers (each
+        path may name the seed: a seed's own held-out queries)."""
         run = read_trec_run(expand(self.run, work, seed))
         if self.answers is None:
-
-            return evaluate(run, load_qrels(expand(self.qrels, work)),
+            return evaluate(run, load_qrels(expand(self.qrels, work, seed)),
                             [k.metric for k in self.checks])
-
         assert self.passages is not None
         ks = {k.metric: int(_TOPK.fullmatch(k.metric).group(1)) for k in self.checks}
-        accuracy = answer_accuracy(run, load_answers(expand(self.answers, work)),
-                                   expand(self.passages, work), ks.values(), self.regex)
+        accuracy = answer_accuracy(run, load_answers(expand(self.answers, work, seed)),
+                                   expand(self.passages, work, seed), ks.values(), self.regex)
         return {metric: accuracy[f"top{k}"] for metric, k in ks.items()}
 
 
@@ -274,7 +272,9 @@ def _metric_check(metric: str, spec: Any, default_tol: float | str, n_seeds: int
         raise RegressionSpecError(f"{where}: unknown key(s) {', '.join(map(str, unknown))} "
                                   f"(known: {', '.join(sorted(METRIC_KEYS))})")
     expected = _expected(spec.get("expected"), f"{where}.expected")
-    values = tuple(_number(v, f"{where}.seeds") for v in spec.get("seeds") or ())
+    values = _seed_values(spec.get("seeds"), f"{where}.seeds")
+    if "sd" in spec and n_seeds < 2:  # it would be read nowhere
+        raise RegressionSpecError(f"{where}.sd: only a condition with 'seeds' records an sd")
     if values and len(values) != n_seeds:
         raise RegressionSpecError(f"{where}.seeds: {len(values)} value(s) for the condition's "
                                   f"{n_seeds} seed(s)")
@@ -293,14 +293,29 @@ def _metric_check(metric: str, spec: Any, default_tol: float | str, n_seeds: int
     tolerance = spec.get("tolerance", default_tol)
     if tolerance == "spread":
         if len(values) < 2:
+            hint = (": a metric not measured yet takes its own tolerance ({expected: null, "
+                    "tolerance: 0.01}) until its seeds' values are in"
+                    if expected is None and "tolerance" not in spec else "")
             raise RegressionSpecError(f"{where}: 'tolerance: spread' needs the values of at least "
-                                      "2 seeds")
+                                      f"2 seeds{hint}")
         tol = tolerance_from_spread(SeedSummary(values).sd, len(values))
     else:
         tol = _number(tolerance, f"{where}.tolerance")
     if tol < 0:
         raise RegressionSpecError(f"{where}: tolerance must be >= 0")
     return MetricCheck(metric, expected, tol, values)
+
+
+def _seed_values(raw: Any, where: str) -> tuple[float, ...]:
+    """A metric's per-seed values: a list of numbers in the order of the condition's seeds (a
+    mapping by seed, a number or a text would otherwise be read key by key or letter by
+    letter)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise RegressionSpecError(f"{where}: expected a list of the seeds' values in the order of "
+                                  f"the condition's seeds, got {type(raw).__name__} {raw!r}")
+    return tuple(_number(v, where) for v in raw)
 
 
 def _check_path_placeholders(texts: list[str], where: str) -> None:
@@ -317,7 +332,8 @@ def _check_path_placeholders(texts: list[str], where: str) -> None:
 
 def _check_seed_placeholder(raw: dict, seeded: bool, where: str) -> None:
     """A multi-seed condition keeps each seed's outputs apart; ``{seed}`` means nothing without."""
-    texts = [*(raw.get("steps") or []), raw.get("run", "")]
+    texts = [*(raw.get("steps") or []), raw.get("run", ""),
+             *(str(raw.get(key) or "") for key in ("qrels", "answers", "passages"))]
     uses = any("{seed}" in t for t in texts)
     if seeded and "{seed}" not in raw.get("run", ""):
         raise RegressionSpecError(f"{where}: a condition with 'seeds' needs '{{seed}}' in its run "

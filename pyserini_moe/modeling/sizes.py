@@ -13,7 +13,12 @@ from typing import Any
 
 import torch
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.base import model_class, model_types
+
+# What every model reads from a BERT-style encoder's config (sizes as counts >= 1).
+ENCODER_SIZES = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+
 
 # Named variants counted beside a model type's defaults (TASER's table A3 rows); a type not
 # listed is counted once, at its defaults, under its own name.
@@ -38,7 +43,7 @@ def parameter_counts(config: Any) -> dict[str, int | str]:
     meta device: nothing is allocated. An architecture the config cannot hold (TASER's default
     block pattern on a 2-layer backbone) gets the reason instead of a count, so the others are
     still reported."""
-
+    _refuse_non_encoder(config)
     counts: dict[str, int | str] = {}
     with torch.device("meta"):
         for model_type in model_types():
@@ -50,3 +55,16 @@ def parameter_counts(config: Any) -> dict[str, int | str]:
                 except (RuntimeError, ValueError) as e:  # UserError is a ValueError
                     counts[name] = str(e).splitlines()[0]
     return counts
+
+
+def _refuse_non_encoder(config: Any) -> None:
+    """One line when ``config`` is not a BERT-style encoder's (a T5 config has no
+    ``intermediate_size``; a hand-edited one may say -3 layers): every model builds on one."""
+    for name in ENCODER_SIZES:
+        value = getattr(config, name, None)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise UserError(f"its config's {name} is {value!r}, not a count >= 1: the models "
+                            f"build on BERT-style encoders (their config sets "
+                            f"{', '.join(ENCODER_SIZES)} and hidden_act)")
+    if not isinstance(getattr(config, "hidden_act", None), str):
+        raise UserError("its config has no hidden_act: the models build on BERT-style encoders")

@@ -79,8 +79,12 @@ from pyserini_moe.validate import (
     one_of,
     positive,
     seed_range,
+    size_up_to,
 )
 
+# Far above any recipe (the papers train 5-40 epochs); past it a value is a typo, and counting
+# the epochs' batches would run until killed.
+MAX_EPOCHS = 100_000
 NEGATIVE_SOURCES = ("bm25", "run", "model")
 POSITIVE_MODES = ("all", "first", "sample")
 MINING_KINDS = INDEX_KINDS
@@ -163,7 +167,7 @@ class TrainingConfig:
     learning_rate: float = field(metadata=check(positive))
     group_learning_rates: dict[str, float] = field(default_factory=dict,
                                                    metadata=check(_learning_rates))
-    epochs: int = field(default=1, metadata=check(positive))
+    epochs: int = field(default=1, metadata=check(size_up_to(MAX_EPOCHS)))
     max_steps: int | None = field(default=None, metadata=check(positive))
     batch_size: int = field(default=16, metadata=check(positive))
     grad_accumulation: int = field(default=1, metadata=check(positive))

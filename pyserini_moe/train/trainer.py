@@ -217,6 +217,10 @@ class Trainer:
                  "elapsed": 0.0}
         if resume:  # checked (damage, recipe changes) before anything in the folder is written
             state = self._load_checkpoint(loop.optimizer, loop.scheduler)
+            if state["step"] > total:  # the records would say fewer steps than the model has
+                raise UserError(f"cannot resume {self.out}: its checkpoint is at step "
+                                f"{state['step']}, past the {total} steps of the new length "
+                                "(--max-steps / --epochs); give a longer one")
             log.info("resuming at step %d of %d", state["step"], total)
         if self.is_main:
             self._write_dev_split(data)
@@ -318,9 +322,15 @@ class Trainer:
         return recent
 
     def _epoch_steps(self) -> list[int]:
-        """Optimizer steps of every epoch (batch packing can add a batch, so count them)."""
-        return [math.ceil(self._data().num_batches(e, self.cfg.batch_size)
-                          / self.cfg.grad_accumulation) for e in range(self.cfg.epochs)]
+        """Optimizer steps of every epoch (batch packing can add a batch, so count them), up to
+        the epoch ``max_steps`` ends in: the epochs after it never run."""
+        steps: list[int] = []
+        for epoch in range(self.cfg.epochs):
+            if self.cfg.max_steps and sum(steps) >= self.cfg.max_steps:
+                break
+            steps.append(math.ceil(self._data().num_batches(epoch, self.cfg.batch_size)
+                                   / self.cfg.grad_accumulation))
+        return steps
 
     def _train_step(self, group: list[list[Example]], loop: OptimizerLoop, step: int, total: int,
                     flops_scale: float) -> tuple[float, dict[str, float]]:

@@ -177,7 +177,8 @@ def test_a_config_no_model_can_be_built_from(tmp_path, tiny_bert, capsys) -> Non
     config = json.loads((bad / "config.json").read_text())
     config["hidden_size"] = -5
     (bad / "config.json").write_text(json.dumps(config))
-    refused(sizes.main, ["--backbone", str(bad)], "describes no buildable model", capsys)
+    refused(sizes.main, ["--backbone", str(bad)], "its config's hidden_size is -5, not a count "
+            ">= 1", capsys)
     assert "| model" not in capsys.readouterr().out
 
 

@@ -143,7 +143,23 @@ def test_resume_and_restart_guards(toy, tiny_bert, tmp_path, caplog):
     # the resumed step learns at the rebuilt schedule's rate, not the finished run's last (0.0)
     assert read_log(out)[-1]["lr"] > 0 and not all(torch.equal(before[k], after[k]) for k in before)
     assert "training.max_steps 2 -> 3: the learning-rate schedule is rebuilt" in caplog.text  # said
+    # shorter than the checkpoint: refused before the records are rewritten (hostile pass 6, H6-71)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(ValueError, match=r"checkpoint is at step 3, past the 2 steps of the new "
+                                         r"length"):
+        make(toy, out, tiny_bert, max_steps=2).train(resume=True)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert make(toy, out, tiny_bert, max_steps=1).train(overwrite=True)["metrics"]["steps"] == 1
+
+
+def test_epochs_past_max_steps_are_never_counted(toy, tiny_bert, tmp_path):
+    """``max_steps`` caps the run: the epochs after it are not walked (10**5 of them took
+    minutes before the first step; hostile pass 6, H6-73), and a larger count is a typo."""
+    trainer = make(toy, tmp_path / "run", tiny_bert, max_steps=2, epochs=100_000)
+    assert len(trainer._epoch_steps()) == 1
+    assert trainer.train()["metrics"]["steps"] == 2
+    with pytest.raises(ValueError, match=r"training\.epochs: must be <= 100,000"):
+        make(toy, tmp_path / "more", tiny_bert, max_steps=2, epochs=10**20)
 
 
 def test_parameter_groups_by_prefix_without_decay_on_biases_and_norms(toy, tiny_bert, tmp_path):
