@@ -18,11 +18,14 @@ so adding a seed re-evaluates only that seed.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import re
 import shutil
+import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,9 @@ SNAPSHOT = re.compile(r"step-([0-9]+)")
 CACHE_FILE = "evaluation.json"
 DEV = "dev"  # the held-out queries' name in reports
 KINDS = ("dense", "impact", "multivector")  # index kinds a snapshot is searched with
+# The query encoders' logger, and its warning that queries are cut (it names search's flag).
+QUERY_ENCODER_LOG = "pyserini_moe.encode.adapters"
+QUERY_CUT = re.compile(r"queries longer than ([0-9]+) tokens are cut")
 
 
 @dataclass(frozen=True)
@@ -216,7 +222,8 @@ def plot(snapshots: list[Snapshot], test_set: str, metric: str, dev_metric: str,
 
 def training_folders(items: Sequence[str]) -> dict[str, Path]:
     """``[SEED=]DIR`` items as {label: folder}; a label given twice is refused (one of the two
-    trainings would silently drop out of the means)."""
+    trainings would silently drop out of the means), and so is a folder given twice, however
+    spelt (one training counted as two seeds: a spread of 0 that was never measured)."""
     folders: dict[str, Path] = {}
     for item in items:
         label, sep, path = item.partition("=")
@@ -225,21 +232,50 @@ def training_folders(items: Sequence[str]) -> dict[str, Path]:
         if label in folders:
             raise UserError(f"--train-dir: the label {label!r} is given twice ({folders[label]} "
                             f"and {folder}); label each training once, e.g. 42=DIR 43=DIR")
+        twice = next((other for other in folders.values()
+                      if other.resolve() == folder.resolve()), None)
+        if twice is not None:
+            raise UserError(f"--train-dir: {twice} and {folder} are one training folder; give "
+                            "each training once (one folder per seed)")
         folders[label] = folder
     return folders
+
+
+def _recipe(train_dir: Path) -> dict[str, Any] | None:
+    """The recipe a training saved in its folder ({} when it is not a mapping), None when it
+    saved none (a folder made by hand): then nothing can be checked against it."""
+    from pyserini_moe.train.trainer import RECIPE_FILE  # noqa: PLC0415 - `analyze --help` stays light
+
+    recipe = train_dir / RECIPE_FILE
+    if not recipe.is_file():
+        return None
+    saved = read_yaml(recipe, "the training's recipe", UserError)
+    return saved if isinstance(saved, dict) else {}
+
+
+def _section(recipe: dict[str, Any], name: str) -> dict[str, Any]:
+    """One section of a recipe ({} when absent or not a mapping)."""
+    section = recipe.get(name)
+    return section if isinstance(section, dict) else {}
+
+
+def check_seed(label: str, train_dir: Path) -> None:
+    """A numeric label is the training's seed in the report (``#### seed 7``): one that
+    contradicts the seed the recipe trained with would put another seed's name on the rows."""
+    seed = _section(_recipe(train_dir) or {}, "training").get("seed")
+    if label.isdigit() and isinstance(seed, int) and int(label) != seed:
+        raise UserError(f"--train-dir {label}={train_dir}: that training's recipe says seed "
+                        f"{seed}; label it {seed}={train_dir}, or with a name that is not a "
+                        "number")
 
 
 def check_corpus(train_dir: Path, corpus: str) -> None:
     """The held-out queries are the training collection's: searched in another corpus they find
     nothing relevant (dev nDCG 0 at every step) and the dev rule keeps an arbitrary step."""
-    from pyserini_moe.train.trainer import RECIPE_FILE  # noqa: PLC0415 - `analyze --help` stays light
-
-    recipe = train_dir / RECIPE_FILE
-    if not recipe.is_file():
+    recipe = _recipe(train_dir)
+    if recipe is None:
         return
-    saved = read_yaml(recipe, "the training's recipe", UserError)
-    data = saved.get("data") if isinstance(saved, dict) else None
-    trained_on = str((data or {}).get("collection"))
+    trained_on = str(_section(recipe, "data").get("collection"))
     if Path(trained_on).name != Path(corpus).name:
         raise UserError(f"{train_dir} was trained on {trained_on!r}; its held-out queries "
                         f"belong to that collection, not to --corpus {corpus}: pass --corpus "
@@ -276,11 +312,14 @@ def run_checkpoints(analysis: CheckpointsAnalysis) -> int:
     test = analysis.test or f"{analysis.corpus}:test"
     metrics = list(dict.fromkeys([analysis.metric, analysis.dev_metric]))
     folders = training_folders(analysis.train_dir)
-    for folder in folders.values():
+    for label, folder in folders.items():
         check_corpus(folder, analysis.corpus)
-    trainings = {label: evaluate_training(folder, analysis.corpus, [test], metrics,
-                                          analysis.kind, analysis.max_length, not analysis.quiet)
-                 for label, folder in folders.items()}
+        check_seed(label, folder)
+    with _one_query_cut_warning():
+        trainings = {label: evaluate_training(folder, analysis.corpus, [test], metrics,
+                                              analysis.kind, analysis.max_length,
+                                              not analysis.quiet)
+                     for label, folder in folders.items()}
     emit(report(trainings, test, analysis.metric, analysis.dev_metric, analysis.title),
          analysis.output)
     if analysis.plot:
@@ -288,3 +327,35 @@ def run_checkpoints(analysis: CheckpointsAnalysis) -> int:
         plot(trainings[first], test, analysis.metric, analysis.dev_metric,
              f"{analysis.title}, seed {first}", analysis.plot)
     return 0
+
+
+class _QueryCuts(logging.Filter):
+    """Holds back the query encoder's warning that long queries are cut, noting the length: it
+    names search's ``--query-max-length``, which this command lacks (a snapshot's query length
+    is its training's), and comes once per snapshot and topic set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lengths: set[int] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        cut = QUERY_CUT.search(record.getMessage())
+        if cut:
+            self.lengths.add(int(cut.group(1)))
+        return cut is None
+
+
+@contextlib.contextmanager
+def _one_query_cut_warning() -> Iterator[None]:
+    """While the snapshots are searched, the cut-query warnings become one line at the end."""
+    cuts = _QueryCuts()
+    logger = logging.getLogger(QUERY_ENCODER_LOG)
+    logger.addFilter(cuts)
+    try:
+        yield
+    finally:
+        logger.removeFilter(cuts)
+    if cuts.lengths:
+        lengths = " or ".join(map(str, sorted(cuts.lengths)))
+        print(f"warning: queries longer than {lengths} tokens, the query length the snapshots "
+              "were trained with, were cut when searched", file=sys.stderr)

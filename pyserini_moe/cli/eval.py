@@ -44,6 +44,7 @@ from pyserini_moe.runs import Run, read_nonempty_run
 
 # trec_eval prints 4 decimals: a larger gap than its rounding means the two disagree.
 TREC_EVAL_TOLERANCE = 1e-4
+DEFAULT_STAT_TEST = "student"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,9 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--baseline", metavar="NAME",
                         help="run the others are tested against, by name or path "
                              "(default: the first --run)")
-    parser.add_argument("--stat-test", choices=list(STAT_TESTS), default="student",
-                        help="significance test: " + "; ".join(f"{k} = {v}"
-                                                              for k, v in STAT_TESTS.items()))
+    parser.add_argument("--stat-test", choices=list(STAT_TESTS), default=None,
+                        help="significance test of runs of one seed each (default "
+                             f"{DEFAULT_STAT_TEST}): " + "; ".join(f"{k} = {v}"
+                                                                  for k, v in STAT_TESTS.items()))
     parser.add_argument("--max-p", type=finite_float, default=0.05,
                         help="p-value at or below which a difference is marked significant")
     parser.add_argument("--trec-eval", action="store_true",
@@ -117,7 +119,42 @@ def run_groups(specs: list[str]) -> dict[str, list[str]]:
         if name in groups:
             raise UserError(f"--run {spec}: the name {name!r} is taken")
         groups[name] = files
+    _refuse_a_file_twice(groups)
     return groups
+
+
+def _refuse_a_file_twice(groups: dict[str, list[str]]) -> None:
+    """One run file in two places (``dense.trec`` and ``./dense.trec``, two patterns matching
+    the same files, a link) would be compared with itself: p = 1 that says nothing."""
+    seen: dict[Path, tuple[str, str]] = {}
+    for name, files in groups.items():
+        for path in files:
+            key = Path(path).resolve()
+            if key in seen:
+                first, where = seen[key]
+                raise UserError(f"--run: {first} ({where}) and {path} ({name}) are one run file: "
+                                "give each run once")
+            seen[key] = (path, name)
+
+
+def seed_names(groups: dict[str, list[str]]) -> list[str]:
+    """One name per file: the condition's, or ``condition/file`` for each seed of a seeded
+    condition (``condition/its path`` when seeds in one folder each share a file name)."""
+    names = [name if len(files) == 1 else f"{name}/{seed}"
+             for name, files in groups.items() for seed in run_names(files)]
+    clash = next((n for n in names if names.count(n) > 1), None)
+    if clash:  # a plain run's path spelt as a seed's name: one would replace the other
+        raise UserError(f"--run: two runs are named {clash!r}; rename the condition")
+    return names
+
+
+def _stat_test(given: str | None, groups: dict[str, list[str]]) -> str:
+    """``--stat-test``, which compares runs of one seed each: with seed groups the t-test over
+    queries and seeds is used instead, so a test named there would be dropped in silence."""
+    if given is not None and any(len(files) > 1 for files in groups.values()):
+        raise UserError(f"--stat-test {given}: with several seeds the comparison is the t-test "
+                        "over queries and seeds, not a paired test; leave --stat-test out")
+    return given or DEFAULT_STAT_TEST
 
 
 def _is_group(spec: str) -> bool:
@@ -169,9 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         if not Path(path).is_file():
             raise FileNotFoundError(f"run file not found: {path}")
     refuse_input_as_output([args.output, args.table, args.per_query], [*paths, args.qrels])
-    # one name per file: the condition's, or condition/file for each seed of a seeded condition
-    names = [name if len(files) == 1 else f"{name}/{Path(path).name}"
-             for name, files in groups.items() for path in files]
+    stat_test = _stat_test(args.stat_test, groups)
+    names = seed_names(groups)
     baseline = _baseline(args.baseline, groups)
     if not 0 < args.max_p < 1:
         raise UserError("--max-p must be between 0 and 1")
@@ -195,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         result["comparison"] = seeded.to_dict()
         tables.append(format_seeded(seeded, args.format))
     elif len(runs) > 1:
-        comparison = compare(runs, qrels, metrics, baseline, args.stat_test, args.max_p)
+        comparison = compare(runs, qrels, metrics, baseline, stat_test, args.max_p)
         result["comparison"] = comparison.to_dict()
         tables.append(format_comparison(comparison, args.format))
     if args.trec_eval:  # the JVM's start and Pyserini's wrapper: ~50 s that said nothing

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from pyserini_moe.cli import (
     ArgumentParser,
@@ -31,6 +32,7 @@ from pyserini_moe.cli import (
     refuse_input_as_output,
 )
 from pyserini_moe.errors import UserError
+from pyserini_moe.eval.metrics import parse_metric
 from pyserini_moe.runs import Run, check_run_tag, read_nonempty_run, write_trec_run
 from pyserini_moe.search.fusion import CAME_METHODS, FUSIONS, RANX_METHODS, RANX_NORMS
 from pyserini_moe.search.hybrid import PYSERINI_ALPHA
@@ -38,10 +40,13 @@ from pyserini_moe.search.hybrid import PYSERINI_ALPHA
 METHODS = FUSIONS + ("hybrid",)
 RRF_K = 60
 CANDIDATES = 1000
+DEV_METRIC = "ndcg@10"
+TUNED = ("hybrid", "wsum", "linear")  # the methods --dev-runs tunes: alpha, or the weights
 # Settings read by some methods only: name -> the methods that read it.
 _ONLY_FOR = {"rrf_k": ("rrf",), "weights": ("wsum", "linear"),
              "norm": RANX_METHODS,  # a CAME fusion defines its own; hybrid: --hybrid-normalize
-             **dict.fromkeys(("alpha", "hybrid_normalize", "weight_on_dense"), ("hybrid",))}
+             **dict.fromkeys(("alpha", "hybrid_normalize", "weight_on_dense"), ("hybrid",)),
+             **dict.fromkeys(("dev_runs", "dev_qrels", "metric"), TUNED)}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,10 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "so already lack it, and fusion only ranks their union, so the "
                              "fused run cannot bring it back")
     hyb = parser.add_argument_group("hybrid")
-    hyb.add_argument("--alpha", type=finite_float, default=PYSERINI_ALPHA,
+    hyb.add_argument("--alpha", type=finite_float, default=PYSERINI_ALPHA, action=SetOnce,
                      help="weight of the second (sparse) run; default "
                           f"{PYSERINI_ALPHA}, Pyserini's default (it used to be 1.0: pass "
-                          "--alpha 1.0 to reproduce older hybrid runs)")
+                          "--alpha 1.0 to reproduce older hybrid runs); or tune it with "
+                          "--dev-runs")
     hyb.add_argument("--hybrid-normalize", action="store_true",
                      help="Pyserini's per-query normalisation (Ma et al. 2021)")
     hyb.add_argument("--weight-on-dense", action="store_true",
@@ -96,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the same systems' runs on dev queries, in the order of --runs: tunes "
                           "alpha (hybrid, grid 0.5..2.0 step 0.1), or weights (wsum, linear)")
     dev.add_argument("--dev-qrels", default=None, help="qrels of the dev queries")
-    dev.add_argument("--metric", default="ndcg@10", help="metric maximised on dev")
+    dev.add_argument("--metric", default=None,
+                     help=f"metric maximised on dev (default {DEV_METRIC})")
     return parser
 
 
@@ -126,22 +133,59 @@ def _say_different_queries(paths: list[str], runs: list[Run]) -> None:
 
 def _refuse_what_the_method_ignores(args: argparse.Namespace) -> None:
     """A setting the chosen method does not read is a mistake (a weight meant for wsum given to
-    rrf, an alpha to combsum), not something to drop in silence; then fill the defaults."""
-    defaults = {"alpha": PYSERINI_ALPHA}  # shown by --help, so kept; other defaults are None
+    rrf, an alpha to combsum, dev runs to rrf, which tunes nothing), not something to drop in
+    silence; then fill the defaults."""
+    if (args.dev_runs is None) != (args.dev_qrels is None):
+        raise UserError("--dev-runs and --dev-qrels go together")
     given = [name for name, methods in _ONLY_FOR.items()
-             if getattr(args, name) not in (None, False, defaults.get(name))
-             and args.method not in methods]
+             if _is_set(args, name) and args.method not in methods]
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         raise UserError(f"--method {args.method} does not use {flags}")
-    if args.weights is not None:
-        if args.dev_runs is not None:
-            raise UserError("--weights or --dev-runs (which tunes the weights), not both")
-        if min(args.weights) < 0 or not any(args.weights):
-            raise UserError(f"--weights must be >= 0 and not all 0, got {args.weights}")
+    _refuse_what_tuning_replaces(args)
+    if args.weights is not None and (min(args.weights) < 0 or not any(args.weights)):
+        raise UserError(f"--weights must be >= 0 and not all 0, got {args.weights}")
     args.rrf_k = RRF_K if args.rrf_k is None else args.rrf_k
     if args.method == "hybrid" and args.candidates is None:
         args.candidates = CANDIDATES
+
+
+def _is_set(args: argparse.Namespace, name: str) -> bool:
+    """Whether a setting was given. ``--alpha`` defaults to Pyserini's value, which ``--help``
+    shows: it counts as given when typed (:class:`SetOnce` records that), even as that value or
+    as 0; the other settings default to None or False."""
+    if name == "alpha":
+        return hasattr(args, "_given_alpha")
+    value = getattr(args, name)
+    return value is not None and value is not False
+
+
+def _refuse_what_tuning_replaces(args: argparse.Namespace) -> None:
+    """``--dev-runs`` chooses alpha or the weights: one given beside it would be replaced by
+    the tuned value in silence, and ``--metric`` without it would be read by nothing. The metric
+    is checked here, before any run is read."""
+    if args.dev_runs is None:
+        if args.metric is not None:
+            raise UserError("--metric is the metric maximised on dev: give --dev-runs and "
+                            "--dev-qrels with it, or leave it out")
+        return
+    for name, what in (("weights", "the weights"), ("alpha", "alpha")):
+        if _is_set(args, name):
+            raise UserError(f"--{name} or --dev-runs (which tunes {what}), not both")
+    args.metric = parse_metric(args.metric or DEV_METRIC).name
+
+
+def _refuse_a_run_twice(flag: str, paths: list[str]) -> None:
+    """A run listed twice (under one spelling or two, or through a link) would count twice in
+    the fusion, weighing that system double without anyone asking for it."""
+    seen: dict[Path, str] = {}
+    for path in paths:
+        key = Path(path).resolve()
+        if key in seen:
+            same = (f"{path} is given twice" if seen[key] == path
+                    else f"{seen[key]} and {path} are one file")
+            raise UserError(f"{flag}: {same}: list each run once")
+        seen[key] = path
 
 
 def _say_if_at_the_edge(alpha: float, table: dict[float, float]) -> None:
@@ -159,18 +203,18 @@ def _say_if_at_the_edge(alpha: float, table: dict[float, float]) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _refuse_what_the_method_ignores(args)
-    if args.alpha is not None and args.alpha < 0:
+    if args.alpha < 0:
         raise UserError(f"--alpha must be >= 0 (the weight of the second run), got {args.alpha}")
     if len(args.runs) < 2:
         raise UserError("--runs needs at least two runs")
-    if (args.dev_runs is None) != (args.dev_qrels is None):
-        raise UserError("--dev-runs and --dev-qrels go together")
     if args.dev_runs is not None and len(args.dev_runs) != len(args.runs):
         raise UserError("--dev-runs must list one run per --runs entry, in the same order")
     if args.weights is not None and len(args.weights) != len(args.runs):
         raise UserError(f"--weights needs {len(args.runs)} values, one per run")
     tag = check_run_tag(args.run_tag or f"fuse-{args.method}")  # before the work, not after
     refuse_input_as_output([args.output], [*args.runs, *(args.dev_runs or []), args.dev_qrels])
+    _refuse_a_run_twice("--runs", args.runs)
+    _refuse_a_run_twice("--dev-runs", args.dev_runs or [])
     runs = [_read(p, args.remove_query, args.candidates) for p in args.runs]
     _say_different_queries(args.runs, runs)
     dev = None

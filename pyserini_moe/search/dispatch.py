@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 RETRIEVERS = ("bm25", *INDEX_KINDS, "fused")
 # "exact": every expert re-scores the union of the candidates with the model's own score.
 SEARCH_FUSIONS = ("exact", *FUSIONS)
+WEIGHTED_FUSIONS = ("linear", "wsum")  # the fusions that read --fusion-weights
 # Settings that count something (hits, queries, tokens, terms, threads): at least one, and no
 # more than a Java int holds.
 _COUNTS = ("hits", "batch_size", "threads", "query_max_length", "query_max_terms", "candidates",
@@ -155,8 +156,10 @@ class SearchSettings:
             names += ["fusion", "fusion_weights"] + ([] if self.bm25_index else ["candidates"])
         if self.retriever in ("dense", "multivector"):
             names.append("query_max_terms")
-        if self.retriever == "multivector":  # its HNSW takes --faiss-params efSearch=N
-            names.append("ef_search")
+        if self.retriever in ("dense", "impact"):  # Faiss parameters: the token index only
+            names.append("faiss_params")
+        if self.retriever in ("impact", "multivector", "fused"):  # a dense HNSW index only;
+            names.append("ef_search")  # a multi-vector one takes --faiss-params efSearch=N
         return names
 
     def _fusion_problem(self) -> str | None:
@@ -164,7 +167,11 @@ class SearchSettings:
             return f"--fusion {self.fusion!r}: choose from {', '.join(SEARCH_FUSIONS)}"
         if self.fusion_weights and not all(0 <= w < math.inf for w in self.fusion_weights):
             return f"--fusion-weights must be finite numbers >= 0, got {self.fusion_weights}"
-        needs_weights = self.retriever == "fused" and self.fusion in ("linear", "wsum")
+        weighted = self.fusion in WEIGHTED_FUSIONS
+        if self.retriever == "fused" and self.fusion_weights and not weighted:
+            return (f"--fusion-weights: --fusion {self.fusion} does not weigh the indexes (only "
+                    f"{' and '.join(WEIGHTED_FUSIONS)} do); leave them out or pick one of those")
+        needs_weights = self.retriever == "fused" and weighted
         if needs_weights and (not self.fusion_weights
                               or len(self.fusion_weights) != len(self.index)):
             return (f"--fusion {self.fusion} needs --fusion-weights, one per index "
@@ -217,21 +224,30 @@ def search_topics(s: SearchSettings, topics: dict[str, str]) -> SearchOutcome:
     else:
         run = main.search(topics, hits=depth, threads=s.threads, batch_size=s.batch_size,
                           progress=not s.quiet)
+    notices = []
     if bm25 is not None:
-
         bm25_run = bm25.search(topics, hits=s.candidates, threads=s.threads,
                                batch_size=s.batch_size, progress=not s.quiet)
         run = hybrid(run, bm25_run, s.alpha, s.hybrid_normalize, s.weight_on_dense, k=hits)
-    notices = []
+        notices.append(short_hybrid_notice(s.candidates, s.hits))
     if s.remove_query:
         notices.append(remove_query_notice(run))
         run = remove_query(run, s.hits)
         expert_runs = {kind: remove_query(r) for kind, r in expert_runs.items()}
     encoder = getattr(main, "query_encoder", None)
     terms = encoder.terms / encoder.queries if getattr(encoder, "queries", 0) else None
-    notices += filter(None, [no_hits_notice(run, topics)])
+    notices = [n for n in [*notices, no_hits_notice(run, topics)] if n]
     return SearchOutcome(run, expert_runs, opened - clock, time.perf_counter() - opened, terms,
                          notices)
+
+
+def short_hybrid_notice(candidates: int, hits: int) -> str | None:
+    """A hybrid fuses two top-``candidates`` lists (appendix D's K'): below ``hits`` / 2 the
+    union cannot fill ``hits`` a query, a shorter run than asked for; None otherwise."""
+    if 2 * candidates >= hits:
+        return None
+    return (f"warning: the hybrid fuses BM25's and the model's top {candidates} (--candidates): "
+            f"at most {2 * candidates} hits a query, not --hits {hits}")
 
 
 def recorded_retriever(indexes: list[str]) -> str:

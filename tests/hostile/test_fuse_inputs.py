@@ -59,7 +59,8 @@ def test_runs_over_different_queries_are_fused_with_one_warning(tmp_path: Path, 
                         f"{tmp_path / 'b.trec'}: 3; 4 in all); a query missing from a run is "
                         "fused from the others"]
     assert {line.split()[0] for line in out.read_text().splitlines()} == {"q1", "q2", "q3", "q4"}
-    assert run_main(fuse.main, ["--runs", str(tmp_path / "a.trec"), str(tmp_path / "a.trec"),
+    (tmp_path / "c.trec").write_text("q1 Q0 d3 1 1.0 t\nq2 Q0 d3 1 1.0 t\n")
+    assert run_main(fuse.main, ["--runs", str(tmp_path / "a.trec"), str(tmp_path / "c.trec"),
                                 "--method", "rrf", "--output", str(out)]) == 0
     assert "warning" not in capsys.readouterr().err  # the same queries: nothing to say
 

@@ -53,3 +53,12 @@ def test_sizes_refuses_a_config_that_is_no_bert_style_encoder(tmp_path, capsys, 
     (tmp_path / "config.json").write_text(json.dumps(config))
     _refused(sizes.main, ["--backbone", str(tmp_path)],
              f"{tmp_path}: its config's {said}, not a count >= 1", capsys)
+
+
+def test_a_hybrid_too_shallow_for_its_hits_says_so() -> None:  # H6-60: 8-9 hits, no word
+    from pyserini_moe.search.dispatch import short_hybrid_notice
+
+    assert short_hybrid_notice(5, 50) == ("warning: the hybrid fuses BM25's and the model's top 5 "
+                                          "(--candidates): at most 10 hits a query, not --hits 50")
+    assert short_hybrid_notice(100, 200) is None  # appendix D's K' = 100 fills 200 at most
+    assert short_hybrid_notice(1000, 1000) is None
