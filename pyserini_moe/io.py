@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import gzip
 import json
@@ -48,7 +49,7 @@ def atomic_path(target: str | os.PathLike, *, directory: bool = False,
         _usual_modes(tmp)
         # Checked again: another writer may have created the target (or a directory stood up in
         # its place) while this one worked.
-        _check_target(target, directory=directory, overwrite=overwrite)
+        _check_target(target, directory=directory, overwrite=overwrite, replacement=tmp)
         if target.is_dir() and not target.is_symlink():
             old = target.with_name(f".{target.name}.old-{os.getpid()}")
             target.rename(old)
@@ -121,10 +122,12 @@ def refuse_special_output(target: str | os.PathLike) -> None:
                         "name another path")
 
 
-def _check_target(target: Path, *, directory: bool, overwrite: bool) -> None:
+def _check_target(target: Path, *, directory: bool, overwrite: bool,
+                  replacement: Path | None = None) -> None:
     """Refuse what would lose data: replacing a directory by a file (``--output runs/`` must not
-    delete ``runs/``), a file by a directory, anything but a file or folder, or anything at all
-    without ``overwrite``."""
+    delete ``runs/``), a file by a directory, anything but a file or folder, anything at all
+    without ``overwrite``, or a folder holding what its ``replacement`` (once written) does not
+    write."""
     refuse_special_output(target)
     if directory and target.exists() and not target.is_dir():
         raise FileExistsError(f"{target} is a file, not a directory: name a new or existing folder")
@@ -133,26 +136,134 @@ def _check_target(target: Path, *, directory: bool, overwrite: bool) -> None:
     if target.exists() and not overwrite:
         raise FileExistsError(f"{target} already exists (pass overwrite to replace it)")
     if directory and target.is_dir() and not target.is_symlink():
-        refuse_foreign_folder(target)
+        refuse_foreign_folder(target, None if replacement is None else _marker(replacement))
 
 
-# Files that mark a folder as one this toolkit writes whole (an index, a model, an export, a
-# training checkpoint, a collection it wrote, a Lucene index): only such a folder, or an empty
-# one, is ever replaced.
-_OWN_MARKERS = ("pyserini_moe_index.json", "pyserini_moe.json", "pyserini_moe_onnx.json",
-                "embedding.pkl", "state.pt", "corpus.jsonl", "docs.jsonl", "config.json")
+@dataclasses.dataclass(frozen=True)
+class _OutputKind:
+    """A kind of folder this toolkit writes whole: told by a marker file, and made of nothing
+    but the files and sub-folders it writes, so replacing one deletes nothing else."""
+
+    what: str                      # for messages: "an index"
+    markers: tuple[str, ...]       # the first is the one a writer of this kind names it by
+    files: frozenset[str] = frozenset()
+    pattern: str = r"(?!)"         # file names that vary (Lucene segments, graphs)
+    folders: frozenset[str] = frozenset()
+
+    def writes(self, entry: Path) -> bool:
+        if entry.is_dir() and not entry.is_symlink():
+            return entry.name in self.folders
+        return (entry.name in self.markers or entry.name in self.files
+                or re.fullmatch(self.pattern, entry.name) is not None)
 
 
-def refuse_foreign_folder(folder: Path) -> None:
+# What a tokenizer's save_pretrained writes (sentencepiece and BPE names included).
+_TOKENIZER_FILES = frozenset({"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                              "vocab.txt", "vocab.json", "merges.txt", "added_tokens.json",
+                              "spiece.model", "sentencepiece.bpe.model"})
+
+# Every folder --overwrite (or a writer replacing its own output: a trainer's best/ and
+# checkpoint/) may replace, and what each is made of. A folder the toolkit reads but does not
+# write whole (a BEIR collection, a Hugging Face model, a Pyserini index) matches none of them.
+_OUTPUT_KINDS = (
+    _OutputKind("an index", ("pyserini_moe_index.json", "pyserini_moe.json"),  # then its legacy name
+                files=frozenset({"docid", "index", "vectors.jsonl", "write.lock", "segments.gen",
+                                 "docids.txt", "tokens.faiss", "residual.pq", "vectors.npy",
+                                 "token2doc.npy", "offsets.npy", "centroids.npy",
+                                 "token_centroids.npy", "codes.npy", "centroid_offsets.npy",
+                                 "centroid_docs.npy"}),
+                pattern=r"_[0-9a-z]+(_\w+)*\.\w+|(pending_)?segments_[0-9a-z]+",  # Lucene's
+                folders=frozenset({"doc_vectors"})),
+    _OutputKind("a model", ("pyserini_moe.json",),
+                files=_TOKENIZER_FILES | {"config.json", "README.md", "pyserini_moe.safetensors",
+                                          "model.safetensors", "modules.json",
+                                          "sentence_bert_config.json",
+                                          "config_sentence_transformers.json"},
+                folders=frozenset({"passage", "1_Pooling", "2_Normalize", "onnx"})),
+    _OutputKind("an ONNX export", ("pyserini_moe_onnx.json",), files=_TOKENIZER_FILES,
+                pattern=r".+\.onnx"),
+    _OutputKind("encoded queries", ("embedding.pkl",)),
+    _OutputKind("a training checkpoint", ("state.pt",), files=frozenset({"progress.json"})),
+    _OutputKind("a pre-training output", ("pretrain_args.json",),
+                files=frozenset({"pretrain_log.jsonl"}), folders=frozenset({"model"})),
+)
+
+
+def _kind_of(folder: Path) -> _OutputKind | None:
+    """The kind of output all of whose files ``folder`` holds (None: a folder of other files)."""
+    entries = list(folder.iterdir())
+    return next((kind for kind in _OUTPUT_KINDS if any(e.name in kind.markers for e in entries)
+                 and all(kind.writes(e) for e in entries)), None)
+
+
+def _marker(folder: Path) -> str:
+    """The marker of the kind of output ``folder`` (a replacement just written) is: the first
+    of its kind's markers, which every writer of the kind writes; "" when it holds none."""
+    names = {entry.name for entry in folder.iterdir()}
+    return next((kind.markers[0] for kind in _OUTPUT_KINDS if kind.markers[0] in names), "")
+
+
+def refuse_foreign_folder(folder: Path, marker: str | None = None) -> None:
     """Replacing a folder deletes everything in it: ``--index indexes --overwrite`` (a typo for
-    ``indexes/scifact``) must not delete every index, nor ``--overwrite`` a user's notes. A
-    folder is replaced only when empty or when it holds a file this toolkit writes whole."""
-    names = [p.name for p in folder.iterdir()]
-    if not names or any(n in _OWN_MARKERS or n.startswith("segments_") for n in names):
+    ``indexes/scifact``) must not delete every index, nor ``--overwrite`` a user's notes put in
+    an index, or a collection or model named by mistake. A folder is replaced only when empty or
+    when all it holds is what one kind of output writes; that kind must be the replacement's
+    where it is known (``marker``: the file its kind is named by, e.g. ``embedding.pkl``;
+    ``atomic_path`` knows it once the replacement is written), so an index never replaces a
+    model."""
+    entries = sorted(folder.iterdir())
+    if not entries:
         return
-    raise FileExistsError(f"{folder} holds files this toolkit did not write (e.g. "
-                          f"{sorted(names)[0]}): it replaces only a folder it wrote (an index, "
-                          "a model, an export) or an empty one; name another folder")
+    kinds = [k for k in _OUTPUT_KINDS if marker is None or k.markers[0] == marker]
+    if marker is not None:
+        _refuse_another_kind(folder, entries, kinds)
+    held = [k for k in kinds if any(e.name in k.markers for e in entries)]
+    foreign = min(([e for e in entries if not k.writes(e)] for k in held), key=len,
+                  default=entries)
+    if foreign:
+        raise FileExistsError(f"{folder} holds files this toolkit did not write "
+                              f"{_examples(foreign)}: --overwrite replaces only a folder "
+                              "it wrote (an index, a model, an export) holding nothing else, or "
+                              "an empty one; move them out or name another folder")
+
+
+def refuse_to_rebuild(folder: Path, overwrite: bool, marker: str) -> None:
+    """Before any work: an existing output without ``overwrite`` (``--overwrite``), or a folder
+    that --overwrite may not replace (:func:`refuse_foreign_folder`: not of ``marker``'s kind, or
+    holding other files), refused now rather than after the build."""
+    if not folder.exists():
+        return
+    if not overwrite:
+        raise FileExistsError(f"{folder} already exists; pass --overwrite to rebuild it")
+    if folder.is_dir() and not folder.is_symlink():
+        refuse_foreign_folder(folder, marker)
+
+
+def _refuse_another_kind(folder: Path, entries: list[Path], kinds: list[_OutputKind]) -> None:
+    """The replacement's kind (``kinds``: it alone, or none for an output of no kind) known: a
+    folder that is another kind of output (a model named as ``--index``) is not replaced. (One
+    holding no toolkit output at all is a folder of other files, which the caller refuses.)"""
+    wanted = kinds[0].what if kinds else "what this writes"
+    other = _kind_of(folder)
+    if other is not None and other not in kinds:
+        raise FileExistsError(f"{folder} is {other.what}, not {wanted}: --overwrite replaces "
+                              "only a folder of the kind it writes, or an empty one; name "
+                              "another folder")
+    names = {e.name for e in entries}
+    if not any(names & set(k.markers) for k in kinds) and any(
+            names & set(k.markers) for k in _OUTPUT_KINDS):  # output of another kind, and more
+        raise FileExistsError(f"{folder} is not {wanted}: it holds other files "
+                              f"{_examples(entries)}; --overwrite replaces only a folder of the "
+                              "kind it writes, or an empty one; name another folder")
+
+
+def _examples(entries: list[Path]) -> str:
+    """``(e.g. notes.txt), also sub/, x.txt and 2 more``: up to three entries, a folder with a
+    slash (the first alone in the brackets, as the messages named one before)."""
+    names = [e.name + ("/" if e.is_dir() else "") for e in entries]
+    also = f", also {', '.join(names[1:3])}" if len(names) > 1 else ""
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return f"(e.g. {names[0]}){also}{more}"
 
 
 def _sweep_dead_writers(target: Path) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from pyserini_moe.cli import ArgumentParser, HelpFormatter, refuse_input_as_output
 from pyserini_moe.cli.args import add_encoder_option_arg, parse_options
 from pyserini_moe.errors import UserError
-from pyserini_moe.io import refuse_special_output
+from pyserini_moe.io import refuse_foreign_folder, refuse_special_output
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,15 +42,14 @@ def main(argv: list[str] | None = None) -> int:
                              "export does not write)")
     args = parser.parse_args(argv)
     from pyserini_moe.modeling.auto import load_encoder
-    from pyserini_moe.modeling.onnx import export, foreign_files, is_onnx_export
+    from pyserini_moe.modeling.onnx import ONNX_FILE, export, is_onnx_export
 
     # a saved model's own export cache, <model>/onnx/ (cli.args.backend_encoder), sits inside
     # the model by design and replaces none of its files
     cache = (Path(args.encoder) / "onnx").resolve()
     inside_cache = cache in args.output.resolve().parents
     refuse_input_as_output([str(args.output)], [] if inside_cache else [args.encoder])
-    _check_output(args.output, args.overwrite,
-                  foreign_files(args.output) if is_onnx_export(args.output) else None)
+    _check_output(args.output, args.overwrite, ONNX_FILE)
     if is_onnx_export(args.encoder):
         raise UserError(f"{args.encoder} is already an ONNX export; export the PyTorch model")
     start = time.perf_counter()
@@ -62,11 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _check_output(output: Path, overwrite: bool, foreign: list[str] | None) -> None:
-    """Before anything is loaded: ``--overwrite`` replaces only an ONNX export holding nothing
-    but its own files (``foreign``: the others; None when ``output`` is no export) or an empty
-    folder, never an index, a model or the user's files (it once deleted them all), and
-    nothing is deleted here: the new export replaces the old only once it is complete."""
+def _check_output(output: Path, overwrite: bool, marker: str) -> None:
+    """Before anything is loaded: ``--overwrite`` replaces only an ONNX export (``marker``: the
+    file that names one) holding nothing but its own files, or an empty folder, never an index,
+    a model or the user's files (it once deleted them all); nothing is deleted here: the new
+    export replaces the old only once it is complete."""
     refuse_special_output(output)
     if output.is_file():
         raise UserError(f"{output} is a file: name a folder for the export")
@@ -74,13 +73,4 @@ def _check_output(output: Path, overwrite: bool, foreign: list[str] | None) -> N
         return
     if not overwrite:
         raise FileExistsError(f"{output} already exists; pass --overwrite to replace it")
-    if foreign is None and any(output.iterdir()):
-        raise FileExistsError(f"{output} is not an ONNX export: --overwrite replaces only an "
-                              "export or an empty folder, never an index, a model or other "
-                              "files; name another folder")
-    if foreign:
-        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3
-                                          else "")
-        raise FileExistsError(f"{output} is an ONNX export that also holds {shown}: "
-                              "--overwrite would delete them; move them out or name another "
-                              "folder")
+    refuse_foreign_folder(output, marker)

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import shutil
 import sys
 from pathlib import Path
 
 from pyserini_moe.cli import ArgumentParser, finite_float, refuse_input_as_output, seed
 from pyserini_moe.cli.args import add_device_arg
+from pyserini_moe.io import refuse_foreign_folder, refuse_special_output
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pseudo-queries", nargs="*", default=[], metavar="CORPUS=FILE",
                         help="docT5query output for a corpus: lines docid<TAB>query")
     parser.add_argument("--output-dir", required=True, type=Path)
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an earlier pre-training output (refused while it holds "
+                             "files pre-training does not write)")
     parser.add_argument("--max-steps", type=int, default=300)
     parser.add_argument("--batch-size", type=int, default=16, help="examples per forward pass")
     parser.add_argument("--grad-accumulation", type=int, default=1,
@@ -98,13 +100,27 @@ def main(argv: list[str] | None = None) -> int:
     refuse_input_as_output([str(args.output_dir)],
                            [args.backbone, *args.corpus, *args.queries,
                             *[part for q in args.pseudo_queries for part in q.split("=", 1)]])
-    if args.output_dir.exists():
-        if not args.overwrite:
-            raise FileExistsError(f"{args.output_dir} already exists; pass --overwrite to "
-                                  "replace it")
-        shutil.rmtree(args.output_dir)
+    _check_output(args.output_dir, args.overwrite)
+    # written beside the output and swapped in whole (io.atomic_path): a failure or Ctrl-C keeps
+    # an earlier output as it was and leaves nothing that would block a rerun
     model_dir = pretrain(settings, args.output_dir, check_device(args.device),
                          progress=not args.quiet)
     print(f"pre-trained encoder saved to {model_dir}", file=sys.stderr)
     return 0
+
+
+def _check_output(output: Path, overwrite: bool) -> None:
+    """Before any input is read: ``--overwrite`` replaces only an earlier pre-training output
+    holding nothing else, or an empty folder (it once deleted a folder of the user's files, and
+    an earlier model before inputs that then failed); nothing is deleted here."""
+    from pyserini_moe.train.pretrain import ARGS_FILE
+
+    refuse_special_output(output)
+    if not output.exists():
+        return
+    if not output.is_dir():
+        raise FileExistsError(f"{output} is a file: name a folder for the pre-training output")
+    if not overwrite:
+        raise FileExistsError(f"{output} already exists; pass --overwrite to replace it")
+    refuse_foreign_folder(output, ARGS_FILE)
 

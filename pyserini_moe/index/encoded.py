@@ -36,9 +36,9 @@ from pyserini_moe.encode.multivector import MultiVectorPassageEncoder
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.doc_vectors import DOC_VECTORS, write_doc_vectors
 from pyserini_moe.index.lucene import run_index_collection
-from pyserini_moe.index.meta import write_meta
+from pyserini_moe.index.meta import META_FILE, write_meta
 from pyserini_moe.index.multivector import MultiVectorIndexWriter, faiss_factory_string
-from pyserini_moe.io import atomic_path
+from pyserini_moe.io import atomic_path, refuse_to_rebuild
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.base import Encoded, Side
 from pyserini_moe.modeling.pipeline import encode_stream
@@ -287,8 +287,7 @@ def build_indexes(settings: BuildSettings) -> list[Path]:
     max_length, shard = s.max_length, s.shard
     folders = {kind: Path(path) for kind, path in s.outputs.items()}
     for folder in folders.values():
-        if folder.exists() and not s.overwrite:
-            raise FileExistsError(f"{folder} already exists; pass --overwrite to rebuild it")
+        refuse_to_rebuild(folder, s.overwrite, META_FILE)
     collection = open_corpus(s.corpus)
     model = load_encoder(s.encoder, s.device, options=s.options, precision=s.precision,
                          **(s.zero_shot or {}))

@@ -10,8 +10,8 @@ from pyserini_moe import _java
 from pyserini_moe.data.corpus import open_corpus
 from pyserini_moe.data.export import write_json_collection
 from pyserini_moe.errors import UserError
-from pyserini_moe.index.meta import write_meta
-from pyserini_moe.io import atomic_path
+from pyserini_moe.index.meta import META_FILE, write_meta
+from pyserini_moe.io import atomic_path, refuse_to_rebuild
 
 
 class IndexingError(UserError):
@@ -53,8 +53,7 @@ def build_bm25_index(corpus: str, index_dir: str | os.PathLike, threads: int = 1
         raise UserError(f"unknown BM25 index layout {layout!r}; choose from {', '.join(LAYOUTS)}")
     contents, fields = LAYOUTS[layout]
     index_dir = Path(index_dir)
-    if index_dir.exists() and not overwrite:
-        raise FileExistsError(f"{index_dir} already exists; pass --overwrite to rebuild it")
+    refuse_to_rebuild(index_dir, overwrite, META_FILE)
     collection = open_corpus(corpus)
     with tempfile.TemporaryDirectory(prefix="pyserini-moe-json-") as tmp:
         json_dir = Path(tmp) / "collection"

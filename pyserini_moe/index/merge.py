@@ -35,9 +35,9 @@ from typing import Any
 import faiss
 
 from pyserini_moe.index.encoded import IMPACT_SHARD, IMPACT_VECTORS, faiss_index, lucene_impact_index
-from pyserini_moe.index.meta import IndexMeta, IndexMismatchError, read_meta
+from pyserini_moe.index.meta import META_FILE, IndexMeta, IndexMismatchError, read_meta
 from pyserini_moe.index.multivector import MultiVectorIndex, MultiVectorIndexWriter
-from pyserini_moe.io import atomic_path
+from pyserini_moe.io import atomic_path, refuse_to_rebuild
 
 # Fields every shard must agree on (besides the encoder fingerprint and options).
 _SAME = ("kind", "collection", "max_length", "faiss", "quantization", "dim", "model_type",
@@ -108,8 +108,7 @@ def merge(shards: list[str | os.PathLike], index_dir: str | os.PathLike, threads
           overwrite: bool = False, progress: bool = True) -> Path:
     """Merge ``shards`` into ``index_dir`` (written atomically); returns it."""
     index_dir = Path(index_dir)
-    if index_dir.exists() and not overwrite:
-        raise FileExistsError(f"{index_dir} already exists; pass --overwrite to rebuild it")
+    refuse_to_rebuild(index_dir, overwrite, META_FILE)
     ordered = check_shards(shards)
     kind = ordered[0][1].kind
     common = dataclasses.replace(ordered[0][1], **_PER_SHARD)

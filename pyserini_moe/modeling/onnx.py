@@ -197,22 +197,6 @@ def is_onnx_export(path: str | os.PathLike) -> bool:
     return (Path(path) / ONNX_FILE).is_file()
 
 
-# what a BERT-style tokenizer's save_pretrained writes (sentencepiece and BPE names included)
-_TOKENIZER_FILES = frozenset({"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                              "vocab.txt", "vocab.json", "merges.txt", "added_tokens.json",
-                              "spiece.model", "sentencepiece.bpe.model"})
-
-
-def foreign_files(path: str | os.PathLike) -> list[str]:
-    """Entries of the export folder ``path`` that :func:`export` does not write (a user's
-    notes, a sub-folder), sorted: replacing the folder would delete them, so export
-    --overwrite refuses while there are any. Graphs are known by their suffix, so an export of
-    any representation set (or an older one) is recognised without reading its metadata."""
-    own = {ONNX_FILE, *_TOKENIZER_FILES}
-    return sorted(entry.name + ("/" if entry.is_dir() else "") for entry in Path(path).iterdir()
-                  if entry.is_dir() or not (entry.name in own or entry.suffix == ".onnx"))
-
-
 class OnnxModel:
     """An exported model run by onnxruntime, usable where the adapters take a RetrievalModel."""
 

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.io import atomic_path, read_dataframe_pickle
+from pyserini_moe.io import atomic_path, read_dataframe_pickle, refuse_foreign_folder
 from pyserini_moe.runs import JAVA_INT_MAX
 from pyserini_moe.search.encoded import open_searcher
 
@@ -68,7 +68,8 @@ def _check_output(output: Path, kind: str, overwrite: bool) -> None:
     """Before any encoding: what is at ``output`` must be what this writes for ``kind`` (a
     dense index's queries are a folder, ``embedding.pkl`` inside; an impact index's a file), and
     ``overwrite`` replaces only queries written before, never an index, a model or a folder of
-    the user's files (a dense output folder was once refused as "a directory: name a file")."""
+    the user's files, nor queries the user put files beside (all were deleted once; a dense
+    output folder was once refused as "a directory: name a file")."""
     if not output.exists():
         return
     if kind == "impact" and output.is_dir():
@@ -82,6 +83,8 @@ def _check_output(output: Path, kind: str, overwrite: bool) -> None:
                               "and --overwrite replaces only those; name another folder")
     if not overwrite:
         raise FileExistsError(f"{output} already exists; pass --overwrite to replace it")
+    if kind == "dense":  # encoded queries and nothing else: a user's notes put beside survive
+        refuse_foreign_folder(output, EMBEDDING_FILE)
 
 
 def read_encoded_queries(path: str | os.PathLike, kind: str) -> dict[str, Any]:

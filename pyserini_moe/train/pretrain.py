@@ -35,8 +35,9 @@ from torch import nn
 from tqdm import tqdm
 
 from pyserini_moe.data.beir import BeirCollection
-from pyserini_moe.errors import UserError
-from pyserini_moe.modeling.base import Side
+from pyserini_moe.errors import DataFormatError, UserError
+from pyserini_moe.io import atomic_path, iter_lines
+from pyserini_moe.modeling.base import CARD_FILE, Side
 from pyserini_moe.modeling.cotmae import ContextualMae, mask_tokens, mlm_heads_for
 from pyserini_moe.modeling.cotmote import SPARSE_HEADS, VARIANTS, CotMoteEncoder
 from pyserini_moe.train.loop import OptimizerLoop, set_seed
@@ -167,16 +168,13 @@ def pseudo_query_pairs(spec: str) -> list[tuple[str, str]]:
                         "msmarco=doct5query.tsv")
     docs = {d.id: d.contents for d in BeirCollection.load(name).corpus()}
     pairs = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            docid, tab, query = line.rstrip("\n").partition("\t")
-            if not tab:
-                raise UserError(f"{path}:{lineno}: expected docid<TAB>query")
-            if docid not in docs:
-                raise UserError(f"{path}:{lineno}: document {docid!r} is not in {name}")
-            pairs.append((query, docs[docid]))
+    for lineno, line in iter_lines(Path(path)):  # as every text file: a BOM and CRLFs dropped
+        docid, tab, query = line.partition("\t")
+        if not tab:
+            raise DataFormatError(path, "expected docid<TAB>query", lineno)
+        if docid not in docs:
+            raise DataFormatError(path, f"document {docid!r} is not in {name}", lineno)
+        pairs.append((query, docs[docid]))
     return pairs
 
 
@@ -201,7 +199,12 @@ def build_examples(args: PretrainArgs) -> list[ContextExample]:
 
 def pretrain(args: PretrainArgs, output_dir: Path, device: torch.device,
              examples: list[ContextExample] | None = None, progress: bool = True) -> Path:
-    """Pre-train, then save the encoder to ``output_dir/model``; returns that folder."""
+    """Pre-train, then save the encoder to ``output_dir/model``; returns that folder.
+
+    The whole output (arguments, log, model) is written beside ``output_dir`` and renamed into
+    place once the model is saved (:func:`~pyserini_moe.io.atomic_path`): a failed or
+    interrupted run leaves no half-written folder that a rerun would be refused for, and an
+    earlier output stays as it was until the new one is complete."""
     args.check()
     set_seed(args.seed)
     examples = examples if examples is not None else build_examples(args)
@@ -210,17 +213,30 @@ def pretrain(args: PretrainArgs, output_dir: Path, device: torch.device,
                                            device=device)
     model = ContextualMae(encoder, mlm_heads_for(encoder, args.backbone), args.switch_experts)
     model.to(device).train()
+    with atomic_path(output_dir, directory=True) as tmp:
+        log.info("%d pre-training examples, %d steps on %s (log: %s until done)",
+                 len(examples), args.max_steps, device, tmp / LOG_FILE)
+        (tmp / ARGS_FILE).write_text(json.dumps(
+            {**asdict(args), "examples": len(examples)}, indent=2, default=str) + "\n")
+        _train(model, examples, args, tmp / LOG_FILE, progress)
+        encoder.eval()
+        encoder.save(tmp / MODEL_DIR)
+        # the card says how to load the model: from where it will be, not from the temporary
+        (tmp / MODEL_DIR / CARD_FILE).write_text(encoder.model_card(output_dir / MODEL_DIR))
+    return output_dir / MODEL_DIR
+
+
+def _train(model: ContextualMae, examples: list[ContextExample], args: PretrainArgs,
+           log_path: Path, progress: bool) -> None:
+    """``args.max_steps`` optimizer steps over ``examples`` reshuffled each pass, one line per
+    step in ``log_path``."""
     loop = OptimizerLoop(model, _parameter_groups(model, args), args.learning_rate,
                          args.max_steps, args.warmup_ratio, args.max_grad_norm)
     rng = random.Random(args.seed)
     generator = torch.Generator().manual_seed(args.seed)
     order: list[ContextExample] = []
-    output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / ARGS_FILE).write_text(json.dumps(
-        {**asdict(args), "examples": len(examples)}, indent=2, default=str) + "\n")
-    log.info("%d pre-training examples, %d steps on %s", len(examples), args.max_steps, device)
     started = time.perf_counter()
-    with open(output_dir / LOG_FILE, "w") as log_file:
+    with open(log_path, "w") as log_file:
         for step in tqdm(range(args.max_steps), desc="pretrain", unit="step",
                          disable=not progress):
             batches = []
@@ -238,8 +254,6 @@ def pretrain(args: PretrainArgs, output_dir: Path, device: torch.device,
                 "lr": loop.lr(step),
                 "elapsed": round(time.perf_counter() - started, 3)}) + "\n")
             log_file.flush()
-    encoder.eval()
-    return encoder.save(output_dir / MODEL_DIR)  # atomic: replaces an older model only at the end
 
 
 def _parameter_groups(model: ContextualMae, args: PretrainArgs) -> list[dict[str, Any]]:
