@@ -137,6 +137,20 @@ def test_quantized_weights_are_the_impact_index_terms() -> None:
         assert got == expected
 
 
+def _device_runs(model: Path, corpus: Path, kinds: str, tmp_path: Path) -> dict[str, dict]:
+    """The runs of ``kinds`` the device step writes for ``model`` (its last checkpoint) on
+    ``corpus``'s test queries, through evaluate, a tar and unpack, as on the machine."""
+    npz = tmp_path / "job-s1.npz"
+    tool.evaluate(argparse.Namespace(
+        checkpoint=[f"last={model}"], option=[], dev_topics="", topics=[f"{corpus}:test"],
+        output=str(npz), device="cpu", batch=7, doc_length=32, query_length=16, kinds=kinds))
+    tool.Packer(tmp_path).add(0, [npz])
+    tool.unpack(argparse.Namespace(tars=[str(tmp_path / "runs-0.tar")], output=str(tmp_path / "r")))
+    label = {kind: "last" if kind == "dense" else f"last+{kind}" for kind in kinds.split(",")}
+    return {kind: read_trec_run(tmp_path / "r" / f"job-s1.{name}.{corpus.name}-test.trec")
+            for kind, name in label.items()}
+
+
 def test_impact_and_hybrid_runs_are_the_lucene_and_fused_runs(tiny_bert: Path, tiny_corpus: Path,
                                                                tmp_path: Path) -> None:
     """The device's impact and hybrid runs of a CoT-MoTE model rank as the Lucene impact index
@@ -162,15 +176,9 @@ def test_impact_and_hybrid_runs_are_the_lucene_and_fused_runs(tiny_bert: Path, t
                                 "--query-max-length", "16", "--hits", "10", "--output", str(out),
                                 "--device", "cpu", "--quiet", *extra]) == 0
         here[kind] = read_trec_run(out)
-    npz = tmp_path / "mote-s1.npz"
-    tool.evaluate(argparse.Namespace(
-        checkpoint=[f"last={model}"], option=[], dev_topics="", topics=[f"{tiny_corpus}:test"],
-        output=str(npz), device="cpu", batch=7, doc_length=32, query_length=16,
-        kinds="dense,impact,hybrid"))
-    tool.Packer(tmp_path).add(0, [npz])
-    tool.unpack(argparse.Namespace(tars=[str(tmp_path / "runs-0.tar")], output=str(tmp_path / "r")))
+    runs = _device_runs(model, tiny_corpus, "dense,impact,hybrid", tmp_path)
     for kind, run in here.items():
-        device = read_trec_run(tmp_path / "r" / f"mote-s1.last+{kind}.{tiny_corpus.name}-test.trec")
+        device = runs[kind]
         for qid, hits in run.items():  # both in trec_eval's order (ties: docid descending)
             assert [d for d, _ in ranked(hits)] == [d for d, _ in ranked(device[qid])][:10], \
                 (kind, qid)
@@ -205,15 +213,9 @@ def test_came_local_and_fused_runs_are_the_multivector_and_came_sum_runs(
                                 f"{tiny_corpus}:test", "--query-max-length", "16", "--hits", "10",
                                 "--output", str(out), "--device", "cpu", "--quiet"]) == 0
         here[kind] = read_trec_run(out)
-    npz = tmp_path / "came-s1.npz"
-    tool.evaluate(argparse.Namespace(
-        checkpoint=[f"last={came}"], option=[], dev_topics="", topics=[f"{tiny_corpus}:test"],
-        output=str(npz), device="cpu", batch=7, doc_length=32, query_length=16,
-        kinds="local,came"))
-    tool.Packer(tmp_path).add(0, [npz])
-    tool.unpack(argparse.Namespace(tars=[str(tmp_path / "runs-0.tar")], output=str(tmp_path / "r")))
+    runs = _device_runs(came, tiny_corpus, "local,came", tmp_path)
     for kind, run in here.items():
-        device = read_trec_run(tmp_path / "r" / f"came-s1.last+{kind}.{tiny_corpus.name}-test.trec")
+        device = runs[kind]
         for qid, hits in run.items():
             assert [d for d, _ in ranked(hits)] == [d for d, _ in ranked(device[qid])][:10], \
                 (kind, qid)
