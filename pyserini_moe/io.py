@@ -186,6 +186,8 @@ _OUTPUT_KINDS = (
     _OutputKind("a training checkpoint", ("state.pt",), files=frozenset({"progress.json"})),
     _OutputKind("a pre-training output", ("pretrain_args.json",),
                 files=frozenset({"pretrain_log.jsonl"}), folders=frozenset({"model"})),
+    # data.export's JsonCollection (BM25 indexing's input): replaced only by another of its kind
+    _OutputKind("a JsonCollection", ("docs.jsonl",)),
 )
 
 
