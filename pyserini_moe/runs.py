@@ -6,12 +6,14 @@ A run is ``{qid: {docid: score}}`` with string ids, the shape ranx and Pyserini'
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Callable
 from pathlib import Path
 
-from pyserini_moe.errors import UserError
+from pyserini_moe.data.export import open_text_output
+from pyserini_moe.errors import DataFormatError, UserError
 from pyserini_moe.io import atomic_path, iter_lines
 
 Run = dict[str, dict[str, float]]
@@ -21,6 +23,9 @@ Run = dict[str, dict[str, float]]
 JAVA_INT_MAX = 2**31 - 1
 # Reads one split line of a run (``where``: file:line for errors) as (qid, docid, score).
 LineParser = Callable[[list[str], str], tuple[str, str, float]]
+# Lines of an existing output read to tell a run from another file (a header, a JSON line or
+# a four-column qrels line shows at once; reading a whole run of millions of lines would not)
+_RUN_CHECK_LINES = 100
 
 
 class RunFormatError(UserError):
@@ -43,23 +48,48 @@ def check_run_tag(tag: str) -> str:
 
 
 def write_trec_run(run: Run, path: str | os.PathLike, tag: str = "pyserini-moe",
-                   hits: int | None = None) -> Path:
-    """Write ``qid Q0 docid rank score tag`` lines, best first, atomically."""
+                   hits: int | None = None, *, overwrite: bool = True) -> Path:
+    """Write ``qid Q0 docid rank score tag`` lines, best first, atomically (gzipped for a
+    ``.gz`` name). An existing file is replaced only with ``overwrite`` and only if it is a run
+    (:func:`refuse_non_run_output`)."""
     check_run_tag(tag)
-    return _write_ranked(run, path, hits,
+    return _write_ranked(run, path, hits, overwrite,
                          lambda q, d, r, s: f"{q} Q0 {d} {r} {s:.6f} {tag}\n")
 
 
 def write_msmarco_run(run: Run, path: str | os.PathLike, hits: int | None = None) -> Path:
     """Write ``qid<TAB>docid<TAB>rank`` lines, best first (MS MARCO's run format, Pyserini's
-    ``--output-format msmarco``), atomically."""
-    return _write_ranked(run, path, hits, lambda q, d, r, s: f"{q}\t{d}\t{r}\n")
+    ``--output-format msmarco``), atomically, as :func:`write_trec_run`."""
+    return _write_ranked(run, path, hits, True, lambda q, d, r, s: f"{q}\t{d}\t{r}\n")
 
 
-def _write_ranked(run: Run, path: str | os.PathLike, hits: int | None,
+def refuse_non_run_output(path: str | os.PathLike) -> None:
+    """Run outputs replace an existing run without ``--overwrite`` (as Pyserini's search does),
+    but a file that is not a run (a collection's ``queries.jsonl`` or qrels named by mistake) is
+    refused: it was replaced by a run without a word. Its first lines are read as a run; an
+    empty file is one (a search that found nothing)."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    lines = itertools.islice(iter_lines(path), _RUN_CHECK_LINES)
+    try:
+        parse: LineParser | None = None
+        for lineno, line in lines:
+            parts = line.split()
+            parse = parse or _line_parser(parts, f"{path}:{lineno}")
+            parse(parts, f"{path}:{lineno}")
+    except (RunFormatError, DataFormatError) as e:
+        raise UserError(f"{path} exists and is not a run ({e}): a run output replaces only "
+                        "an earlier run; name another output or move the file") from None
+
+
+def _write_ranked(run: Run, path: str | os.PathLike, hits: int | None, overwrite: bool,
                   line: Callable[[str, str, int, float], str]) -> Path:
     path = Path(path)
-    with atomic_path(path) as tmp, open(tmp, "w") as f:
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} already exists; pass --overwrite to replace it")
+    refuse_non_run_output(path)
+    with atomic_path(path, overwrite=overwrite) as tmp, open_text_output(tmp, path) as f:
         for qid in run:
             for rank, (docid, score) in enumerate(ranked(run[qid])[:hits], start=1):
                 f.write(line(qid, docid, rank, score))

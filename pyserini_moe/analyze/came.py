@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from pyserini_moe.analyze.common import emit, figure, save_png
+from pyserini_moe.analyze.common import emit, figure, refuse_a_file_twice, save_png
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
@@ -98,7 +98,8 @@ def rbo(a: Sequence[str], b: Sequence[str], p: float = DEFAULT_RBO_P) -> float:
 
 
 def overlap_at(a: Sequence[str], b: Sequence[str], k: int) -> float:
-    """|A_k ∩ B_k| / k for the top k of each list (a shorter list still divides by k)."""
+    """|A_k ∩ B_k| / k for the top k of each list: a shorter list still divides by k (the
+    overlap@k of the IR literature; the runs analysed hold 1,000 hits, so k is what they hold)."""
     return len(set(a[:k]) & set(b[:k])) / k
 
 
@@ -295,8 +296,8 @@ def _read_titles(corpus: str, docids: set[str]) -> dict[str, str]:
 @dataclass(frozen=True)
 class CameAnalysis:
     """What ``analyze came`` takes, flag for flag (see its ``--help``): malformed or clashing run
-    names, unknown metrics and numbers out of range are refused when the object is made, before
-    any run is read."""
+    names, one run file given twice (two experts, or an expert and a fused run), unknown metrics
+    and numbers out of range are refused when the object is made, before any run is read."""
 
     expert_runs: Sequence[str]  # EXPERT=RUN, two or three of EXPERTS
     qrels: str
@@ -319,6 +320,10 @@ class CameAnalysis:
                             f"{', '.join(experts)}")
         if clash := set(self.fused_paths()) & set(experts):
             raise UserError(f"--fused: {', '.join(sorted(clash))} is already an expert's name")
+        refuse_a_file_twice([(f"{flag} {name}={path}", path)
+                             for flag, named in (("--expert-runs", experts),
+                                                 ("--fused", self.fused_paths()))
+                             for name, path in named.items()])
         if self.depth < 1:
             raise UserError(f"--depth must be >= 1, got {self.depth}")
         if self.cases < 0:

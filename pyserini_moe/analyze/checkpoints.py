@@ -269,6 +269,21 @@ def check_seed(label: str, train_dir: Path) -> None:
                         "number")
 
 
+def check_distinct_seeds(folders: dict[str, Path]) -> None:
+    """Two folders whose recipes trained with one seed are one training (a copy, or a
+    deterministic rerun): counted as two seeds they give a spread of 0 that was never measured."""
+    seen: dict[int, str] = {}
+    for label, folder in folders.items():
+        seed = _section(_recipe(folder) or {}, "training").get("seed")
+        if not isinstance(seed, int):
+            continue
+        if seed in seen:
+            raise UserError(f"--train-dir {seen[seed]} and {label}={folder}: both recipes trained "
+                            f"with seed {seed}, one training twice; give one folder per training "
+                            "seed")
+        seen[seed] = f"{label}={folder}"
+
+
 def check_corpus(train_dir: Path, corpus: str) -> None:
     """The held-out queries are the training collection's: searched in another corpus they find
     nothing relevant (dev nDCG 0 at every step) and the dev rule keeps an arbitrary step."""
@@ -315,6 +330,7 @@ def run_checkpoints(analysis: CheckpointsAnalysis) -> int:
     for label, folder in folders.items():
         check_corpus(folder, analysis.corpus)
         check_seed(label, folder)
+    check_distinct_seeds(folders)
     with _one_query_cut_warning():
         trainings = {label: evaluate_training(folder, analysis.corpus, [test], metrics,
                                               analysis.kind, analysis.max_length,

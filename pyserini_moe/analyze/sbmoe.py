@@ -12,7 +12,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from pyserini_moe.analyze.common import emit, figure, save_png
+from pyserini_moe.analyze.common import emit, figure, refuse_a_file_twice, save_png
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
@@ -234,8 +234,9 @@ def run_experts(analysis: ExpertsAnalysis) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class ExpertCountAnalysis:
-    """What ``analyze expert-count`` takes, flag for flag (see its ``--help``): malformed runs
-    and unknown metrics are refused when the object is made, before any run is read."""
+    """What ``analyze expert-count`` takes, flag for flag (see its ``--help``): malformed runs,
+    one run file given for two expert counts (or also as the baseline) and unknown metrics are
+    refused when the object is made, before any run is read."""
 
     runs: Sequence[str]  # EXPERTS=RUN, one per number of experts
     qrels: str
@@ -246,8 +247,10 @@ class ExpertCountAnalysis:
     plot: str | None = None
 
     def __post_init__(self) -> None:
-
-        parse_runs(self.runs)
+        places = [(f"--runs {count}={path}", path) for count, path in parse_runs(self.runs).items()]
+        if self.baseline:
+            places.append((f"--baseline {self.baseline}", self.baseline))
+        refuse_a_file_twice(places)
         parse_metrics(self.metrics)
 
 

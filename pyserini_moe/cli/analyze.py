@@ -3,7 +3,10 @@ system in :mod:`pyserini_moe.analyze` (``taser``: routing; ``sbmoe``: experts, e
 ``cotmote``: divergence; ``came``: came). Each system's subcommands are added by one function
 here, ``(subparsers, encoding_parent) -> {subcommand: (settings class, runner)}``; a fifth
 system adds one. The parsed flags become the subcommand's settings object (a frozen dataclass
-of the analysis module, which checks itself), so the analyses never see ``argparse``."""
+of the analysis module, which checks itself), so the analyses never see ``argparse``. Every
+count that must be at least 1 (tokens, batch size, depth, bins, documents) is a ``positive_int``:
+a plain ``int`` let -3 reach the tokenizer (a traceback) and 0 pass as "no limit"; ``--sample``
+(0: all) and ``--cases`` (0: none) keep their own checks."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from pyserini_moe.cli import (
     ArgumentParser,
     finite_float,
     output_file,
+    positive_int,
     refuse_input_as_output,
     seed,
     settings_from,
@@ -57,13 +61,13 @@ def _sbmoe_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, Ana
     experts.add_argument("--sample", type=int, default=0,
                          help="documents sampled from the corpus (seeded); 0 = all, as the paper")
     experts.add_argument("--seed", type=seed, default=0, help="seed of --sample")
-    experts.add_argument("--min-docs", type=int, default=sbmoe.PAPER_MIN_DOCS,
+    experts.add_argument("--min-docs", type=positive_int, default=sbmoe.PAPER_MIN_DOCS,
                          help="documents an expert must win to be activated (paper: 100000)")
     experts.add_argument("--threshold", type=finite_float, default=None, metavar="PCT",
                          help="activation threshold as a percentage of the routed texts "
                               "(overrides --min-docs)")
-    experts.add_argument("--batch-size", type=int, default=32, help="texts per batch")
-    experts.add_argument("--query-max-length", type=int, default=64, help="query tokens")
+    experts.add_argument("--batch-size", type=positive_int, default=32, help="texts per batch")
+    experts.add_argument("--query-max-length", type=positive_int, default=64, help="query tokens")
     experts.add_argument("--output", type=output_file, help="also write the Markdown tables here")
     experts.add_argument("--plot", help="write a PNG bar plot of the shares here")
 
@@ -103,7 +107,7 @@ def _cotmote_parsers(sub: Any, encoding: argparse.ArgumentParser) -> dict[str, A
     parser.add_argument("--sample", type=int, default=0,
                         help="pairs sampled (seeded); 0 = every judged query")
     parser.add_argument("--seed", type=seed, default=0, help="seed of --sample and t-SNE")
-    parser.add_argument("--query-max-length", type=int, default=64, help="query tokens")
+    parser.add_argument("--query-max-length", type=positive_int, default=64, help="query tokens")
     parser.add_argument("--output", type=output_file, help="also write the Markdown table here")
     parser.add_argument("--plot", help="write the t-SNE PNG here")
     return {"divergence": (cotmote.DivergenceAnalysis, cotmote.run_divergence)}
@@ -134,7 +138,7 @@ def _came_parsers(sub: Any, _encoding: argparse.ArgumentParser) -> dict[str, Ana
     parser.add_argument("--metrics", nargs="+", default=list(came.DEFAULT_METRICS),
                       help="metrics; the first picks the best expert (default: "
                            f"{' '.join(came.DEFAULT_METRICS)})")
-    parser.add_argument("--depth", type=int, default=came.PAPER_DEPTH,
+    parser.add_argument("--depth", type=positive_int, default=came.PAPER_DEPTH,
                       help="ranks compared by RBO and searched for the first relevant document "
                            f"(default: {came.PAPER_DEPTH}, the paper's top 1000)")
     parser.add_argument("--rbo-p", type=finite_float, default=came.DEFAULT_RBO_P,
@@ -151,7 +155,7 @@ def _came_parsers(sub: Any, _encoding: argparse.ArgumentParser) -> dict[str, Ana
                     "stretch of training, and how often each expert led the competition.")
     competition.add_argument("--log", nargs="+", required=True, metavar="NAME=LOG",
                              help="training logs, e.g. came=work/came/train_log.jsonl")
-    competition.add_argument("--bins", type=int, default=10, help="stretches of steps")
+    competition.add_argument("--bins", type=positive_int, default=10, help="stretches of steps")
     competition.add_argument("--output", type=output_file, help="also write the Markdown here")
     competition.add_argument("--plot", help="write a PNG of the weights over the steps here")
     return {"came": (came.CameAnalysis, came.run_came),
@@ -180,7 +184,7 @@ def _checkpoint_parsers(sub: Any, _encoding: argparse.ArgumentParser) -> dict[st
                         help="retrieval metric of the dev-<metric> rule")
     parser.add_argument("--kind", default="dense", choices=checkpoints.KINDS,
                         help="index kind the snapshots are searched with")
-    parser.add_argument("--max-length", type=int, default=256,
+    parser.add_argument("--max-length", type=positive_int, default=256,
                         help="passage tokens of the snapshots' indexes (the regressions': 256)")
     parser.add_argument("--title", default="Checkpoint selection", help="report heading")
     parser.add_argument("--output", type=output_file, help="also write the Markdown here")
@@ -201,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     # Flags every model-routing subcommand takes.
     encoding = ArgumentParser(add_help=False)
-    encoding.add_argument("--max-length", type=int, default=256, help="passage / document tokens")
+    encoding.add_argument("--max-length", type=positive_int, default=256, help="passage / document tokens")
     add_device_arg(encoding)
     encoding.add_argument("--quiet", action="store_true", help="no progress bars")
     commands = {}

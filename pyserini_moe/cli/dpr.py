@@ -5,9 +5,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from pyserini_moe.cli import ArgumentParser, output_file, refuse_input_as_output
-from pyserini_moe.data.dpr import convert_qa, convert_training, convert_wikipedia, merge_runs
+from pyserini_moe.data.dpr import (
+    check_collection_output,
+    check_qid_prefix,
+    convert_qa,
+    convert_training,
+    convert_wikipedia,
+    merge_runs,
+    refuse_existing,
+)
 from pyserini_moe.errors import UserError
 
 
@@ -49,7 +58,23 @@ def build_parser() -> argparse.ArgumentParser:
     merge = sub.add_parser("merge-runs", help="per query, the hits of the first run that has it")
     merge.add_argument("--runs", nargs="+", required=True, help="TREC runs, by priority")
     merge.add_argument("--output", required=True, type=output_file, help="merged TREC run")
+    for command in (wiki, train, qa, merge):
+        command.add_argument("--overwrite", action="store_true",
+                             help="replace an existing output (train: an earlier collection, "
+                                  "whole; its corpus.jsonl.gz is kept)")
     return parser
+
+
+def _refuse_before_work(args: argparse.Namespace) -> None:
+    """What would be refused after hours of conversion, refused first: an existing output
+    without --overwrite, a collection folder holding other files, a query id prefix with
+    whitespace."""
+    if args.command == "train":
+        check_collection_output(Path(args.output), args.overwrite)
+    else:
+        refuse_existing(args.output, args.overwrite)
+    if args.command == "qa":
+        check_qid_prefix(args.prefix)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,20 +84,22 @@ def main(argv: list[str] | None = None) -> int:
               "train": lambda: [*_pairs(args.train, "--train").values(),
                                 *_pairs(args.dev, "--dev").values()]}[args.command]()
     refuse_input_as_output([args.output], inputs)
+    _refuse_before_work(args)
     if args.command == "wiki":
-        count = convert_wikipedia(args.input, args.output, progress=not args.quiet)
+        count = convert_wikipedia(args.input, args.output, progress=not args.quiet,
+                                  overwrite=args.overwrite)
         print(f"{count} passages written to {args.output}", file=sys.stderr)
     elif args.command == "train":
         stats = convert_training(_pairs(args.train, "--train"), args.output,
-                                 _pairs(args.dev, "--dev"))
+                                 _pairs(args.dev, "--dev"), overwrite=args.overwrite)
         for key, count in stats.questions.items():
             print(f"{key}: {count} questions ({stats.skipped_without_positive[key]} without a "
                   "positive passage skipped)", file=sys.stderr)
     elif args.command == "qa":
-        count = convert_qa(args.input, args.output, args.prefix)
+        count = convert_qa(args.input, args.output, args.prefix, overwrite=args.overwrite)
         print(f"{count} questions written to {args.output}", file=sys.stderr)
     else:
-        merged = merge_runs(args.runs, args.output)
+        merged = merge_runs(args.runs, args.output, overwrite=args.overwrite)
         print(f"{len(merged)} queries written to {args.output}", file=sys.stderr)
     return 0
 

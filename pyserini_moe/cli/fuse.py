@@ -33,7 +33,13 @@ from pyserini_moe.cli import (
 )
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import parse_metric
-from pyserini_moe.runs import Run, check_run_tag, read_nonempty_run, write_trec_run
+from pyserini_moe.runs import (
+    Run,
+    check_run_tag,
+    read_nonempty_run,
+    refuse_non_run_output,
+    write_trec_run,
+)
 from pyserini_moe.search.fusion import CAME_METHODS, FUSIONS, RANX_METHODS, RANX_NORMS
 from pyserini_moe.search.hybrid import PYSERINI_ALPHA
 
@@ -213,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(f"--weights needs {len(args.runs)} values, one per run")
     tag = check_run_tag(args.run_tag or f"fuse-{args.method}")  # before the work, not after
     refuse_input_as_output([args.output], [*args.runs, *(args.dev_runs or []), args.dev_qrels])
+    refuse_non_run_output(args.output)
     _refuse_a_run_twice("--runs", args.runs)
     _refuse_a_run_twice("--dev-runs", args.dev_runs or [])
     runs = [_read(p, args.remove_query, args.candidates) for p in args.runs]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pyserini_moe.cli import ArgumentParser, finite_float, refuse_input_as_output, seed
 from pyserini_moe.cli.args import add_device_arg
+from pyserini_moe.errors import UserError
 from pyserini_moe.io import refuse_foreign_folder, refuse_special_output
 
 
@@ -97,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         warmup_ratio=args.warmup_ratio,
         switch_experts=args.switch_experts, seed=args.seed)
     settings.check()
+    _refuse_repeats(args)
     refuse_input_as_output([str(args.output_dir)],
                            [args.backbone, *args.corpus, *args.queries,
                             *[part for q in args.pseudo_queries for part in q.split("=", 1)]])
@@ -107,6 +109,28 @@ def main(argv: list[str] | None = None) -> int:
                          progress=not args.quiet)
     print(f"pre-trained encoder saved to {model_dir}", file=sys.stderr)
     return 0
+
+
+def _refuse_repeats(args: argparse.Namespace) -> None:
+    """One input listed twice (``--corpus A A``, one pseudo-query file under two entries) counted
+    its examples twice without a word; refused, as fuse refuses a run listed twice."""
+    _refuse_repeat("--corpus", args.corpus, args.corpus)
+    _refuse_repeat("--queries", args.queries, args.queries)
+    _refuse_repeat("--pseudo-queries", args.pseudo_queries,
+                   [value.partition("=")[2] for value in args.pseudo_queries])
+
+
+def _refuse_repeat(flag: str, values: list[str], inputs: list[str]) -> None:
+    """Refuse two ``values`` of ``flag`` whose ``inputs`` are one file or folder (however
+    spelled) or one name."""
+    seen: dict[str, str] = {}
+    for value, given in zip(values, inputs, strict=True):
+        path = Path(given).expanduser()
+        key = str(path.resolve()) if path.exists() else given
+        if key in seen:
+            raise UserError(f"{flag}: {seen[key]} and {value} are the same input; listed twice, "
+                            "its examples would count twice: give it once")
+        seen[key] = value
 
 
 def _check_output(output: Path, overwrite: bool) -> None:

@@ -7,6 +7,7 @@ condition fails. Paper-scale files whose data or GPU is absent are validated and
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from pyserini_moe.cli import ArgumentParser, HelpFormatter, seed
@@ -69,19 +70,9 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError(f"{name} is a folder: name its regression files ({name}/*.yaml)")
     regressions = [load_regression(f) for f in args.files]  # validate all before running any
     if args.smoke:
-        from pyserini_moe.eval.smoke import smoke
-
-        paper = [r for r in regressions if r.scale == "paper"]
-        if not paper:
-            raise UserError("--smoke runs paper-scale files; none given")
-        return smoke(paper, (Path(args.work_dir) if args.work_dir else DEFAULT_WORK) / "smoke")
-    if args.condition:
-        known = {c.name for reg in regressions for c in reg.conditions}
-        unknown = [c for c in args.condition if c not in known]
-        if unknown:
-            raise UserError(f"--condition {', '.join(unknown)}: no such condition in "
-                            f"{', '.join(args.files)} (known: {', '.join(sorted(known))})")
-    check_selection(regressions, args.seed)
+        return _smoke(args, regressions)
+    check_conditions(regressions, args.condition, args.files)
+    check_selection(regressions, args.seed, args.condition, args.scale)
     # absolute: steps run from the repository root, the runner from here
     work_dir = Path(args.work_dir).resolve() if args.work_dir else DEFAULT_WORK
     for flag, folder in (("--work-dir", work_dir), ("--results-dir", args.results_dir)):
@@ -111,18 +102,63 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
-def check_selection(regressions: list[Regression], seeds: list[int] | None) -> None:
+# Flags --smoke cannot honour: it runs every step for real on stand-ins (no dry run, nothing
+# merely evaluated), runs a condition's steps once without {seed} queues, and writes its results
+# pages into its own work folder.
+NOT_WITH_SMOKE = (("dry_run", "--dry-run"), ("evaluate_only", "--evaluate-only"),
+                  ("seed", "--seed"), ("results_dir", "--results-dir"))
+
+
+def _smoke(args: argparse.Namespace, regressions: list[Regression]) -> int:
+    """``--smoke``: the paper-scale files (those of ``--condition`` only) at smoke scale. A flag
+    it cannot honour is refused before any stand-in is built, not left unread while every step
+    runs for real."""
+    given = [flag for dest, flag in NOT_WITH_SMOKE if getattr(args, dest)]
+    if given:
+        raise UserError(f"--smoke runs every step for real on stand-ins: {', '.join(given)} "
+                        "cannot go with it; run without --smoke for that")
+    if args.scale == "local":
+        raise UserError("--smoke runs paper-scale files: --scale local leaves none; drop --scale")
+    paper = [r for r in regressions if r.scale == "paper"]
+    if not paper:
+        raise UserError("--smoke runs paper-scale files; none given")
+    check_conditions(paper, args.condition, [str(r.path) for r in paper])
+    if args.condition:
+        paper = [dataclasses.replace(r, conditions=[c for c in r.conditions
+                                                    if c.name in args.condition])
+                 for r in paper]
+        paper = [r for r in paper if r.conditions]
+    from pyserini_moe.eval.smoke import smoke  # noqa: PLC0415 - torch only when smoking
+
+    return smoke(paper, (Path(args.work_dir) if args.work_dir else DEFAULT_WORK) / "smoke")
+
+
+def check_conditions(regressions: list[Regression], conditions: list[str] | None,
+                     files: list[str]) -> None:
+    """A ``--condition`` that no file has would select nothing and run nothing: refused."""
+    known = {c.name for reg in regressions for c in reg.conditions}
+    unknown = [c for c in conditions or [] if c not in known]
+    if unknown:
+        raise UserError(f"--condition {', '.join(unknown)}: no such condition in "
+                        f"{', '.join(files)} (known: {', '.join(sorted(known))})")
+
+
+def check_selection(regressions: list[Regression], seeds: list[int] | None,
+                    conditions: list[str] | None = None, scale: str = "all") -> None:
     """Refused before anything runs: two files of one name (one work folder and report for
-    both) and a ``--seed`` that no condition of the files trains with (nothing would run)."""
+    both) and a ``--seed`` that no selected condition (of ``--condition``, in files of
+    ``--scale``) trains with: nothing would read it."""
     names = [reg.name for reg in regressions]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise UserError(f"several files are named {', '.join(twice)}: each file's name is its "
                         "work folder and report; run them one at a time or rename one")
     if seeds:
-        known = {s for reg in regressions for c in reg.conditions for s in c.seeds}
+        selected = [c for reg in regressions if scale in ("all", reg.scale)
+                    for c in reg.conditions if not conditions or c.name in conditions]
+        known = {s for c in selected for s in c.seeds}
         unknown = sorted(set(seeds) - known)
         if unknown:
-            raise UserError(f"--seed {', '.join(map(str, unknown))}: no condition of these "
-                            "files trains with it (their seeds: "
-                            f"{', '.join(map(str, sorted(known))) or 'none'})")
+            raise UserError(f"--seed {', '.join(map(str, unknown))}: no condition selected "
+                            f"({', '.join(c.name for c in selected) or 'none'}) trains with it "
+                            f"(their seeds: {', '.join(map(str, sorted(known))) or 'none'})")

@@ -39,7 +39,12 @@ from pyserini_moe.cli import (
 from pyserini_moe.cli.args import add_backend_arg, add_device_args, backend_encoder
 from pyserini_moe.errors import UserError
 from pyserini_moe.representation import INDEX_KINDS
-from pyserini_moe.runs import check_run_tag, write_msmarco_run, write_trec_run
+from pyserini_moe.runs import (
+    check_run_tag,
+    refuse_non_run_output,
+    write_msmarco_run,
+    write_trec_run,
+)
 from pyserini_moe.search.dispatch import (
     RETRIEVERS,
     SEARCH_FUSIONS,
@@ -238,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     refuse_input_as_output([args.output, *expert_outputs],
                            [args.topics, *args.index, args.bm25_index, args.encoder,
                             args.encoded_queries])
+    for output in [args.output, *expert_outputs]:  # before the search, not after it
+        refuse_non_run_output(output)
     from pyserini_moe.data.topics import load_topics
 
     topics = load_topics(args.topics)

@@ -38,6 +38,8 @@ import io
 import json
 import os
 import re
+import shutil
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +48,7 @@ from typing import IO, Any
 from tqdm import tqdm
 
 from pyserini_moe.data.beir import QRELS_HEADER, Document, check_id
-from pyserini_moe.data.export import write_topics_tsv
+from pyserini_moe.data.export import open_text_output, write_topics_tsv
 from pyserini_moe.errors import DataFormatError, UserError
 from pyserini_moe.io import atomic_path, iter_lines, open_binary
 from pyserini_moe.runs import Run, read_nonempty_run, write_trec_run
@@ -98,19 +100,21 @@ def iter_wikipedia(path: str | os.PathLike) -> Iterator[Document]:
 
 
 def convert_wikipedia(source: str | os.PathLike, target: str | os.PathLike,
-                      progress: bool = True) -> int:
+                      progress: bool = True, overwrite: bool = False) -> int:
     """Write ``psgs_w100.tsv`` as a BEIR ``corpus.jsonl.gz``, streaming; returns the passage count.
 
     Ids are checked for uniqueness in passing (a set of 21M short strings, ~2 GB); texts are never
-    held in memory.
+    held in memory. An existing ``target`` is replaced only with ``overwrite``.
     """
 
     source, target = Path(source), Path(target)
     if not target.name.endswith(".jsonl.gz"):
         raise UserError(f"{target}: the corpus must be named *.jsonl.gz (e.g. corpus.jsonl.gz)")
+    refuse_existing(target, overwrite)
     total = WIKIPEDIA_PASSAGES if source.name.startswith("psgs_w100") else None
     seen: set[str] = set()
-    with atomic_path(target) as tmp, gzip.open(tmp, "wt", encoding="utf-8", compresslevel=6) as out, \
+    with atomic_path(target, overwrite=overwrite) as tmp, \
+            gzip.open(tmp, "wt", encoding="utf-8", compresslevel=6) as out, \
             tqdm(total=total, unit="psg", unit_scale=True, desc=source.name,
                  disable=not progress) as bar:
         for doc in iter_wikipedia(source):
@@ -309,7 +313,8 @@ def _checked_sets(files: Mapping[str, str | os.PathLike], what: str) -> dict[str
 
 
 def convert_training(train: Mapping[str, str | os.PathLike], output: str | os.PathLike,
-                     dev: Mapping[str, str | os.PathLike] | None = None) -> ConversionStats:
+                     dev: Mapping[str, str | os.PathLike] | None = None,
+                     overwrite: bool = False) -> ConversionStats:
     """Merge DPR retriever files into one collection folder for the trainer (multi-set training).
 
     ``train``/``dev`` map a data set name (``nq``, ``trivia``, ...) to its file; query ids are
@@ -318,19 +323,120 @@ def convert_training(train: Mapping[str, str | os.PathLike], output: str | os.Pa
     ``bm25-negatives.train.trec`` (DPR's BM25 hard negatives in DPR's order) and topics files
     ``topics/train.<set>.tsv`` (per set, for mining from a chosen subset, as TASER mines only NQ,
     TriviaQA and WebQ) and ``topics/dev.tsv`` (all dev sets, TASER's model selection set). The
-    corpus (``wiki``) goes into the same folder; nothing else there is touched.
+    corpus (``wiki``, ``corpus.jsonl.gz``) goes into the same folder and is kept; an earlier
+    collection is replaced only with ``overwrite`` (:func:`check_collection_output`).
     """
     output = Path(output)
+    check_collection_output(output, overwrite)
     splits = {"train": _checked_sets(train, "train"), "dev": _checked_sets(dev or {}, "dev")}
     if not splits["train"]:
         raise UserError("no training files given")
+    with _staged_collection(output) as stage:
+        return _write_training(splits, stage)
+
+
+def check_collection_output(output: Path, overwrite: bool) -> None:
+    """Before any work: ``train``'s folder is new, empty, or holds ``wiki``'s corpus alone; with
+    ``overwrite``, also an earlier ``train`` output. A folder holding anything else (a BEIR
+    collection's ``corpus.jsonl`` or test qrels) is refused even with ``overwrite``: writing into
+    it made a folder mixing two collections, and replacing it would delete files ``dpr`` did not
+    write."""
+    if not output.exists():
+        return
+    if not output.is_dir():
+        raise FileExistsError(f"{output} is a file: name a folder for the collection")
+    entries = [e.relative_to(output) for e in output.rglob("*")]  # hidden: temporaries
+    entries = [e for e in entries if not any(part.startswith(".") for part in e.parts)]
+    foreign = sorted(str(e) for e in entries if not _dpr_entry(e))
+    if foreign:
+        raise FileExistsError(f"{output} holds files dpr train does not write (e.g. "
+                              f"{foreign[0]}): name a new folder, or the one wiki's "
+                              f"{_CORPUS} is in")
+    if _earlier_training(output) and not overwrite:
+        raise FileExistsError(f"{output} already holds a DPR collection; pass --overwrite to "
+                              f"replace it whole ({_CORPUS} is kept)")
+
+
+_CORPUS = "corpus.jsonl.gz"  # wiki's output, which train's collection folder holds beside its own
+_TRAINING_FILES = ("queries.jsonl", "bm25-negatives.train.trec", "qrels", "topics")
+
+
+def _dpr_entry(entry: Path) -> bool:
+    """Whether a path inside the collection folder is one ``wiki`` or ``train`` writes."""
+    parts = entry.parts
+    if len(parts) == 1:
+        return parts[0] in (_CORPUS, *_TRAINING_FILES)
+    if len(parts) == 2 and parts[0] == "qrels":
+        return parts[1] in ("train.tsv", "dev.tsv")
+    return len(parts) == 2 and parts[0] == "topics" and \
+        re.fullmatch(r"(train\.[A-Za-z0-9_.]+|dev)\.tsv", parts[1]) is not None
+
+
+def _earlier_training(output: Path) -> bool:
+    """Whether ``output`` holds what an earlier ``train`` wrote."""
+    return any((output / name).exists() for name in _TRAINING_FILES)
+
+
+@contextlib.contextmanager
+def _staged_collection(output: Path) -> Iterator[Path]:
+    """An empty folder beside ``output`` to write the collection into; on success its files
+    become ``output``'s (:func:`_commit_collection`), on failure it is removed with the folders
+    made for it, so an earlier collection is never half replaced."""
+    created = [p for p in output.absolute().parents if not p.exists()]
+    output.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{output.name}.tmp-{os.getpid()}-",
+                                  dir=output.parent))
+    try:
+        stage.chmod(0o777 & ~_umask())  # as a plain mkdir would: mkdtemp's is owner-only
+        yield stage
+        _commit_collection(stage, output)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        for folder in reversed(created):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+def _commit_collection(stage: Path, output: Path) -> None:
+    """Move the written collection into place. A new folder, or one holding wiki's corpus
+    alone, takes the files (nothing old to mix with; a running ``wiki`` keeps its folder); an
+    earlier collection is swapped out whole by two renames, its corpus linked into the new one
+    first, so a reader sees the old collection or the new, never a mix."""
+    if not output.exists():
+        stage.rename(output)
+    elif not _earlier_training(output):
+        for entry in stage.iterdir():
+            entry.rename(output / entry.name)
+        stage.rmdir()
+    else:
+        if (output / _CORPUS).is_file():
+            os.link(output / _CORPUS, stage / _CORPUS)
+        old = output.with_name(f".{output.name}.old-{os.getpid()}")
+        output.rename(old)
+        try:
+            stage.rename(output)
+        except BaseException:
+            old.rename(output)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _write_training(splits: dict[str, dict[str, Path]], output: Path) -> ConversionStats:
+    """Write the collection's files into the (new, empty) folder ``output``."""
     questions: dict[str, int] = {}
     skipped: dict[str, int] = {}
     topics: dict[str, dict[str, str]] = {}
-    with contextlib.ExitStack() as stack:  # a failure removes the folders made for its files
+    with contextlib.ExitStack() as stack:
         def out(name: str) -> IO[str]:
-            tmp = stack.enter_context(atomic_path(output / name))
-            return stack.enter_context(tmp.open("w", encoding="utf-8"))
+            (output / name).parent.mkdir(parents=True, exist_ok=True)
+            return stack.enter_context((output / name).open("w", encoding="utf-8"))
 
         queries, negatives = out("queries.jsonl"), out("bm25-negatives.train.trec")
         for split, files in splits.items():
@@ -360,8 +466,8 @@ def convert_training(train: Mapping[str, str | os.PathLike], output: str | os.Pa
                 if not kept:
                     raise DataFormatError(path, "no question with a positive passage")
                 questions[key] = kept
-        for name, texts in topics.items():
-            write_topics_tsv(texts, output / "topics" / f"{name}.tsv")
+    for name, texts in topics.items():
+        write_topics_tsv(texts, output / "topics" / f"{name}.tsv")
     return ConversionStats(questions, skipped)
 
 
@@ -388,6 +494,7 @@ def read_qa_csv(path: str | os.PathLike, prefix: str = "") -> dict[str, tuple[st
     """DPR's ``<set>-test.qa.csv`` as ``{qid: (question, answers)}``; qid = ``<prefix><row>``
     with the 0-based row number, the qids of Pyserini's ``dpr-<set>-test`` topics."""
     path = Path(path)
+    check_qid_prefix(prefix)
     out: dict[str, tuple[str, list[str]]] = {}
     for row, (line, fields) in enumerate(_csv_rows(path)):
         if len(fields) < 2:
@@ -457,11 +564,32 @@ def load_answers(spec: str | os.PathLike) -> dict[str, list[str]]:
     return _pyserini_answers(str(spec))
 
 
-def convert_qa(source: str | os.PathLike, target: str | os.PathLike, prefix: str = "") -> int:
-    """Write DPR test questions as JSONL ``{"_id", "text", "answers"}``: a ``--topics`` file for
-    search (extra fields are ignored) and an ``answers:`` file for the regression runner."""
+def check_qid_prefix(prefix: str) -> str:
+    """``prefix``, if query ids made with it are ids: whitespace in one wrote topics that
+    ``search`` then refused (``invalid query id 'a b0'``)."""
+    if any(c.isspace() for c in prefix):
+        raise UserError(f"--prefix {prefix!r}: query ids may contain no whitespace; use e.g. "
+                        "'nq-' or 'nq_'")
+    return prefix
+
+
+def refuse_existing(target: str | os.PathLike, overwrite: bool) -> None:
+    """Before any work: an existing output is replaced only with ``overwrite`` (``dpr`` once
+    replaced a user's file without a word)."""
+    if Path(target).exists() and not overwrite:
+        raise FileExistsError(f"{target} already exists; pass --overwrite to replace it")
+
+
+def convert_qa(source: str | os.PathLike, target: str | os.PathLike, prefix: str = "",
+               overwrite: bool = False) -> int:
+    """Write DPR test questions as JSONL ``{"_id", "text", "answers"}`` (gzipped for a ``.gz``
+    name): a ``--topics`` file for search (extra fields are ignored) and an ``answers:`` file for
+    the regression runner. An existing ``target`` is replaced only with ``overwrite``."""
+    check_qid_prefix(prefix)
+    refuse_existing(target, overwrite)
     rows = read_qa_csv(source, prefix)
-    with atomic_path(target) as tmp, tmp.open("w", encoding="utf-8") as f:
+    with atomic_path(target, overwrite=overwrite) as tmp, \
+            open_text_output(tmp, Path(target)) as f:
         for qid, (question, answers) in rows.items():
             f.write(json.dumps({"_id": qid, "text": question, "answers": answers},
                                ensure_ascii=False) + "\n")
@@ -471,16 +599,19 @@ def convert_qa(source: str | os.PathLike, target: str | os.PathLike, prefix: str
 # --------------------------------------------------------------------------- runs
 
 
-def merge_runs(paths: Iterable[str | os.PathLike], target: str | os.PathLike) -> Run:
+def merge_runs(paths: Iterable[str | os.PathLike], target: str | os.PathLike,
+               overwrite: bool = False) -> Run:
     """Per query, the hits of the first run that has it: model-mined negatives for some data sets,
-    DPR's BM25 negatives for the rest (TASER appendix D mines only NQ, TriviaQA and WebQ)."""
+    DPR's BM25 negatives for the rest (TASER appendix D mines only NQ, TriviaQA and WebQ). An
+    existing ``target`` is replaced only with ``overwrite``."""
+    refuse_existing(target, overwrite)
     merged: Run = {}
     for path in paths:
         for qid, hits in read_nonempty_run(path, "merge").items():
             merged.setdefault(qid, hits)
     if not merged:
         raise UserError("the runs to merge are empty")
-    write_trec_run(merged, target, tag="merged")
+    write_trec_run(merged, target, tag="merged", overwrite=overwrite)
     return merged
 
 

@@ -86,6 +86,10 @@ def read_topics_file(path: Path) -> dict[str, str]:
         raise DataFormatError(path, "no topics (the file is empty)")
     if head.lstrip().startswith("{"):
         return read_queries(path)
+    if head.lstrip().lower().startswith("<top"):  # <top> (SGML), <topics>/<topic> (XML)
+        raise DataFormatError(path, "TREC topics in SGML or XML (<top>, <topic>) are not "
+                                    "read; write them as qid<TAB>text lines (.tsv) or JSONL "
+                                    '{"_id", "text"}, or give the Pyserini topics name')
     topics: dict[str, str] = {}
     lines: dict[str, int] = {}
     for lineno, line in iter_lines(path):

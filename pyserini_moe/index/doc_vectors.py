@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -44,28 +44,51 @@ def write_doc_vectors(files: Iterable[Path], out: Path) -> tuple[int, int]:
     with open(out / "docids.txt", "w", encoding="utf-8") as ids, \
             open(out / "terms.i32", "wb") as tf, open(out / "weights.i32", "wb") as wf:
         for path in files:
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    doc = json.loads(line)
-                    if not doc["id"] or "\n" in doc["id"] or "\r" in doc["id"]:
-                        raise UserError(f"docid must be non-empty and on one line, got "
-                                        f"{doc['id']!r}")
-                    ids.write(f"{doc['id']}\n")
-                    for term, weight in doc["vector"].items():
-                        terms.append(vocab.setdefault(term, len(vocab)))
-                        weights.append(int(weight))
-                    total += len(doc["vector"])
-                    indptr.append(total)
-                    total_docs += 1
-                    if len(terms) >= _FLUSH:
-                        _append(terms, tf, "<i4")
-                        _append(weights, wf, "<i4")
+            for docid, vector in _read_vectors(path):
+                ids.write(f"{docid}\n")
+                for term, weight in vector.items():
+                    terms.append(vocab.setdefault(term, len(vocab)))
+                    weights.append(weight)
+                total += len(vector)
+                indptr.append(total)
+                total_docs += 1
+                if len(terms) >= _FLUSH:
+                    _append(terms, tf, "<i4")
+                    _append(weights, wf, "<i4")
         _append(terms, tf, "<i4")
         _append(weights, wf, "<i4")
     with open(out / "indptr.i64", "wb") as f:
         _append(indptr, f, "<i8")
     (out / "vocab.json").write_text(json.dumps(list(vocab)), encoding="utf-8")
     return total_docs, total
+
+
+def _read_vectors(path: Path) -> Iterator[tuple[str, dict[str, int]]]:
+    """``(docid, {term: weight})`` per line of a ``JsonVectorCollection`` file. A damaged line
+    (a shard's ``vectors.jsonl`` cut short by an interrupted copy) is one error naming the file
+    (through a merge's links: the shard's own) and the line, not a JSON traceback."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            for lineno, line in enumerate(f, 1):
+                yield _vector_line(line, f"{path.resolve()}:{lineno}")
+        except UnicodeDecodeError as e:
+            raise UserError(f"{path.resolve()}: not UTF-8 text ({e.reason}); the vectors file "
+                            "is damaged: rebuild the index (or shard)") from None
+
+
+def _vector_line(line: str, where: str) -> tuple[str, dict[str, int]]:
+    """One ``{"id": ..., "vector": {term: weight}}`` line, checked (``where``: file:line)."""
+    try:
+        doc = json.loads(line)
+        docid, vector = doc["id"], doc["vector"]
+        weights = {str(term): int(weight) for term, weight in vector.items()}
+    except (json.JSONDecodeError, TypeError, KeyError, AttributeError, ValueError) as e:
+        raise UserError(f"{where}: not a vector line {{\"id\", \"vector\": {{term: weight}}}} "
+                        f"({type(e).__name__}: {e}); the vectors file is damaged (an "
+                        "interrupted copy?): rebuild the index (or shard)") from None
+    if not isinstance(docid, str) or not docid or "\n" in docid or "\r" in docid:
+        raise UserError(f"{where}: docid must be non-empty and on one line, got {docid!r}")
+    return docid, weights
 
 
 def _append(values: array, f: BinaryIO, dtype: str) -> None:

@@ -26,6 +26,7 @@ Schema (defaults in brackets; see ``encoders/*.yaml`` for commented examples)::
         run: path/to/run.trec                # source=run: any TREC run
         model: path/to/model                 # source=model: an encoder to mine with ...
         kind: dense                          # ... and its index kind: dense|impact|multivector
+                                             # (each refused beside a source that does not read it)
         depth: 100                           # [100] candidates per query
         skip_top: 0                          # [0] ranks skipped (likely unjudged positives)
       query_max_length: 32                   # [32] tokens
@@ -86,6 +87,8 @@ from pyserini_moe.validate import (
 # the epochs' batches would run until killed.
 MAX_EPOCHS = 100_000
 NEGATIVE_SOURCES = ("bm25", "run", "model")
+# The ``data.negatives`` fields each source reads; set beside another source, one is ignored.
+SOURCE_FIELDS = {"bm25": (), "run": ("run",), "model": ("model", "kind")}
 POSITIVE_MODES = ("all", "first", "sample")
 MINING_KINDS = INDEX_KINDS
 
@@ -274,6 +277,7 @@ def from_dict(raw: Any, source: str | os.PathLike = "<dict>") -> TrainConfig:
 def _check_across_fields(config: TrainConfig, source: Path) -> None:
     negatives = config.data.negatives
     where = "data.negatives"
+    _refuse_unread_negatives(negatives, source)
     if negatives.source == "run":
         if negatives.run is None:
             fail(source, f"{where}.run", "required when source is 'run'")
@@ -287,6 +291,17 @@ def _check_across_fields(config: TrainConfig, source: Path) -> None:
         fail(source, f"{where}.skip_top", f"must be smaller than depth ({negatives.depth}), "
                                            f"got {negatives.skip_top}")
     _check_model_args(config.model, source)
+
+
+def _refuse_unread_negatives(negatives: NegativesConfig, source: Path) -> None:
+    """A ``run``, ``model`` or ``kind`` beside a source that does not read it would be dropped
+    in silence: BM25 negatives trained on while the recipe names a round-1 run."""
+    read = SOURCE_FIELDS[negatives.source]
+    for name in ("run", "model", "kind"):
+        if getattr(negatives, name) is not None and name not in read:
+            user = next(s for s, fields in SOURCE_FIELDS.items() if name in fields)
+            fail(source, f"data.negatives.{name}", f"not read when source is "
+                 f"{negatives.source!r}: remove it, or set data.negatives.source to {user!r}")
 
 
 def _check_model_args(model: ModelConfig, source: Path) -> None:

@@ -262,7 +262,6 @@ def test_cli_says_when_no_query_is_disputed(toy, tmp_path, capsys) -> None:
     (["lexical=LEX", "local=LOC", "--fused", "local=LEX"], "--fused: local is already an expert"),
     (["lexical=LEX", "local=LOC", "--fused", "sum=gone.trec"], "--fused sum: run file not found"),
     (["lexical=LEX", "local=LOC", "--rbo-p", "1"], "--rbo-p must be in (0, 1)"),
-    (["lexical=LEX", "local=LOC", "--depth", "0"], "--depth must be >= 1"),
     (["lexical=LEX", "local=LOC", "--metrics", "ndcg"], "unknown metric 'ndcg'"),
 ])
 def test_cli_errors_are_one_line(toy, tmp_path, capsys, experts, message) -> None:
