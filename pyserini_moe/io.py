@@ -139,22 +139,55 @@ def _check_target(target: Path, *, directory: bool, overwrite: bool,
         refuse_foreign_folder(target, None if replacement is None else _marker(replacement))
 
 
-@dataclasses.dataclass(frozen=True)
-class _OutputKind:
-    """A kind of folder this toolkit writes whole: told by a marker file, and made of nothing
-    but the files and sub-folders it writes, so replacing one deletes nothing else."""
+def _is_folder(entry: Path) -> bool:
+    """A folder, not a symbolic link to one (replacing a link deletes the link, not its target)."""
+    return entry.is_dir() and not entry.is_symlink()
 
-    what: str                      # for messages: "an index"
-    markers: tuple[str, ...]       # the first is the one a writer of this kind names it by
+
+@dataclasses.dataclass(frozen=True)
+class _Contents:
+    """What one folder this toolkit writes holds: files by name or name pattern, and sub-folders
+    by name pattern, each with contents of its own. A sub-folder is judged by what it holds, not
+    by its name: a user's files put in an index's ``doc_vectors/`` or a pre-training's
+    ``model/`` were once deleted with it."""
+
     files: frozenset[str] = frozenset()
     pattern: str = r"(?!)"         # file names that vary (Lucene segments, graphs)
-    folders: frozenset[str] = frozenset()
+    folders: tuple[tuple[str, _Contents], ...] = ()  # (name pattern, what such a folder holds)
 
-    def writes(self, entry: Path) -> bool:
-        if entry.is_dir() and not entry.is_symlink():
-            return entry.name in self.folders
-        return (entry.name in self.markers or entry.name in self.files
-                or re.fullmatch(self.pattern, entry.name) is not None)
+    def foreign(self, folder: Path) -> list[Path]:
+        """Everything in ``folder`` (at any depth) its writer does not write: a file of another
+        name, a sub-folder of another name (whole), or what is foreign inside a known one."""
+        found: list[Path] = []
+        for entry in sorted(folder.iterdir()):
+            if _is_folder(entry):
+                found += self._foreign_in(entry)
+            elif not self._writes_file(entry.name):
+                found.append(entry)
+        return found
+
+    def _foreign_in(self, sub: Path) -> list[Path]:
+        """A sub-folder of one of this folder's names: what is foreign inside it; of another
+        name: all of it (named once, as the user put it there)."""
+        inner = next((c for name, c in self.folders if re.fullmatch(name, sub.name)), None)
+        return [sub] if inner is None else inner.foreign(sub)
+
+    def _writes_file(self, name: str) -> bool:
+        """Whether a file of this name is one this folder's writer writes."""
+        return name in self.files or re.fullmatch(self.pattern, name) is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class _OutputKind(_Contents):
+    """A kind of folder this toolkit writes: told by a marker (a file, or a folder only it
+    writes), and made of nothing but what it writes, so replacing one deletes nothing else."""
+
+    what: str = ""                 # for messages: "an index"
+    markers: tuple[str, ...] = ()  # the first is the one a writer of this kind names it by
+
+    def _writes_file(self, name: str) -> bool:
+        """Its markers too: the files that tell the kind are among those it writes."""
+        return name in self.markers or super()._writes_file(name)
 
 
 # What a tokenizer's save_pretrained writes (sentencepiece and BPE names included).
@@ -162,40 +195,80 @@ _TOKENIZER_FILES = frozenset({"tokenizer.json", "tokenizer_config.json", "specia
                               "vocab.txt", "vocab.json", "merges.txt", "added_tokens.json",
                               "spiece.model", "sentencepiece.bpe.model"})
 
+# Lucene's own file names, not any ``_name.ext`` (a user's ``_notes.txt`` in an index was once
+# deleted as a segment): ``_<segment>[_<generation>]`` then a codec's extension, the per-field
+# formats' ones (postings, doc values, vectors) after their ``_<Format>_<n>`` suffix.
+_LUCENE_FILES = (r"_[0-9a-z]+(_[0-9a-z]+)?"
+                 r"(\.(si|cfs|cfe|fnm|fdt|fdx|fdm|nvd|nvm|tvd|tvx|tvm|kdd|kdi|kdm|dii|dim|liv)"
+                 r"|_[A-Z][A-Za-z0-9]*_[0-9]+\.(doc|pos|pay|tim|tip|tmd|psm|dvd|dvm|vec|vem|vex"
+                 r"|veq|vemq|vemf))"
+                 r"|(pending_)?segments_[0-9a-z]+")
+
+# An impact index's doc_vectors/ (index/doc_vectors.py).
+_DOC_VECTORS = _Contents(files=frozenset({"docids.txt", "vocab.json", "indptr.i64", "terms.i32",
+                                          "weights.i32"}))
+
+_INDEX = _OutputKind(what="an index",
+                     markers=("pyserini_moe_index.json", "pyserini_moe.json"),  # then its legacy
+                     files=frozenset({"docid", "index", "vectors.jsonl", "write.lock",
+                                      "segments.gen", "docids.txt", "tokens.faiss", "residual.pq",
+                                      "vectors.npy", "token2doc.npy", "offsets.npy",
+                                      "centroids.npy", "token_centroids.npy", "codes.npy",
+                                      "centroid_offsets.npy", "centroid_docs.npy"}),
+                     pattern=_LUCENE_FILES, folders=(("doc_vectors", _DOC_VECTORS),))
+
+_ONNX_EXPORT = _OutputKind(what="an ONNX export", markers=("pyserini_moe_onnx.json",),
+                           files=_TOKENIZER_FILES, pattern=r".+\.onnx")
+
+_BACKBONE_CONFIG = _Contents(files=frozenset({"config.json"}))  # DPR's passage/, 1_Pooling/
+
+# A saved model (modeling/base.py's save), its export cache onnx/<fp32|int8...>/ included.
+_MODEL = _OutputKind(what="a model", markers=("pyserini_moe.json",),
+                     files=_TOKENIZER_FILES | {"config.json", "README.md",
+                                               "pyserini_moe.safetensors", "model.safetensors",
+                                               "modules.json", "sentence_bert_config.json",
+                                               "config_sentence_transformers.json"},
+                     folders=(("passage", _BACKBONE_CONFIG), ("1_Pooling", _BACKBONE_CONFIG),
+                              ("2_Normalize", _Contents()), ("onnx", _Contents(
+                                  folders=((".+", _ONNX_EXPORT),)))))
+
+_CHECKPOINT = _OutputKind(what="a training checkpoint", markers=("state.pt",),
+                          files=frozenset({"progress.json"}))
+
+# train/trainer.py's output folder: recipe and logs, the models (init/ is --init-only's), the
+# checkpoint, snapshots/step-N/, and mining/'s index when a model mined the negatives.
+_TRAINING_RUN = _OutputKind(
+    what="a training run",
+    markers=("recipe.yaml", "train_log.jsonl", "train_summary.json", "negatives.trec", "init"),
+    files=frozenset({"dev_topics.tsv", "dev_qrels.txt"}),
+    folders=(("best|last|init", _MODEL), ("checkpoint", _CHECKPOINT),
+             ("snapshots", _Contents(folders=((r"step-\d+", _MODEL),))),
+             ("mining", _Contents(folders=((r"mining-\w+-index", _INDEX),)))))
+
 # Every folder --overwrite (or a writer replacing its own output: a trainer's best/ and
 # checkpoint/) may replace, and what each is made of. A folder the toolkit reads but does not
 # write whole (a BEIR collection, a Hugging Face model, a Pyserini index) matches none of them.
 _OUTPUT_KINDS = (
-    _OutputKind("an index", ("pyserini_moe_index.json", "pyserini_moe.json"),  # then its legacy name
-                files=frozenset({"docid", "index", "vectors.jsonl", "write.lock", "segments.gen",
-                                 "docids.txt", "tokens.faiss", "residual.pq", "vectors.npy",
-                                 "token2doc.npy", "offsets.npy", "centroids.npy",
-                                 "token_centroids.npy", "codes.npy", "centroid_offsets.npy",
-                                 "centroid_docs.npy"}),
-                pattern=r"_[0-9a-z]+(_\w+)*\.\w+|(pending_)?segments_[0-9a-z]+",  # Lucene's
-                folders=frozenset({"doc_vectors"})),
-    _OutputKind("a model", ("pyserini_moe.json",),
-                files=_TOKENIZER_FILES | {"config.json", "README.md", "pyserini_moe.safetensors",
-                                          "model.safetensors", "modules.json",
-                                          "sentence_bert_config.json",
-                                          "config_sentence_transformers.json"},
-                folders=frozenset({"passage", "1_Pooling", "2_Normalize", "onnx"})),
-    _OutputKind("an ONNX export", ("pyserini_moe_onnx.json",), files=_TOKENIZER_FILES,
-                pattern=r".+\.onnx"),
-    _OutputKind("encoded queries", ("embedding.pkl",)),
-    _OutputKind("a training checkpoint", ("state.pt",), files=frozenset({"progress.json"})),
-    _OutputKind("a pre-training output", ("pretrain_args.json",),
-                files=frozenset({"pretrain_log.jsonl"}), folders=frozenset({"model"})),
+    _INDEX,
+    _MODEL,
+    _ONNX_EXPORT,
+    _OutputKind(what="encoded queries", markers=("embedding.pkl",)),
+    _CHECKPOINT,
+    _OutputKind(what="a pre-training output", markers=("pretrain_args.json",),
+                files=frozenset({"pretrain_log.jsonl"}), folders=(("model", _MODEL),)),
     # data.export's JsonCollection (BM25 indexing's input): replaced only by another of its kind
-    _OutputKind("a JsonCollection", ("docs.jsonl",)),
+    _OutputKind(what="a JsonCollection", markers=("docs.jsonl",)),
+    # never replaced whole (a new training replaces its parts): named so that an index or
+    # export written over one is refused as such, and a training's own check knows its files
+    _TRAINING_RUN,
 )
 
 
 def _kind_of(folder: Path) -> _OutputKind | None:
     """The kind of output all of whose files ``folder`` holds (None: a folder of other files)."""
-    entries = list(folder.iterdir())
-    return next((kind for kind in _OUTPUT_KINDS if any(e.name in kind.markers for e in entries)
-                 and all(kind.writes(e) for e in entries)), None)
+    names = {e.name for e in folder.iterdir()}
+    return next((kind for kind in _OUTPUT_KINDS
+                 if names & set(kind.markers) and not kind.foreign(folder)), None)
 
 
 def _marker(folder: Path) -> str:
@@ -220,11 +293,10 @@ def refuse_foreign_folder(folder: Path, marker: str | None = None) -> None:
     if marker is not None:
         _refuse_another_kind(folder, entries, kinds)
     held = [k for k in kinds if any(e.name in k.markers for e in entries)]
-    foreign = min(([e for e in entries if not k.writes(e)] for k in held), key=len,
-                  default=entries)
+    foreign = min((k.foreign(folder) for k in held), key=len, default=entries)
     if foreign:
         raise FileExistsError(f"{folder} holds files this toolkit did not write "
-                              f"{_examples(foreign)}: --overwrite replaces only a folder "
+                              f"{_examples(foreign, folder)}: --overwrite replaces only a folder "
                               "it wrote (an index, a model, an export) holding nothing else, or "
                               "an empty one; move them out or name another folder")
 
@@ -255,14 +327,15 @@ def _refuse_another_kind(folder: Path, entries: list[Path], kinds: list[_OutputK
     if not any(names & set(k.markers) for k in kinds) and any(
             names & set(k.markers) for k in _OUTPUT_KINDS):  # output of another kind, and more
         raise FileExistsError(f"{folder} is not {wanted}: it holds other files "
-                              f"{_examples(entries)}; --overwrite replaces only a folder of the "
-                              "kind it writes, or an empty one; name another folder")
+                              f"{_examples(entries, folder)}; --overwrite replaces only a folder "
+                              "of the kind it writes, or an empty one; name another folder")
 
 
-def _examples(entries: list[Path]) -> str:
-    """``(e.g. notes.txt), also sub/, x.txt and 2 more``: up to three entries, a folder with a
-    slash (the first alone in the brackets, as the messages named one before)."""
-    names = [e.name + ("/" if e.is_dir() else "") for e in entries]
+def _examples(entries: list[Path], folder: Path) -> str:
+    """``(e.g. notes.txt), also model/sub/, x.txt and 2 more``: up to three entries, by their
+    path in ``folder`` (a file deep in a sub-folder is named where it is), a folder with a slash
+    (the first alone in the brackets, as the messages named one before)."""
+    names = [str(e.relative_to(folder)) + ("/" if e.is_dir() else "") for e in entries]
     also = f", also {', '.join(names[1:3])}" if len(names) > 1 else ""
     more = f" and {len(names) - 3} more" if len(names) > 3 else ""
     return f"(e.g. {names[0]}){also}{more}"

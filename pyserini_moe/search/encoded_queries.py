@@ -25,7 +25,12 @@ import numpy as np
 import pandas as pd
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.io import atomic_path, read_dataframe_pickle, refuse_foreign_folder
+from pyserini_moe.io import (
+    atomic_path,
+    read_dataframe_pickle,
+    refuse_foreign_folder,
+    refuse_special_output,
+)
 from pyserini_moe.runs import JAVA_INT_MAX
 from pyserini_moe.search.encoded import open_searcher
 
@@ -69,7 +74,9 @@ def _check_output(output: Path, kind: str, overwrite: bool) -> None:
     dense index's queries are a folder, ``embedding.pkl`` inside; an impact index's a file), and
     ``overwrite`` replaces only queries written before, never an index, a model or a folder of
     the user's files, nor queries the user put files beside (all were deleted once; a dense
-    output folder was once refused as "a directory: name a file")."""
+    output folder was once refused as "a directory: name a file"). A FIFO or device is refused
+    before anything reads it (a read of a FIFO would wait for a writer)."""
+    refuse_special_output(output)
     if not output.exists():
         return
     if kind == "impact" and output.is_dir():
@@ -81,10 +88,35 @@ def _check_output(output: Path, kind: str, overwrite: bool) -> None:
     if kind == "dense" and any(output.iterdir()) and not (output / EMBEDDING_FILE).is_file():
         raise FileExistsError(f"{output} holds no {EMBEDDING_FILE}: it is not encoded queries, "
                               "and --overwrite replaces only those; name another folder")
+    if kind == "impact" and not _holds_impact_queries(output):
+        raise FileExistsError(f"{output} is not impact encoded queries (its first line is no "
+                              f"{{{', '.join(map(repr, _IMPACT_KEYS))}}} record, as this writes): "
+                              "--overwrite replaces only those; name another file")
     if not overwrite:
         raise FileExistsError(f"{output} already exists; pass --overwrite to replace it")
     if kind == "dense":  # encoded queries and nothing else: a user's notes put beside survive
         refuse_foreign_folder(output, EMBEDDING_FILE)
+
+
+_IMPACT_KEYS = ("id", "contents", "vector")  # one impact query's record, as encode_queries writes it
+_FIRST_LINE_LIMIT = 1 << 24  # bytes: a query of every term of a large vocabulary fits
+
+
+def _holds_impact_queries(file: Path) -> bool:
+    """Whether ``file`` is empty or starts with an impact query's record: ``--overwrite`` then
+    replaces queries written before, never a collection's corpus, a run or any other file (a
+    ``corpus.jsonl`` named by mistake was once replaced whole). The first line alone is read, so
+    a large file of something else costs nothing to refuse."""
+    with file.open("rb") as f:
+        line = f.readline(_FIRST_LINE_LIMIT)
+    if not line:  # an empty file: nothing to lose
+        return True
+    try:
+        record = json.loads(line)
+    except ValueError:  # not JSON, not UTF-8, or a line cut at the limit
+        return False
+    return (isinstance(record, dict) and sorted(record) == sorted(_IMPACT_KEYS)
+            and isinstance(record["contents"], str) and isinstance(record["vector"], dict))
 
 
 def read_encoded_queries(path: str | os.PathLike, kind: str) -> dict[str, Any]:

@@ -41,12 +41,18 @@ from tqdm import tqdm
 
 from pyserini_moe.data.export import write_topics_tsv, write_trec_qrels
 from pyserini_moe.errors import UserError
-from pyserini_moe.io import SAFE_LOAD_REFUSAL, atomic_path, read_json, refused_by_safe_load
+from pyserini_moe.io import (
+    SAFE_LOAD_REFUSAL,
+    atomic_path,
+    read_json,
+    refuse_foreign_folder,
+    refused_by_safe_load,
+)
 from pyserini_moe.modeling.base import CARD_FILE, Encoded, RetrievalModel, Side, model_class
 from pyserini_moe.modeling.losses import flops
 from pyserini_moe.train.collator import Batch, Collator
 from pyserini_moe.train.config import ModelConfig, TrainConfig, TrainingConfig
-from pyserini_moe.train.data import Example, TrainingData, load_training_data
+from pyserini_moe.train.data import NEGATIVES_RUN, Example, TrainingData, load_training_data
 from pyserini_moe.train.distributed import (
     Ranks,
     barrier,
@@ -67,6 +73,7 @@ DEV_QRELS_FILE = "dev_qrels.txt"
 RECIPE_FILE = "recipe.yaml"
 CHECKPOINT_DIR = "checkpoint"
 SNAPSHOTS_DIR = "snapshots"  # snapshots/step-N/: the model at every validation (keep_snapshots)
+INIT_DIR = "init"  # cli.train --init-only's untrained model, which training keeps beside its own
 STATE_FILE = "state.pt"
 PROGRESS_FILE = "progress.json"
 # Recipe fields that may change when resuming: they extend or relocate the run, not redefine it.
@@ -123,6 +130,9 @@ class Trainer:
         # Saved with every checkpoint; indexes record it and search cuts queries as training did.
         model.query_max_length = config.data.query_max_length
         self._validation: list[list[Example]] | None = None
+        # The files this trainer wrote into the output folder before training (its mined
+        # negatives, when its data was read first: _epoch_steps, evaluate): no earlier run's.
+        self._own: set[str] = {INIT_DIR}
         # Set under torchrun (see pyserini_moe.train.distributed): this rank's slice of a batch.
         self.ranks: Ranks | None = init_from_env()
         self.is_main = self.ranks is None or self.ranks.is_main
@@ -198,6 +208,7 @@ class Trainer:
         if self.data is None:
             self.data = load_training_data(self.config.data, self.out, progress=self.progress,
                                            sampling_seed=self.cfg.seed)
+            self._own |= {NEGATIVES_RUN, "mining"}  # mining/: a model's index, when it mined
         return self.data
 
     # -- the loop --------------------------------------------------------------------------
@@ -205,7 +216,8 @@ class Trainer:
         """Train to the end of the recipe (or ``max_steps``); returns the summary it writes.
 
         ``resume`` continues from ``output_dir/checkpoint``; without it, an output folder that
-        already holds a checkpoint is refused unless ``overwrite`` (then training starts afresh).
+        already holds an earlier training is refused unless ``overwrite`` (then training starts
+        afresh), and one holding anything else always (:meth:`_check_output_dir`).
         """
         data = self._prepare(resume, overwrite)
         epoch_steps = self._epoch_steps()
@@ -246,18 +258,16 @@ class Trainer:
         checkpoint = self.out / CHECKPOINT_DIR
         if resume and not (checkpoint / STATE_FILE).is_file():
             raise FileNotFoundError(f"nothing to resume: {checkpoint} holds no checkpoint")
-        if not resume and not overwrite and checkpoint.exists():
-            raise FileExistsError(f"{self.out} already holds a training checkpoint; pass --resume "
-                                  "to continue it, --overwrite to start again, or choose another "
-                                  "output directory")
-        if overwrite and not resume and self.is_main:
-            shutil.rmtree(checkpoint, ignore_errors=True)  # never resume the replaced run
-            shutil.rmtree(self.out / SNAPSHOTS_DIR, ignore_errors=True)  # nor keep its models
         folders = [CHECKPOINT_DIR, "best", "last", *[SNAPSHOTS_DIR] * self.cfg.keep_snapshots]
         for blocked in (self.out / name for name in folders):
             if blocked.exists() and not blocked.is_dir():  # found now, not after the first epoch
                 raise UserError(f"{blocked} is a file where the training writes a folder: move it "
                                 "away or choose another output directory")
+        if not resume and self.is_main:
+            self._check_output_dir(overwrite)
+        if overwrite and not resume and self.is_main:
+            shutil.rmtree(checkpoint, ignore_errors=True)  # never resume the replaced run
+            shutil.rmtree(self.out / SNAPSHOTS_DIR, ignore_errors=True)  # nor keep its models
         created = not self.out.exists()
         self.out.mkdir(parents=True, exist_ok=True)
         if self.data is None:
@@ -276,6 +286,27 @@ class Trainer:
         if not self.data.train_pairs:
             raise UserError("no training examples: every judged query was held out")
         return self.data
+
+    def _check_output_dir(self, overwrite: bool) -> None:
+        """Before anything is read or deleted: a new training replaces what an earlier one wrote
+        (best/, recipe.yaml, the logs, even with its checkpoint/ deleted to save space), so a
+        folder holding any of it needs ``overwrite``; and a folder that is not a training run of
+        this toolkit holding nothing else (io's kinds table: an index, a user's files beside or
+        inside its models) is refused, never trained into. --init-only's init/, which training
+        keeps, and what this trainer wrote itself (``_own``) are no earlier training."""
+        earlier = sorted(e.name for e in self.out.iterdir() if e.name not in self._own) \
+            if self.out.is_dir() else []
+        if not earlier:
+            return
+        if not overwrite and (self.out / CHECKPOINT_DIR).exists():
+            raise FileExistsError(f"{self.out} already holds a training checkpoint; pass --resume "
+                                  "to continue it, --overwrite to start again, or choose another "
+                                  "output directory")
+        refuse_foreign_folder(self.out, RECIPE_FILE)
+        if not overwrite:
+            raise FileExistsError(f"{self.out} already holds a training run (e.g. "
+                                  f"{', '.join(earlier[:3])}); pass --overwrite to start again, "
+                                  "or choose another output directory")
 
     def _run(self, data: TrainingData, loop: OptimizerLoop, state: dict[str, Any],
              epoch_steps: list[int], total: int, resume: bool) -> deque[float]:
