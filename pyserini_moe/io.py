@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import glob
 import gzip
+import io
 import json
 import os
 import pickle
@@ -499,6 +500,21 @@ def read_yaml(path: str | os.PathLike, what: str, error: type[ValueError]) -> ob
 
 
 # --------------------------------------------------------------------------- line-level readers
+
+
+@contextlib.contextmanager
+def open_text_output(tmp: Path, target: Path) -> Iterator[IO[str]]:
+    """UTF-8 text into ``tmp`` (an :func:`atomic_path` temporary), gzipped when
+    ``target``'s name ends in ``.gz``: every reader here decompresses by that suffix
+    (:func:`open_binary`), so plain text under a ``.gz`` name was a file the
+    toolkit wrote and then refused. The gzip header names ``target``, not the temporary."""
+    if not target.name.endswith(".gz"):
+        with tmp.open("w", encoding="utf-8") as f:
+            yield f
+        return
+    with tmp.open("wb") as raw, gzip.GzipFile(target.name, "wb", fileobj=raw) as packed, \
+            io.TextIOWrapper(packed, encoding="utf-8") as f:
+        yield f
 
 
 def open_binary(path: Path) -> IO[bytes]:

@@ -12,9 +12,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from pyserini_moe.data.export import open_text_output
 from pyserini_moe.errors import DataFormatError, UserError
-from pyserini_moe.io import atomic_path, iter_lines
+from pyserini_moe.io import atomic_path, iter_lines, open_text_output
 
 Run = dict[str, dict[str, float]]
 # The largest int the engines below take: Lucene's hit counts and impact weights (Java ints),

@@ -48,9 +48,9 @@ from typing import IO, Any
 from tqdm import tqdm
 
 from pyserini_moe.data.beir import QRELS_HEADER, Document, check_id
-from pyserini_moe.data.export import open_text_output, write_topics_tsv
+from pyserini_moe.data.export import write_topics_tsv
 from pyserini_moe.errors import DataFormatError, UserError
-from pyserini_moe.io import atomic_path, iter_lines, open_binary
+from pyserini_moe.io import atomic_path, iter_lines, open_binary, open_text_output
 from pyserini_moe.runs import Run, read_nonempty_run, write_trec_run
 
 WIKIPEDIA_PASSAGES = 21_015_324  # rows of psgs_w100.tsv: only sizes the progress bar

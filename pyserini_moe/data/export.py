@@ -2,36 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
-import gzip
-import io
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import IO
 
 from pyserini_moe.data.beir import Document
 from pyserini_moe.errors import UserError
-from pyserini_moe.io import atomic_path
+from pyserini_moe.io import atomic_path, open_text_output
 
 _FIELD_BREAKS = re.compile(r"[\t\r\n]")
-
-
-@contextlib.contextmanager
-def open_text_output(tmp: Path, target: Path) -> Iterator[IO[str]]:
-    """UTF-8 text into ``tmp`` (an :func:`~pyserini_moe.io.atomic_path` temporary), gzipped when
-    ``target``'s name ends in ``.gz``: every reader here decompresses by that suffix
-    (:func:`~pyserini_moe.io.open_binary`), so plain text under a ``.gz`` name was a file the
-    toolkit wrote and then refused. The gzip header names ``target``, not the temporary."""
-    if not target.name.endswith(".gz"):
-        with tmp.open("w", encoding="utf-8") as f:
-            yield f
-        return
-    with tmp.open("wb") as raw, gzip.GzipFile(target.name, "wb", fileobj=raw) as packed, \
-            io.TextIOWrapper(packed, encoding="utf-8") as f:
-        yield f
 
 
 def _checked_id(value: str, kind: str) -> str:
