@@ -237,13 +237,15 @@ _CHECKPOINT = _OutputKind(what="a training checkpoint", markers=("state.pt",),
                           files=frozenset({"progress.json"}))
 
 # train/trainer.py's output folder: recipe and logs, the models (init/ is --init-only's), the
-# checkpoint, snapshots/step-N/, and mining/'s index when a model mined the negatives.
+# checkpoint, snapshots/step-N/ (with analyze checkpoints' evaluation.json cache), and mining/'s
+# index when a model mined the negatives.
 _TRAINING_RUN = _OutputKind(
     what="a training run",
     markers=("recipe.yaml", "train_log.jsonl", "train_summary.json", "negatives.trec", "init"),
     files=frozenset({"dev_topics.tsv", "dev_qrels.txt"}),
     folders=(("best|last|init", _MODEL), ("checkpoint", _CHECKPOINT),
-             ("snapshots", _Contents(folders=((r"step-\d+", _MODEL),))),
+             ("snapshots", _Contents(files=frozenset({"evaluation.json"}),
+                                     folders=((r"step-\d+", _MODEL),))),
              ("mining", _Contents(folders=((r"mining-\w+-index", _INDEX),)))))
 
 # Every folder --overwrite (or a writer replacing its own output: a trainer's best/ and
