@@ -196,12 +196,15 @@ def load_training_data(config: DataConfig, workdir: Path, reuse_mined: bool = Fa
                                                 config.seed)
 
     mined = Path(workdir) / NEGATIVES_RUN
+    source = mined  # the file a problem with the candidates names: the user's run, if given
     if reuse_mined and mined.is_file():
         run = read_trec_run(mined)
     else:
         run = mine_candidates(config, collection, queries, Path(workdir), progress)
         write_trec_run(run, mined, tag=f"negatives-{config.negatives.source}")
-    candidates, filled = _candidates(run, positives, passages, config, mined)
+        if config.negatives.source == "run":
+            source = Path(config.negatives.run)
+    candidates, filled = _candidates(run, positives, passages, config, source)
 
     def pairs(qids: list[str]) -> list[tuple[str, str]]:
         if config.positives == "first":
