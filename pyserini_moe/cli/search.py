@@ -208,7 +208,27 @@ def _backend_encoder(args: argparse.Namespace) -> str:
     encoder = args.encoder or (meta.encoder if meta else None)
     if not encoder:
         raise UserError(f"{first} records no encoder: give --encoder with --backend")
+    _refuse_other_precision(args.index, args.backend)
     return backend_encoder(encoder, args.backend, meta.encoder_options if meta else None)
+
+
+def _refuse_other_precision(indexes: list[str], backend: str) -> None:
+    """An int8 encoder's vectors differ from the model's, so it only searches indexes an int8
+    encoder built, and an fp32 one only the others: said before an export that could not match
+    (it takes seconds to minutes and writes into the model folder)."""
+    from pyserini_moe.index.meta import read_meta
+    from pyserini_moe.modeling.onnx import is_int8_fingerprint
+
+    want_int8 = backend == "onnx-int8"
+    for index in indexes:
+        meta = read_meta(index)
+        recorded = meta.encoder_fingerprint if meta else None
+        if recorded and is_int8_fingerprint(recorded) != want_int8:
+            built, fitting = ("an int8 ONNX encoder", "onnx-int8") if not want_int8 else \
+                ("the fp32 model (PyTorch or --backend onnx)", "torch or onnx")
+            raise UserError(f"{index} was built by {built}, so a --backend {backend} query "
+                            f"encoder cannot match its vectors: search with --backend {fitting}, "
+                            f"or rebuild the index with --backend {backend}")
 
 
 def _settings(args: argparse.Namespace) -> SearchSettings:

@@ -118,6 +118,11 @@ def export_fingerprint(source_fingerprint: str, int8: bool) -> str:
     return f"{source_fingerprint}-int8-{INT8_SCHEME}" if int8 else source_fingerprint
 
 
+def is_int8_fingerprint(fingerprint: str) -> bool:
+    """Whether an index recorded ``fingerprint`` from an int8 export (:func:`export_fingerprint`)."""
+    return "-int8-" in fingerprint
+
+
 def graph_file(side: Side | str, representation: str) -> str:
     return f"{Side(side).value}-{representation}.onnx"
 

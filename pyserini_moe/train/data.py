@@ -238,6 +238,11 @@ def _candidates(run: Run, positives: dict[str, frozenset[str]], passages: dict[s
                 config: DataConfig, source: Path) -> tuple[dict[str, list[str]], int]:
     """Ranked candidates per query: ranks skip_top+1..depth of the run, positives removed."""
     negatives = config.negatives
+    if not any(qid in run for qid in positives):
+        example = next(iter(positives))
+        raise UserError(f"{source}: ranks none of the {len(positives)} training queries of "
+                        f"{config.collection!r} (e.g. {example!r}): wrong run for this "
+                        "collection or split?")
     candidates = {}
     filled = 0
     for qid in positives:

@@ -191,6 +191,16 @@ def test_a_run_for_another_collection_is_refused(collection, tmp_path):
                                       "in collection")
 
 
+def test_a_run_of_other_queries_is_refused(collection, tmp_path):
+    # hostile pass 7, H7-55: not a silent training on random negatives
+    run = write_run(tmp_path / "run.trec", {"x1": ["d1", "d2"], "x2": ["d3"]})
+    with pytest.raises(ValueError) as err:
+        load_training_data(config(collection, negatives={"source": "run", "run": str(run)}),
+                           tmp_path)
+    assert str(err.value).startswith(f"{run}: ranks none of the ")
+    assert "wrong run for this collection or split?" in str(err.value)
+
+
 def test_bm25_negatives_are_mined_through_pyserini(collection, tmp_path, monkeypatch):
     monkeypatch.setenv("PYSERINI_MOE_CACHE", str(tmp_path / "cache"))
     cfg = config(collection, num_negatives=2, negatives={"source": "bm25", "depth": 5})
