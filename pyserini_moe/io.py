@@ -15,7 +15,7 @@ import shutil
 import stat
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -107,6 +107,22 @@ def _tree(top: Path) -> Iterator[Path]:
 _SPECIAL_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISCHR, "a character device"),
                   (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
                   (stat.S_ISSOCK, "a socket"))
+
+
+def refuse_one_file_twice(places: Iterable[tuple[str, str]], what: str = "run file") -> None:
+    """``places``: (the flag and value as given, the file). One input in two places (``a.trec``
+    and ``./a.trec``, a link, two patterns matching one file) would count twice: a run fused
+    at double weight, a system compared with itself (p = 1), a corpus's examples doubled. A
+    value that is no file (a collection's name) is compared as written."""
+    seen: dict[str, str] = {}
+    for given, path in places:
+        file = Path(path).expanduser()
+        key = str(file.resolve()) if file.exists() else path
+        if key in seen:
+            same = (f"{given} is given twice" if seen[key] == given
+                    else f"{seen[key]} and {given} are one {what}")
+            raise UserError(f"{same}: give each once")
+        seen[key] = given
 
 
 def refuse_special_output(target: str | os.PathLike) -> None:

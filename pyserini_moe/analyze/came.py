@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from pyserini_moe.analyze.common import emit, figure, refuse_a_file_twice, save_png
+from pyserini_moe.analyze.common import emit, figure, save_png
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import compare, evaluate, format_comparison, parse_metrics
+from pyserini_moe.io import refuse_one_file_twice
 from pyserini_moe.representation import CAME_EXPERTS
 from pyserini_moe.runs import Run, ranked, read_trec_run
 
@@ -320,7 +321,7 @@ class CameAnalysis:
                             f"{', '.join(experts)}")
         if clash := set(self.fused_paths()) & set(experts):
             raise UserError(f"--fused: {', '.join(sorted(clash))} is already an expert's name")
-        refuse_a_file_twice([(f"{flag} {name}={path}", path)
+        refuse_one_file_twice([(f"{flag} {name}={path}", path)
                              for flag, named in (("--expert-runs", experts),
                                                  ("--fused", self.fused_paths()))
                              for name, path in named.items()])

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path
 
 
@@ -34,13 +32,3 @@ def save_png(fig: Any, path: str | Path) -> None:
         fig.savefig(tmp, format="png", dpi=150)
 
 
-def refuse_a_file_twice(places: Sequence[tuple[str, str]]) -> None:
-    """``places``: (the flag and value as given, the file). One run file in two places
-    (``dense.trec`` and ``./dense.trec``, a link) would be compared with itself: identical rows,
-    an overlap of 1 that was never measured."""
-    seen: dict[Path, str] = {}
-    for given, path in places:
-        key = Path(path).resolve()
-        if key in seen:
-            raise UserError(f"{seen[key]} and {given} are one run file: give each run once")
-        seen[key] = given

@@ -12,11 +12,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from pyserini_moe.analyze.common import emit, figure, refuse_a_file_twice, save_png
+from pyserini_moe.analyze.common import emit, figure, save_png
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import evaluate, parse_metrics
+from pyserini_moe.io import refuse_one_file_twice
 from pyserini_moe.runs import read_trec_run
 
 # SB-MoE section VI: an expert is activated when the gate ranks it first for "at least 100k
@@ -250,7 +251,7 @@ class ExpertCountAnalysis:
         places = [(f"--runs {count}={path}", path) for count, path in parse_runs(self.runs).items()]
         if self.baseline:
             places.append((f"--baseline {self.baseline}", self.baseline))
-        refuse_a_file_twice(places)
+        refuse_one_file_twice(places)
         parse_metrics(self.metrics)
 
 

@@ -39,7 +39,7 @@ from pyserini_moe.eval.metrics import (
     trec_eval,
 )
 from pyserini_moe.eval.seeds import compare_groups, format_seeded
-from pyserini_moe.io import atomic_path
+from pyserini_moe.io import atomic_path, refuse_one_file_twice
 from pyserini_moe.runs import Run, read_nonempty_run
 
 # trec_eval prints 4 decimals: a larger gap than its rounding means the two disagree.
@@ -119,22 +119,10 @@ def run_groups(specs: list[str]) -> dict[str, list[str]]:
         if name in groups:
             raise UserError(f"--run {spec}: the name {name!r} is taken")
         groups[name] = files
-    _refuse_a_file_twice(groups)
+    refuse_one_file_twice((f"--run {path}" if name == path else f"--run {name}={path}", path)
+                          for name, files in groups.items() for path in files)
     return groups
 
-
-def _refuse_a_file_twice(groups: dict[str, list[str]]) -> None:
-    """One run file in two places (``dense.trec`` and ``./dense.trec``, two patterns matching
-    the same files, a link) would be compared with itself: p = 1 that says nothing."""
-    seen: dict[Path, tuple[str, str]] = {}
-    for name, files in groups.items():
-        for path in files:
-            key = Path(path).resolve()
-            if key in seen:
-                first, where = seen[key]
-                raise UserError(f"--run: {first} ({where}) and {path} ({name}) are one run file: "
-                                "give each run once")
-            seen[key] = (path, name)
 
 
 def seed_names(groups: dict[str, list[str]]) -> list[str]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from pyserini_moe.cli import (
     ArgumentParser,
@@ -33,6 +32,7 @@ from pyserini_moe.cli import (
 )
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import parse_metric
+from pyserini_moe.io import refuse_one_file_twice
 from pyserini_moe.runs import (
     Run,
     check_run_tag,
@@ -181,18 +181,6 @@ def _refuse_what_tuning_replaces(args: argparse.Namespace) -> None:
     args.metric = parse_metric(args.metric or DEV_METRIC).name
 
 
-def _refuse_a_run_twice(flag: str, paths: list[str]) -> None:
-    """A run listed twice (under one spelling or two, or through a link) would count twice in
-    the fusion, weighing that system double without anyone asking for it."""
-    seen: dict[Path, str] = {}
-    for path in paths:
-        key = Path(path).resolve()
-        if key in seen:
-            same = (f"{path} is given twice" if seen[key] == path
-                    else f"{seen[key]} and {path} are one file")
-            raise UserError(f"{flag}: {same}: list each run once")
-        seen[key] = path
-
 
 def _say_if_at_the_edge(alpha: float, table: dict[float, float]) -> None:
     """A tuned alpha at an end of the grid that beats its neighbour may not be the optimum: the
@@ -220,8 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     tag = check_run_tag(args.run_tag or f"fuse-{args.method}")  # before the work, not after
     refuse_input_as_output([args.output], [*args.runs, *(args.dev_runs or []), args.dev_qrels])
     refuse_non_run_output(args.output)
-    _refuse_a_run_twice("--runs", args.runs)
-    _refuse_a_run_twice("--dev-runs", args.dev_runs or [])
+    refuse_one_file_twice((f"--runs {path}", path) for path in args.runs)
+    refuse_one_file_twice((f"--dev-runs {path}", path) for path in args.dev_runs or [])
     runs = [_read(p, args.remove_query, args.candidates) for p in args.runs]
     _say_different_queries(args.runs, runs)
     dev = None

@@ -17,8 +17,7 @@ from pathlib import Path
 
 from pyserini_moe.cli import ArgumentParser, finite_float, refuse_input_as_output, seed
 from pyserini_moe.cli.args import add_device_arg
-from pyserini_moe.errors import UserError
-from pyserini_moe.io import refuse_foreign_folder, refuse_special_output
+from pyserini_moe.io import refuse_foreign_folder, refuse_one_file_twice, refuse_special_output
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -114,23 +113,11 @@ def main(argv: list[str] | None = None) -> int:
 def _refuse_repeats(args: argparse.Namespace) -> None:
     """One input listed twice (``--corpus A A``, one pseudo-query file under two entries) counted
     its examples twice without a word; refused, as fuse refuses a run listed twice."""
-    _refuse_repeat("--corpus", args.corpus, args.corpus)
-    _refuse_repeat("--queries", args.queries, args.queries)
-    _refuse_repeat("--pseudo-queries", args.pseudo_queries,
-                   [value.partition("=")[2] for value in args.pseudo_queries])
+    for flag, values in (("--corpus", args.corpus), ("--queries", args.queries)):
+        refuse_one_file_twice(((f"{flag} {value}", value) for value in values), "input")
+    refuse_one_file_twice(((f"--pseudo-queries {value}", value.partition("=")[2])
+                           for value in args.pseudo_queries), "input")
 
-
-def _refuse_repeat(flag: str, values: list[str], inputs: list[str]) -> None:
-    """Refuse two ``values`` of ``flag`` whose ``inputs`` are one file or folder (however
-    spelled) or one name."""
-    seen: dict[str, str] = {}
-    for value, given in zip(values, inputs, strict=True):
-        path = Path(given).expanduser()
-        key = str(path.resolve()) if path.exists() else given
-        if key in seen:
-            raise UserError(f"{flag}: {seen[key]} and {value} are the same input; listed twice, "
-                            "its examples would count twice: give it once")
-        seen[key] = value
 
 
 def _check_output(output: Path, overwrite: bool) -> None:

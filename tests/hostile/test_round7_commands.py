@@ -180,10 +180,10 @@ def test_expert_count_refuses_one_run_for_two_counts_or_as_the_baseline(tmp_path
     same = f"{tmp_path}/./dense.trec"
     assert _error(analyze_main, ["expert-count", "--runs", f"3={run}", f"6={same}", "--qrels",
                                  "q"], capsys) == (
-        f"error: --runs 3={run} and --runs 6={same} are one run file: give each run once")
+        f"error: --runs 3={run} and --runs 6={same} are one run file: give each once")
     assert _error(analyze_main, ["expert-count", "--runs", f"3={run}", "--baseline", same,
                                  "--qrels", "q"], capsys) == (
-        f"error: --runs 3={run} and --baseline {same} are one run file: give each run once")
+        f"error: --runs 3={run} and --baseline {same} are one run file: give each once")
 
 
 def test_came_refuses_one_run_as_two_experts_or_as_a_fused_run(tmp_path, capsys) -> None:
@@ -192,7 +192,7 @@ def test_came_refuses_one_run_as_two_experts_or_as_a_fused_run(tmp_path, capsys)
     assert _error(analyze_main, ["came", "--expert-runs", f"lexical={run}", f"local={run}",
                                  "--qrels", "q"], capsys) == (
         f"error: --expert-runs lexical={run} and --expert-runs local={run} are one run file: "
-        "give each run once")
+        "give each once")
     assert "are one run file" in _error(
         analyze_main, ["came", "--expert-runs", f"lexical={run}", f"local={tmp_path / 'b'}",
                        "--fused", f"sum={run}", "--qrels", "q"], capsys)

@@ -164,7 +164,7 @@ def test_pretrain_refuses_an_input_listed_twice(tmp_path, tiny_bert, tiny_corpus
     pseudo = tmp_path / "pq.tsv"
     pseudo.write_text("d0\tcat\n")
     out = tmp_path / "out"
-    with pytest.raises(UserError, match="same input"):
+    with pytest.raises(UserError, match="are one input: give each once"):
         pretrain_cli.main(["--backbone", str(tiny_bert), *flags(tiny_corpus, pseudo),
                            "--output-dir", str(out), "--device", "cpu"])
     assert not out.exists()
