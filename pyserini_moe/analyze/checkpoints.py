@@ -43,7 +43,6 @@ DEV = "dev"  # the held-out queries' name in reports
 KINDS = ("dense", "impact", "multivector")  # index kinds a snapshot is searched with
 # The query encoders' logger, and its warning that queries are cut (it names search's flag).
 QUERY_ENCODER_LOG = "pyserini_moe.encode.adapters"
-QUERY_CUT = re.compile(r"queries longer than ([0-9]+) tokens are cut")
 
 
 @dataclass(frozen=True)
@@ -355,10 +354,12 @@ class _QueryCuts(logging.Filter):
         self.lengths: set[int] = set()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        cut = QUERY_CUT.search(record.getMessage())
-        if cut:
-            self.lengths.add(int(cut.group(1)))
-        return cut is None
+        from pyserini_moe.encode.adapters import QUERIES_CUT_AT  # loaded: it logged this record
+
+        cut_at = getattr(record, QUERIES_CUT_AT, None)
+        if cut_at is not None:
+            self.lengths.add(cut_at)
+        return cut_at is None
 
 
 @contextlib.contextmanager

@@ -34,6 +34,10 @@ from pyserini_moe.modeling.base import Encoded, Side, TextEncoder  # noqa: E402
 
 log = logging.getLogger(__name__)
 
+#: The attribute of the cut-queries warning's log record that holds the query length, for a
+#: command that words the warning its own way (``analyze checkpoints``) without parsing the text.
+QUERIES_CUT_AT = "queries_cut_at"
+
 
 class ModelQueryEncoder(ModelAdapter, QueryEncoder):
     """Pyserini ``QueryEncoder`` over the query side of a model; ``encode_batch`` lets Pyserini's
@@ -70,7 +74,8 @@ class ModelQueryEncoder(ModelAdapter, QueryEncoder):
         cut = sum(len(ids) > self.max_length for ids in lengths)
         if cut and not self.queries_cut:
             log.warning("queries longer than %d tokens are cut (--query-max-length); the first "
-                        "batch has %d", self.max_length, cut)
+                        "batch has %d", self.max_length, cut,
+                        extra={QUERIES_CUT_AT: self.max_length})
         self.queries_cut += cut
 
 
