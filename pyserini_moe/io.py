@@ -161,6 +161,10 @@ def _is_folder(entry: Path) -> bool:
     return entry.is_dir() and not entry.is_symlink()
 
 
+# atomic_path's temporaries and replaced folders: ``.<name>.tmp-<pid>-<random>``, ``.<name>.old-<pid>``
+_LEFTOVER = re.compile(r"\.(.+)\.(?:tmp|old)-(\d+)(?:-.*)?")
+
+
 @dataclasses.dataclass(frozen=True)
 class _Contents:
     """What one folder this toolkit writes holds: files by name or name pattern, and sub-folders
@@ -177,6 +181,8 @@ class _Contents:
         name, a sub-folder of another name (whole), or what is foreign inside a known one."""
         found: list[Path] = []
         for entry in sorted(folder.iterdir()):
+            if self._leftover(entry.name):
+                continue  # a killed writer's temporary of one of its parts: swept with it
             if _is_folder(entry):
                 found += self._foreign_in(entry)
             elif not self._writes_file(entry.name):
@@ -192,6 +198,15 @@ class _Contents:
     def _writes_file(self, name: str) -> bool:
         """Whether a file of this name is one this folder's writer writes."""
         return name in self.files or re.fullmatch(self.pattern, name) is not None
+
+    def _leftover(self, name: str) -> bool:
+        """Whether ``name`` is what :func:`atomic_path` leaves of a part of this folder when its
+        writer is killed (``.best.tmp-PID-xyz``, ``.last.old-PID``): the trainer writes best/ and
+        last/ that way inside its output, so a killed training must not make its own folder
+        "foreign" to ``--overwrite``."""
+        part = _LEFTOVER.fullmatch(name)
+        return part is not None and (self._writes_file(part.group(1)) or any(
+            re.fullmatch(pattern, part.group(1)) for pattern, _ in self.folders))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -365,9 +380,8 @@ def _sweep_dead_writers(target: Path) -> None:
     replaced-folder leftovers named with a process id that no longer runs. A live writer's are
     kept, so two writers never delete each other's work."""
     for leftover in target.parent.glob(f".{glob.escape(target.name)}.*"):
-        match = re.fullmatch(rf"\.{re.escape(target.name)}\.(?:tmp|old)-(\d+)(?:-.*)?",
-                             leftover.name)
-        if match and not _alive(int(match.group(1))):
+        match = _LEFTOVER.fullmatch(leftover.name)
+        if match and match.group(1) == target.name and not _alive(int(match.group(2))):
             if leftover.is_dir() and not leftover.is_symlink():
                 shutil.rmtree(leftover, ignore_errors=True)
             else:

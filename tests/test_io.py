@@ -169,3 +169,19 @@ def test_leftovers_of_a_killed_writer_are_swept_and_a_live_writers_kept(tmp_path
     assert not stale_dir.exists() and not stale_old.exists()
     assert live.exists() and other.exists()
     assert (tmp_path / "index" / "done").is_file()
+
+
+def test_a_killed_writers_leftover_inside_an_output_is_part_of_it(tmp_path):
+    """The trainer writes best/ and last/ through atomic_path inside its output: the temporary
+    a killed training left there (``.best.tmp-PID-x``) made the whole training folder "foreign"
+    to ``--overwrite``; a leftover of a name the output never writes still is."""
+    from pyserini_moe.io import refuse_foreign_folder
+
+    run = tmp_path / "run"
+    (run / ".best.tmp-123-abc").mkdir(parents=True)
+    (run / ".last.old-123").mkdir()
+    (run / "recipe.yaml").write_text("x")
+    refuse_foreign_folder(run)
+    (run / ".notes.tmp-123-abc").write_text("mine")
+    with pytest.raises(FileExistsError, match=r"\(e\.g\. \.notes\.tmp-123-abc\)"):
+        refuse_foreign_folder(run)
