@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from pyserini_moe.cli import ArgumentParser, positive_int, refuse_input_as_output, seed
 from pyserini_moe.cli.args import add_device_arg
@@ -97,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     ranks = init_from_env()  # under torchrun: join the group, one device per rank
     device = check_device(local_device() if ranks is not None and
                             config.training.device == "auto" else config.training.device)
+    if args.init_only:
+        _check_init_output(config.output_dir, args.overwrite)
     set_seed(config.training.seed)  # randomly initialised heads depend on it
     trainer = Trainer(build_model(config.model, device), config, progress=not args.quiet)
     if args.init_only:  # the untrained start, saved as training saves (query length included)
@@ -114,3 +117,16 @@ def main(argv: list[str] | None = None) -> int:
           f"{config.output_dir / 'best'}", file=sys.stderr)
     return 0
 
+
+def _check_init_output(out: Path, overwrite: bool) -> None:
+    """--init-only saves init/ inside a training's output folder: refused where a training would
+    be (an index, a folder of the user's files), and an earlier init/ (perhaps of another seed)
+    replaced only with --overwrite."""
+    from pyserini_moe.io import refuse_foreign_folder
+    from pyserini_moe.train.trainer import INIT_DIR, RECIPE_FILE
+
+    if not out.is_dir():
+        return
+    refuse_foreign_folder(out, RECIPE_FILE)
+    if (out / INIT_DIR).exists() and not overwrite:
+        raise FileExistsError(f"{out / INIT_DIR} already exists; pass --overwrite to replace it")

@@ -306,6 +306,26 @@ def test_cli_init_only_saves_the_untrained_start(toy, tiny_bert, tmp_path, capsy
     assert not (out / "best").exists() and not (out / "train_log.jsonl").exists()
 
 
+def test_cli_init_only_refuses_an_index_and_keeps_an_earlier_init(toy, tiny_bert, tmp_path,
+                                                                   capsys):
+    """--init-only saved init/ into any folder (an index) and replaced an earlier init/ (of
+    another seed, say) without --overwrite."""
+    path = recipe_file(toy, tiny_bert, tmp_path)
+    index = tmp_path / "index"
+    index.mkdir()
+    (index / "pyserini_moe_index.json").write_text("{}")
+    argv = ["--config", str(path), "--init-only", "--device", "cpu", "--quiet"]
+    assert run_main(train_cli.main, [*argv, "--output-dir", str(index)]) == 2
+    assert "is an index, not a training run" in capsys.readouterr().err
+    assert sorted(p.name for p in index.iterdir()) == ["pyserini_moe_index.json"]
+    out = tmp_path / "out"
+    assert run_main(train_cli.main, [*argv, "--output-dir", str(out)]) == 0
+    assert run_main(train_cli.main, [*argv, "--output-dir", str(out), "--seed", "7"]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"error: {out / 'init'} already exists; pass "
+                                                    "--overwrite to replace it")
+    assert run_main(train_cli.main, [*argv, "--output-dir", str(out), "--overwrite"]) == 0
+
+
 def test_held_out_queries_are_written_as_a_dev_split(toy, tiny_bert, tmp_path):
     """dev_topics.tsv / dev_qrels.txt hold exactly the validation queries (for tuning hybrids)."""
     from pyserini_moe.data.topics import load_qrels, load_topics
