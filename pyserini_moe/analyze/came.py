@@ -322,9 +322,9 @@ class CameAnalysis:
         if clash := set(self.fused_paths()) & set(experts):
             raise UserError(f"--fused: {', '.join(sorted(clash))} is already an expert's name")
         refuse_one_file_twice([(f"{flag} {name}={path}", path)
-                             for flag, named in (("--expert-runs", experts),
-                                                 ("--fused", self.fused_paths()))
-                             for name, path in named.items()])
+                               for flag, named in (("--expert-runs", experts),
+                                                   ("--fused", self.fused_paths()))
+                               for name, path in named.items()])
         if self.depth < 1:
             raise UserError(f"--depth must be >= 1, got {self.depth}")
         if self.cases < 0:

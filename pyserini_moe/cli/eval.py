@@ -124,7 +124,6 @@ def run_groups(specs: list[str]) -> dict[str, list[str]]:
     return groups
 
 
-
 def seed_names(groups: dict[str, list[str]]) -> list[str]:
     """One name per file: the condition's, or ``condition/file`` for each seed of a seeded
     condition (``condition/its path`` when seeds in one folder each share a file name)."""

@@ -181,7 +181,6 @@ def _refuse_what_tuning_replaces(args: argparse.Namespace) -> None:
     args.metric = parse_metric(args.metric or DEV_METRIC).name
 
 
-
 def _say_if_at_the_edge(alpha: float, table: dict[float, float]) -> None:
     """A tuned alpha at an end of the grid that beats its neighbour may not be the optimum: the
     dev metric was still rising there (the grid is TASER's, 0.5..2.0; Pyserini's default 0.1

@@ -119,7 +119,6 @@ def _refuse_repeats(args: argparse.Namespace) -> None:
                            for value in args.pseudo_queries), "input")
 
 
-
 def _check_output(output: Path, overwrite: bool) -> None:
     """Before any input is read: ``--overwrite`` replaces only an earlier pre-training output
     holding nothing else, or an empty folder (it once deleted a folder of the user's files, and
