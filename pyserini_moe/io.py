@@ -240,14 +240,50 @@ _LUCENE_FILES = (r"_[0-9a-z]+(_[0-9a-z]+)?"
 _DOC_VECTORS = _Contents(files=frozenset({"docids.txt", "vocab.json", "indptr.i64", "terms.i32",
                                           "weights.i32"}))
 
-_INDEX = _OutputKind(what="an index",
-                     markers=("pyserini_moe_index.json", "pyserini_moe.json"),  # then its legacy
-                     files=frozenset({"docid", "index", "vectors.jsonl", "write.lock",
-                                      "segments.gen", "docids.txt", "tokens.faiss", "residual.pq",
-                                      "vectors.npy", "token2doc.npy", "offsets.npy",
-                                      "centroids.npy", "token_centroids.npy", "codes.npy",
-                                      "centroid_offsets.npy", "centroid_docs.npy"}),
-                     pattern=_LUCENE_FILES, folders=(("doc_vectors", _DOC_VECTORS),))
+_LUCENE = _Contents(files=frozenset({"write.lock", "segments.gen"}), pattern=_LUCENE_FILES)
+
+# What an index of each kind (its metadata's ``kind``) is made of: a user's ``vectors.npy`` in a
+# dense index is not the index's, though a multi-vector index writes one (it was once deleted).
+_INDEX_FILES = {
+    "bm25": _LUCENE,
+    "impact": dataclasses.replace(_LUCENE, folders=(("doc_vectors", _DOC_VECTORS),)),
+    "impact-shard": _Contents(files=frozenset({"vectors.jsonl"})),
+    "dense": _Contents(files=frozenset({"docid", "index"})),
+    "multivector": _Contents(files=frozenset({
+        "docids.txt", "tokens.faiss", "residual.pq", "vectors.npy", "token2doc.npy",
+        "offsets.npy", "centroids.npy", "token_centroids.npy", "codes.npy",
+        "centroid_offsets.npy", "centroid_docs.npy"})),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class _IndexKind(_OutputKind):
+    """An index: what it may hold depends on the kind its metadata records; an index whose kind
+    cannot be read (an older metadata file) may hold what any kind of index writes."""
+
+    def foreign(self, folder: Path) -> list[Path]:
+        contents = _INDEX_FILES.get(self._recorded_kind(folder))
+        if contents is None:
+            return super().foreign(folder)
+        own = dataclasses.replace(self, files=contents.files, pattern=contents.pattern,
+                                  folders=contents.folders)
+        return _OutputKind.foreign(own, folder)
+
+    def _recorded_kind(self, folder: Path) -> str | None:
+        for marker in self.markers:
+            try:
+                data = json.loads((folder / marker).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict) and isinstance(data.get("kind"), str):
+                return data["kind"]
+        return None
+
+
+_INDEX = _IndexKind(what="an index",
+                    markers=("pyserini_moe_index.json", "pyserini_moe.json"),  # then its legacy
+                    files=frozenset().union(*(c.files for c in _INDEX_FILES.values())),
+                    pattern=_LUCENE_FILES, folders=(("doc_vectors", _DOC_VECTORS),))
 
 _ONNX_EXPORT = _OutputKind(what="an ONNX export", markers=("pyserini_moe_onnx.json",),
                            files=_TOKENIZER_FILES, pattern=r".+\.onnx")
@@ -329,10 +365,21 @@ def refuse_foreign_folder(folder: Path, marker: str | None = None) -> None:
     held = [k for k in kinds if any(e.name in k.markers for e in entries)]
     foreign = min((k.foreign(folder) for k in held), key=len, default=entries)
     if foreign:
+        _refuse_two_kinds(folder, {e.name for e in entries})
         raise FileExistsError(f"{folder} holds files this toolkit did not write "
                               f"{_examples(foreign, folder)}: --overwrite replaces only a folder "
                               "it wrote (an index, a model, an export) holding nothing else, or "
                               "an empty one; move them out or name another folder")
+
+
+def _refuse_two_kinds(folder: Path, names: set[str]) -> None:
+    """A folder holding two kinds of output (an index and encoded queries written into it) is
+    not replaced, and the reason is that mix, not files "this toolkit did not write"."""
+    mixed = [kind.what for kind in _OUTPUT_KINDS if kind.markers[0] in names]
+    if len(mixed) > 1:
+        raise FileExistsError(f"{folder} holds {' and '.join(mixed)} together: --overwrite "
+                              "replaces a folder of one kind of output only; move one out or "
+                              "name another folder")
 
 
 def refuse_to_rebuild(folder: Path, overwrite: bool, marker: str) -> None:

@@ -30,7 +30,13 @@ from pyserini_moe.analyze.common import emit, figure, save_png
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
-from pyserini_moe.eval.metrics import compare, evaluate, format_comparison, parse_metrics
+from pyserini_moe.eval.metrics import (
+    compare,
+    distinct_metrics,
+    evaluate,
+    format_comparison,
+    parse_metrics,
+)
 from pyserini_moe.io import refuse_one_file_twice
 from pyserini_moe.representation import CAME_EXPERTS
 from pyserini_moe.runs import Run, ranked, read_trec_run
@@ -331,7 +337,7 @@ class CameAnalysis:
             raise UserError(f"--cases must be >= 0, got {self.cases}")
         if not 0 < self.rbo_p < 1:
             raise UserError(f"--rbo-p must be in (0, 1), got {self.rbo_p}")
-        parse_metrics(self.metrics)
+        distinct_metrics(self.metrics)
 
     def expert_paths(self) -> dict[str, str]:
         """``{expert: run file}``, in the order given."""

@@ -16,7 +16,7 @@ from pyserini_moe.analyze.common import emit, figure, save_png
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
-from pyserini_moe.eval.metrics import evaluate, parse_metrics
+from pyserini_moe.eval.metrics import distinct_metrics, evaluate
 from pyserini_moe.io import refuse_one_file_twice
 from pyserini_moe.runs import read_trec_run
 
@@ -252,7 +252,7 @@ class ExpertCountAnalysis:
         if self.baseline:
             places.append((f"--baseline {self.baseline}", self.baseline))
         refuse_one_file_twice(places)
-        parse_metrics(self.metrics)
+        distinct_metrics(self.metrics)
 
 
 def run_expert_count(analysis: ExpertCountAnalysis) -> int:

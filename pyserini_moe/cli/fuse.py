@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from pyserini_moe.cli import (
     ArgumentParser,
@@ -49,8 +50,12 @@ CANDIDATES = 1000
 DEV_METRIC = "ndcg@10"
 TUNED = ("hybrid", "wsum", "linear")  # the methods --dev-runs tunes: alpha, or the weights
 # Settings read by some methods only: name -> the methods that read it.
+# --norm: not rrf, which reads ranks only (a monotone normalisation cannot change it, and
+# ranx's rrf after borda scrambles the ranking); a CAME fusion defines its own; hybrid has
+# --hybrid-normalize.
+NORMED = tuple(m for m in RANX_METHODS if m != "rrf")
 _ONLY_FOR = {"rrf_k": ("rrf",), "weights": ("wsum", "linear"),
-             "norm": RANX_METHODS,  # a CAME fusion defines its own; hybrid: --hybrid-normalize
+             "norm": NORMED,
              **dict.fromkeys(("alpha", "hybrid_normalize", "weight_on_dense"), ("hybrid",)),
              **dict.fromkeys(("dev_runs", "dev_qrels", "metric"), TUNED)}
 
@@ -81,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
                              f"{CANDIDATES} for hybrid, its K' (TASER uses 100); the whole run "
                              "otherwise); --depth is Pyserini's name for it")
     parser.add_argument("--norm", default=None, choices=RANX_NORMS,
-                        help="ranx normalisation for rrf/combsum/combmnz/wsum; default raw scores")
+                        help=f"ranx normalisation for {'/'.join(NORMED)}; default raw scores "
+                             "(rrf reads ranks only, so it takes none)")
     parser.add_argument("--weights", type=finite_float, nargs="+", default=None,
                         help="wsum/linear weights, one per run (or tune them with --dev-runs)")
     parser.add_argument("--rrf-k", "--rrf.k", dest="rrf_k", type=positive_int, default=None,
@@ -147,7 +153,9 @@ def _refuse_what_the_method_ignores(args: argparse.Namespace) -> None:
              if _is_set(args, name) and args.method not in methods]
     if given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
-        raise UserError(f"--method {args.method} does not use {flags}")
+        why = (" (rrf reads ranks only: no normalisation of the scores can change it)"
+               if "norm" in given and args.method == "rrf" else "")
+        raise UserError(f"--method {args.method} does not use {flags}{why}")
     _refuse_what_tuning_replaces(args)
     if args.weights is not None and (min(args.weights) < 0 or not any(args.weights)):
         raise UserError(f"--weights must be >= 0 and not all 0, got {args.weights}")
@@ -181,6 +189,35 @@ def _refuse_what_tuning_replaces(args: argparse.Namespace) -> None:
     args.metric = parse_metric(args.metric or DEV_METRIC).name
 
 
+def _refuse_tuning_on_the_fused_runs(runs: list[str], dev_runs: list[str]) -> None:
+    """A run in both ``--runs`` and ``--dev-runs`` (however spelt) tunes alpha or the weights on
+    the very queries being fused: the dev qrels then judge the test queries, and the fused run
+    is fitted to its own evaluation. ``fuse`` cannot see which qrels judge ``--runs``, so the
+    files are what it can compare."""
+    fused = {_resolved(path): path for path in runs}
+    for path in dev_runs:
+        same = fused.get(_resolved(path))
+        if same is not None:
+            raise UserError(f"--dev-runs {path} is also fused (--runs {same}): tuning on the runs "
+                            "being fused fits them to their own queries; give the same systems' "
+                            "runs on dev queries")
+
+
+def _resolved(path: str) -> str:
+    """A file's resolved path, so that ``a.trec`` and ``./a.trec`` are one; else as written."""
+    file = Path(path).expanduser()
+    return str(file.resolve()) if file.exists() else path
+
+
+def _say_if_short(candidates: int, hits: int) -> None:
+    """The hybrid fuses each run's top ``--candidates``: below ``--hits`` / 2 the union cannot
+    fill ``--hits`` a query, a shorter run than asked for (``search`` says so for its hybrid
+    too, naming BM25; here the runs are any two)."""
+    if 2 * candidates < hits:
+        print(f"warning: the hybrid fuses each run's top {candidates} (--candidates): at most "
+              f"{2 * candidates} hits a query, not --hits {hits}", file=sys.stderr)
+
+
 def _say_if_at_the_edge(alpha: float, table: dict[float, float]) -> None:
     """A tuned alpha at an end of the grid that beats its neighbour may not be the optimum: the
     dev metric was still rising there (the grid is TASER's, 0.5..2.0; Pyserini's default 0.1
@@ -209,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     refuse_non_run_output(args.output)
     refuse_one_file_twice((f"--runs {path}", path) for path in args.runs)
     refuse_one_file_twice((f"--dev-runs {path}", path) for path in args.dev_runs or [])
+    _refuse_tuning_on_the_fused_runs(args.runs, args.dev_runs or [])
     runs = [_read(p, args.remove_query, args.candidates) for p in args.runs]
     _say_different_queries(args.runs, runs)
     dev = None
@@ -229,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                                         normalization=args.hybrid_normalize, k_prime=args.candidates)
             tuned = {"alpha": alpha, "dev": {str(a): v for a, v in table.items()}}
             _say_if_at_the_edge(alpha, table)
+        _say_if_short(args.candidates, args.hits)
         fused = hybrid(runs[0], runs[1], alpha, args.hybrid_normalize, args.weight_on_dense,
                        k=args.hits)
     else:

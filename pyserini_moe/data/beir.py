@@ -329,11 +329,10 @@ class BeirCollection:
         return f"BeirCollection({str(self.root)!r}, {self.name!r})"
 
     def _file(self, stem: str) -> Path:
-        for candidate in (self.root / f"{stem}.jsonl.gz", self.root / f"{stem}.jsonl"):
-            if candidate.is_file():
-                return candidate
-        raise FileNotFoundError(f"{self.root / stem}.jsonl(.gz): no such file in collection "
-                                f"{self.name!r}")
+        """``<stem>.jsonl`` or ``<stem>.jsonl.gz``; both at once are refused: which one holds the
+        collection cannot be told (a partial gzip copy beside the full file was taken in
+        silence, 25 of 30 documents left out)."""
+        return _one_of(self.root / f"{stem}.jsonl", f"collection {self.name!r}")
 
     @property
     def corpus_path(self) -> Path:
@@ -382,11 +381,18 @@ class BeirCollection:
         return dict(self._query_map())
 
     def splits(self) -> list[str]:
-        """Split names, from ``qrels/<split>.tsv``."""
+        """Split names, from ``qrels/<split>.tsv`` or ``qrels/<split>.tsv.gz`` (read like the
+        corpus and queries, gzipped or not)."""
         qrels_dir = self.root / "qrels"
         if not qrels_dir.is_dir():
             raise FileNotFoundError(f"{qrels_dir}: no qrels directory in collection {self.name!r}")
-        return sorted(p.name[: -len(".tsv")] for p in qrels_dir.glob("*.tsv") if p.is_file())
+        return sorted({p.name.removesuffix(".gz")[: -len(".tsv")]
+                       for pattern in ("*.tsv", "*.tsv.gz") for p in qrels_dir.glob(pattern)
+                       if p.is_file()})
+
+    def qrels_path(self, split: str) -> Path:
+        """The file of one split's qrels, ``.tsv`` or ``.tsv.gz`` (both at once are refused)."""
+        return _one_of(self.root / "qrels" / f"{split}.tsv", f"collection {self.name!r}")
 
     def _qrels_map(self, split: str) -> dict[str, dict[str, int]]:
         if split not in self._qrels:
@@ -394,8 +400,8 @@ class BeirCollection:
             if split not in available:
                 raise UserError(f"unknown split {split!r} for collection {self.name!r} ({self.root}); "
                                 f"available splits: {', '.join(available) or 'none'}")
-            self._qrels[split] = read_beir_qrels(self.root / "qrels" / f"{split}.tsv",
-                                                 self._query_map(), self.doc_ids())
+            self._qrels[split] = read_beir_qrels(self.qrels_path(split), self._query_map(),
+                                                 self.doc_ids())
         return self._qrels[split]
 
     def qrels(self, split: str) -> dict[str, dict[str, int]]:
@@ -407,3 +413,16 @@ class BeirCollection:
         """The queries judged in ``split`` (BEIR's test topics), in qrels order of first appearance."""
         queries = self._query_map()
         return {qid: queries[qid] for qid in self._qrels_map(split)}
+
+
+def _one_of(plain: Path, where: str) -> Path:
+    """``plain`` or ``plain.gz``, whichever exists; both at once are refused in one line."""
+    packed = plain.with_name(plain.name + ".gz")
+    found = [f for f in (plain, packed) if f.is_file()]
+    if len(found) == 2:
+        raise UserError(f"{plain.parent} holds both {plain.name} and {packed.name}: "
+                        "which one is the collection's cannot be told; keep one of them")
+    if not found:
+        raise FileNotFoundError(f"{plain}(.gz): no such file in {where}")
+    return found[0]
+

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from pathlib import Path
 
 from pyserini_moe.data.beir import (
@@ -94,6 +95,11 @@ def read_topics_file(path: Path) -> dict[str, str]:
     lines: dict[str, int] = {}
     for lineno, line in iter_lines(path):
         cols = line.split("\t")
+        if not lines and _is_header(cols):
+            names = ", ".join(c.strip() for c in cols)
+            print(f"note: {path}:{lineno}: the line '{names}' names the columns: skipped as a "
+                  "header, not searched as a query", file=sys.stderr)
+            continue
         if len(cols) != 2:
             raise DataFormatError(path, f"expected 2 tab-separated columns (qid, text), "
                                         f"found {len(cols)}", lineno)
@@ -106,7 +112,24 @@ def read_topics_file(path: Path) -> dict[str, str]:
             raise DataFormatError(path, f"empty text for query {qid!r}", lineno)
         topics[qid] = text
         lines[qid] = lineno
+    if not topics:
+        raise DataFormatError(path, "no topics (a header line alone)")
     return topics
+
+
+# A topics TSV's header line, as pandas or a spreadsheet writes one: the first column named
+# as an id, the second as a text. Only both together (case-insensitive) make a header, so a
+# real query is never dropped: one whose id is ``qid`` and text ``text`` is no query anyone has.
+_HEADER_IDS = frozenset({"qid", "query_id", "query-id", "queryid", "id", "_id", "topic_id",
+                         "topic-id", "topicid"})
+_HEADER_TEXTS = frozenset({"text", "query", "query_text", "query-text", "question", "title",
+                           "topic"})
+
+
+def _is_header(cols: list[str]) -> bool:
+    """Whether a first line of two columns names them instead of holding a query."""
+    return (len(cols) == 2 and cols[0].strip().lower() in _HEADER_IDS
+            and cols[1].strip().lower() in _HEADER_TEXTS)
 
 
 def _pyserini_topics(name: str) -> dict[str, str]:

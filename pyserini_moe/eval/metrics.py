@@ -115,6 +115,20 @@ def parse_metrics(names: Iterable[str]) -> list[Metric]:
     return metrics
 
 
+def distinct_metrics(names: Iterable[str], flag: str = "--metrics") -> list[Metric]:
+    """:func:`parse_metrics` for a user's list: a name repeated as written is one metric, but
+    two spellings of one measure (``ndcg@10``, ``nDCG@10``, ``ndcg@010``, ``ndcg_cut.10``) are
+    refused, since each would be a row of its own: one number reported as several."""
+    metrics = parse_metrics(names)
+    seen: dict[str, str] = {}
+    for metric in metrics:
+        first = seen.setdefault(metric.ranx, metric.name)
+        if first != metric.name:
+            raise UserError(f"{flag}: {first!r} and {metric.name!r} are one measure "
+                            f"({metric.ranx}); give it once")
+    return metrics
+
+
 @contextlib.contextmanager
 def _quiet_numba() -> Iterator[None]:
     """ranx's metrics warn, when numba compiles them, about a harmless uint64 -> int64 cast."""

@@ -61,3 +61,50 @@ def test_fp32_queries_on_an_int8_index_are_refused_before_the_export(ws, tmp_pat
     assert "was built by an int8 ONNX encoder, so a --backend onnx query encoder cannot match " \
            "its vectors: search with --backend onnx-int8" in message
     assert not (ws["model"] / "onnx").exists()
+
+
+# H8-02: index --overwrite judged a dense index by every kind's files --------------------------
+
+@pytest.mark.parametrize("user_files", [["vectors.npy", "docids.txt"], ["vectors.jsonl"],
+                                        ["offsets.npy"]])
+def test_a_dense_index_holds_only_a_dense_indexs_files(ws, tmp_path, user_files) -> None:
+    from pyserini_moe.io import refuse_foreign_folder
+
+    index = tmp_path / "dense"
+    index.mkdir()
+    for path in ws["index"].iterdir():
+        (index / path.name).write_bytes(path.read_bytes())
+    refuse_foreign_folder(index, "pyserini_moe_index.json")  # its own files: replaceable
+    for name in user_files:
+        (index / name).write_text("the user's")
+    with pytest.raises(FileExistsError, match=f"holds files this toolkit did not write \\(e.g. "
+                                              f"{sorted(user_files)[0]}\\)"):
+        refuse_foreign_folder(index, "pyserini_moe_index.json")
+
+
+def test_an_index_of_unreadable_kind_may_hold_any_index_kinds_files(tmp_path) -> None:
+    from pyserini_moe.io import refuse_foreign_folder
+
+    index = tmp_path / "old"
+    index.mkdir()
+    (index / "pyserini_moe_index.json").write_text("not json")
+    for name in ("docid", "index", "vectors.npy", "segments_1"):
+        (index / name).write_text("x")
+    refuse_foreign_folder(index, "pyserini_moe_index.json")
+
+
+# H8-03: a folder of an index and encoded queries is refused for that reason -----------------
+
+def test_a_folder_of_two_kinds_of_output_is_named_as_such(ws, tmp_path) -> None:
+    from pyserini_moe.io import refuse_foreign_folder
+
+    index = tmp_path / "mixed"
+    index.mkdir()
+    for path in ws["index"].iterdir():
+        (index / path.name).write_bytes(path.read_bytes())
+    (index / "embedding.pkl").write_bytes(b"x")
+    for marker in ("embedding.pkl", "pyserini_moe_index.json", None):
+        with pytest.raises(FileExistsError, match=f"^{index} holds an index and encoded queries "
+                                                  "together: --overwrite replaces a folder of "
+                                                  "one kind of output only"):
+            refuse_foreign_folder(index, marker)
