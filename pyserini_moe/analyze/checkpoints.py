@@ -283,6 +283,61 @@ def check_distinct_seeds(folders: dict[str, Path]) -> None:
         seen[seed] = f"{label}={folder}"
 
 
+# Recipe fields that may differ between the seeds of one condition: the seeds themselves, where
+# each training went, the device it ran on, and the negatives a seed's own earlier round mined
+# (a second round reads the run or model of its seed's first round).
+SEED_FIELDS = frozenset({"training.seed", "data.seed", "output_dir", "training.device",
+                         "data.negatives.run", "data.negatives.model"})
+
+
+def check_one_condition(folders: dict[str, Path]) -> None:
+    """The trainings are seeds of one recipe: two recipes (another learning rate, pooling) would
+    be reported as "2 training seeds" with a mean ± sd over two conditions. The first field in
+    which a recipe differs from the first one's, besides :data:`SEED_FIELDS`, is named."""
+    recipes = {label: _recipe(folder) for label, folder in folders.items()}
+    known = {label: _flat(recipe) for label, recipe in recipes.items() if recipe is not None}
+    if len(known) < 2:
+        return
+    (first, base), *others = known.items()
+    for label, fields in others:
+        field = next((key for key in [*base, *fields] if key not in SEED_FIELDS
+                      and not _same(base.get(key), fields.get(key))), None)
+        if field is not None:
+            raise UserError(f"--train-dir {first}={folders[first]} and {label}={folders[label]}: "
+                            f"their recipes differ in {field} ({_shown(base, field)} vs "
+                            f"{_shown(fields, field)}), not only in the seed: two conditions, "
+                            "not seeds of one; analyse each on its own")
+
+
+def _flat(recipe: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"training": {"seed": 1}}`` as ``{"training.seed": 1}``, in the recipe's order; an
+    empty section adds nothing (``args: {}`` against ``args: {pooling: cls}`` then names
+    ``model.args.pooling``)."""
+    out: dict[str, Any] = {}
+    for key, value in recipe.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def _shown(fields: dict[str, Any], key: str) -> str:
+    """A recipe field's value for a message; ``unset`` where the recipe lacks it."""
+    return repr(fields[key]) if key in fields else "unset"
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal values, or two spellings of one existing path (the backbone as ``bert`` and as
+    ``./bert``)."""
+    if a == b:
+        return True
+    if isinstance(a, str) and isinstance(b, str) and Path(a).exists() and Path(b).exists():
+        return Path(a).resolve() == Path(b).resolve()
+    return False
+
+
 def check_corpus(train_dir: Path, corpus: str) -> None:
     """The held-out queries are the training collection's: searched in another corpus they find
     nothing relevant (dev nDCG 0 at every step) and the dev rule keeps an arbitrary step."""
@@ -330,6 +385,7 @@ def run_checkpoints(analysis: CheckpointsAnalysis) -> int:
         check_corpus(folder, analysis.corpus)
         check_seed(label, folder)
     check_distinct_seeds(folders)
+    check_one_condition(folders)
     with _one_query_cut_warning():
         trainings = {label: evaluate_training(folder, analysis.corpus, [test], metrics,
                                               analysis.kind, analysis.max_length,

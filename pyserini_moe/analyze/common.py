@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path
 
 
@@ -32,3 +33,17 @@ def save_png(fig: Any, path: str | Path) -> None:
         fig.savefig(tmp, format="png", dpi=150)
 
 
+
+
+def refuse_past_positions(model: Any, lengths: dict[str, int]) -> None:
+    """``{flag: tokens}`` checked against the model's token positions before any text is
+    routed or embedded: a length above them passes with short texts and fails, as a tensor-size
+    traceback from the backbone, at the first text that long (as ``index`` and ``analyze
+    checkpoints`` refuse it)."""
+    from pyserini_moe.encode.common import position_limit  # noqa: PLC0415 - torch: not for --help
+
+    limit = position_limit(model)
+    for flag, value in lengths.items():
+        if limit is not None and value > limit:
+            raise UserError(f"{flag} {value} is above the {limit} token positions this model "
+                            f"has: use {flag} {limit} or less")

@@ -22,10 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from pyserini_moe.analyze.common import emit, figure, save_png
+from pyserini_moe.analyze.common import emit, figure, refuse_past_positions, save_png
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
+from pyserini_moe.io import refuse_one_file_twice
 
 TSNE_POINTS = 300  # pairs drawn in the t-SNE plot (figure 2 / 4 show a sample too)
 
@@ -162,6 +163,8 @@ def run_divergence(analysis: DivergenceAnalysis) -> int:
     embeddings = {}
     for name, path in _named(analysis.model).items():
         model = load_encoder(path, device=analysis.device)
+        refuse_past_positions(model, {"--max-length": analysis.max_length,
+                                      "--query-max-length": analysis.query_max_length})
         embeddings[name] = embed(model, pairs, analysis.max_length, analysis.query_max_length)
     results = {name: divergences(q, p) for name, (q, p) in embeddings.items()}
     text = (f"Query-passage divergences (cot-mote.txt appendix A.1) over {len(pairs)} judged "
@@ -174,7 +177,9 @@ def run_divergence(analysis: DivergenceAnalysis) -> int:
 
 
 def _named(specs: Sequence[str]) -> dict[str, str]:
-    """``NAME=PATH`` (or a bare path, named by its folder) -> {name: path}, names unique."""
+    """``NAME=PATH`` (or a bare path, named by its folder) -> {name: path}, names unique and
+    models too: one model under two names gives a row identical to the first and a t-test
+    against itself (p = nan), not a comparison."""
     out: dict[str, str] = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
@@ -184,4 +189,6 @@ def _named(specs: Sequence[str]) -> dict[str, str]:
         if name in out:
             raise UserError(f"--model name {name!r} given twice")
         out[name] = path
+    refuse_one_file_twice(((f"--model {name}={path}", path) for name, path in out.items()),
+                          "model")
     return out

@@ -12,7 +12,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from pyserini_moe.analyze.common import emit, figure, save_png
+from pyserini_moe.analyze.common import emit, figure, refuse_past_positions, save_png
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
@@ -196,6 +196,8 @@ def run_experts(analysis: ExpertsAnalysis) -> int:
     if model.model_type != "sbmoe":
         raise UserError(f"{analysis.model} is a {model.model_type} model: expert analysis needs "
                         "an sbmoe model")
+    refuse_past_positions(model, {"--max-length": analysis.max_length,
+                                  "--query-max-length": analysis.query_max_length})
     texts: dict[str, list[str]] = {}
     sizes: dict[str, int] = {}
     if analysis.corpus:

@@ -15,7 +15,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from pyserini_moe.analyze.common import emit
+from pyserini_moe.analyze.common import emit, refuse_past_positions
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.data.topics import load_topics
 from pyserini_moe.errors import UserError
@@ -79,6 +79,7 @@ def run_routing(analysis: RoutingAnalysis) -> int:
     if not hasattr(model, "expert_layers"):
         raise UserError(f"{analysis.model} is a {model.model_type} model: routing analysis "
                         "needs expert FFN blocks (taser)")
+    refuse_past_positions(model, {"--max-length": analysis.max_length})
     passages = [doc.contents for doc in BeirCollection.load(analysis.corpus).corpus()]
     if analysis.sample and analysis.sample < len(passages):
         passages = random.Random(0).sample(passages, analysis.sample)

@@ -17,6 +17,7 @@ import argparse
 import sys
 
 from pyserini_moe.cli import ArgumentParser, HelpFormatter, output_file, refuse_input_as_output
+from pyserini_moe.errors import UserError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,6 +36,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Names that promise JSON: a TSV or TREC file under one is read by the wrong reader wherever
+# the suffix decides (Pyserini's topic readers do), though this toolkit's readers sniff it.
+_JSON_SUFFIXES = (".jsonl", ".json")
+
+
+def refuse_json_name(output: str, written: str, usual: str) -> None:
+    """``convert`` writes one format per kind (no JSON): an output named ``.jsonl`` / ``.json``
+    (``.gz`` aside, which is honoured) would hold another format than its name says."""
+    name = output.removesuffix(".gz")
+    suffix = next((s for s in _JSON_SUFFIXES if name.endswith(s)), None)
+    if suffix is not None:
+        packed = ".gz" if output.endswith(".gz") else ""
+        raise UserError(f"--output {output}: convert writes {written}, not JSON; name it "
+                        f"{name.removesuffix(suffix)}{usual}{packed}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from pathlib import Path
@@ -43,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     from pyserini_moe.data.topics import load_qrels, load_topics
 
     refuse_input_as_output([args.output], [args.topics, args.qrels])
+    refuse_json_name(args.output, *(("topics as qid<TAB>text lines", ".tsv") if args.topics
+                                    else ("TREC qrels lines (qid 0 docid rel)", ".txt")))
     if Path(args.output).exists() and not args.overwrite:
         raise FileExistsError(f"{args.output} already exists; pass --overwrite to replace it")
     if args.topics:

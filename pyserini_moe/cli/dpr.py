@@ -18,6 +18,7 @@ from pyserini_moe.data.dpr import (
     refuse_existing,
 )
 from pyserini_moe.errors import UserError
+from pyserini_moe.io import refuse_one_file_twice
 
 
 def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
@@ -70,11 +71,22 @@ def _refuse_before_work(args: argparse.Namespace) -> None:
     without --overwrite, a collection folder holding other files, a query id prefix with
     whitespace."""
     if args.command == "train":
+        _refuse_one_file_as_two_sets(args)
         check_collection_output(Path(args.output), args.overwrite)
     else:
         refuse_existing(args.output, args.overwrite)
     if args.command == "qa":
         check_qid_prefix(args.prefix)
+
+
+def _refuse_one_file_as_two_sets(args: argparse.Namespace) -> None:
+    """One DPR file under two set names doubles its questions (two sets of one), and one file as
+    ``--train`` and ``--dev`` makes the dev split the train split: model selection on the
+    questions trained on. Each is refused however the file is spelt."""
+    places = [(f"{flag} {name}={file}", file)
+              for flag, values in (("--train", args.train), ("--dev", args.dev))
+              for name, file in _pairs(values, flag).items()]
+    refuse_one_file_twice(places, "DPR file")
 
 
 def main(argv: list[str] | None = None) -> int:

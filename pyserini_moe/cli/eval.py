@@ -31,11 +31,11 @@ from pyserini_moe.eval.metrics import (
     STAT_TESTS,
     VALID_METRICS,
     compare,
+    distinct_metrics,
     evaluate,
     evaluate_per_query,
     format_comparison,
     format_table,
-    distinct_metrics,
     trec_eval,
 )
 from pyserini_moe.eval.seeds import compare_groups, format_seeded

@@ -21,6 +21,7 @@ from pyserini_moe.eval.regress import (
     run_regression,
     write_report,
 )
+from pyserini_moe.io import refuse_one_file_twice
 
 DEFAULT_WORK = REPO_ROOT / "work" / "regressions"
 
@@ -68,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.files:
         if Path(name).is_dir():
             raise UserError(f"{name} is a folder: name its regression files ({name}/*.yaml)")
+    # one file twice (however spelt) would run twice into one work folder, with or without --smoke
+    refuse_one_file_twice(((f, f) for f in args.files), "regression file")
     regressions = [load_regression(f) for f in args.files]  # validate all before running any
     if args.smoke:
         return _smoke(args, regressions)
@@ -123,6 +126,7 @@ def _smoke(args: argparse.Namespace, regressions: list[Regression]) -> int:
     if not paper:
         raise UserError("--smoke runs paper-scale files; none given")
     check_conditions(paper, args.condition, [str(r.path) for r in paper])
+    check_selection(paper, None)  # two files of one name: one smoke work folder for both
     if args.condition:
         paper = [dataclasses.replace(r, conditions=[c for c in r.conditions
                                                     if c.name in args.condition])

@@ -237,7 +237,31 @@ def _settings(args: argparse.Namespace) -> SearchSettings:
     retriever = args.retriever or recorded_retriever(args.index)
     index = args.index if retriever == "fused" or len(args.index) > 1 else args.index[0]
     return settings_from(SearchSettings, args, retriever=retriever, index=index,
-                         fields=dict(args.fields) if args.fields else None)
+                         fields=_field_weights(args.fields) if args.fields else None)
+
+
+def _field_weights(pairs: list[tuple[str, float]]) -> dict[str, float]:
+    """``--fields`` as a mapping: a field given twice (``contents=1 contents=2``) is refused,
+    as a mapping would keep its last weight and drop the first without a word."""
+    weights: dict[str, float] = {}
+    for name, weight in pairs:
+        if name in weights:
+            raise UserError(f"--fields: the field {name!r} is given twice ({name}={weights[name]:g} "
+                            f"and {name}={weight:g}): give each field once, with one weight")
+        weights[name] = weight
+    return weights
+
+
+def _refuse_unread_flags(args: argparse.Namespace, settings: SearchSettings) -> None:
+    """Flags this search would not read: ``--device`` where no model is loaded (see
+    :meth:`SearchSettings.device_problem`), ``--run-tag`` in the msmarco format, which has no
+    tag column."""
+    problem = settings.device_problem()
+    if problem:
+        raise UserError(problem)
+    if args.run_tag is not None and args.output_format == "msmarco":
+        raise UserError("--run-tag: --output-format msmarco has no tag column (qid, docid, "
+                        "rank); leave it out, or write --output-format trec")
 
 
 def _refuse_encoder_flags(args: argparse.Namespace) -> None:
@@ -255,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _refuse_encoder_flags(args)  # before any work
     settings = _settings(args)  # every check of the flags together (SearchSettings)
+    _refuse_unread_flags(args, settings)
     if args.expert_runs and settings.retriever != "fused":
         raise UserError("--expert-runs applies to --retriever fused")
     tag = check_run_tag(args.run_tag or run_tag(settings))  # before the search, not after it
@@ -268,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyserini_moe.data.topics import load_topics
 
     topics = load_topics(args.topics)
-    if args.backend != "torch" and settings.retriever != "bm25" and not args.encoded_queries:
+    if settings.backend != "torch":  # a model search (SearchSettings refuses it elsewhere)
         settings = replace(settings, encoder=_backend_encoder(args))
     outcome = search_topics(settings, topics)
     run, elapsed = outcome.run, outcome.search_seconds

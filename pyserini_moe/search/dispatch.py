@@ -8,10 +8,13 @@ call it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
 import math
 import os
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from pyserini_moe.errors import UserError
@@ -53,6 +56,7 @@ class SearchSettings:
     index: str | list[str]  # a list for ``fused`` only
     encoder: str | None = None
     device: str | None = None
+    backend: str = "torch"  # the query encoder's runtime: torch, onnx, onnx-int8 (see cli.args)
     precision: str = "fp32"
     query_max_length: int | None = None
     query_max_terms: int | None = 1024
@@ -112,9 +116,22 @@ class SearchSettings:
             return ("--encoded-queries applies to a dense or impact search (Pyserini reads "
                     "encoded queries for those two)")
         if self.encoded_queries and (self.encoder or self.precision != "fp32"
-                                     or self.query_max_length):
-            return ("--encoded-queries replaces the query encoder: --encoder, --fp16 / --bf16 "
-                    "and --query-max-length do not apply")
+                                     or self.query_max_length or self.backend != "torch"):
+            return ("--encoded-queries replaces the query encoder: --encoder, --backend, "
+                    "--fp16 / --bf16 and --query-max-length do not apply")
+        return None
+
+    def device_problem(self) -> str | None:
+        """``--device`` given to a search that loads no model (BM25, or queries encoded ahead
+        of time), which nothing would read. Only the command line asks: a library caller (the
+        bench) passes one device to every retriever it opens, BM25 included."""
+        if self.device in (None, "auto"):  # the default: CUDA when present
+            return None
+        if self.retriever == "bm25":
+            return "--device: not used by a BM25 search (it loads no model); leave it out"
+        if self.encoded_queries:
+            return ("--encoded-queries replaces the query encoder: --device does not apply (no "
+                    "model is loaded); leave it out")
         return None
 
     def _bm25_problem(self) -> str | None:
@@ -134,33 +151,66 @@ class SearchSettings:
     def _ignored_problem(self) -> str | None:
         """Settings this search would silently not use (``fuse`` refuses such settings too):
         a model's on BM25, BM25's or a hybrid's without ``--bm25-index``, the fusion's outside a
-        fused search, the candidate depth outside a fusion, the impact query cut on a dense or
-        multi-vector search."""
-        unread = [name for name in self._unread() if getattr(self, name) != _DEFAULTS[name]]
+        fused search, the candidate depth outside a fusion, the settings of an index kind the
+        search has none of (the impact query cut, Faiss's parameters). The message says "without
+        --bm25-index" only of the settings that flag would make read."""
+        unread = [name for name in self._unread(bool(self.bm25_index))
+                  if getattr(self, name) != _DEFAULTS[name]]
         if not unread:
             return None
-        article = "an" if self.retriever[0] in "aeiou" else "a"
-        name = "BM25" if self.retriever == "bm25" else self.retriever
-        alone = " without --bm25-index" if self.retriever != "bm25" and not self.bm25_index else ""
-        flags = ", ".join("--" + name.replace("_", "-") for name in unread)
-        return (f"{flags}: not used by {article} {name} search{alone}; leave "
-                f"{'it' if len(unread) == 1 else 'them'} out")
+        hybrid_reads = set(unread) - set(self._unread(True)) if self.retriever != "bm25" \
+            else set()
+        never = [name for name in unread if name not in hybrid_reads]
+        alone = [name for name in unread if name in hybrid_reads]
+        search = self._search_name()
+        parts = [f"{_flags(never)}: not used by {search}"] if never else []
+        if alone:
+            parts.append(f"{_flags(alone)}: not used by {search} without --bm25-index")
+        return f"{'; '.join(parts)}; leave {'it' if len(unread) == 1 else 'them'} out"
 
-    def _unread(self) -> list[str]:
-        """The settings this search does not read."""
+    def _search_name(self) -> str:
+        """``a BM25 search``, ``an impact search``, ``a fused search of multivector and dense
+        indexes`` (the kinds when the indexes record them: they say why a setting is unread)."""
+        if self.retriever == "bm25":
+            return "a BM25 search"
+        kinds = self._fused_kinds() if self.retriever == "fused" else None
+        if kinds:
+            return f"a fused search of {' and '.join(kinds)} indexes"
+        return f"{'an' if self.retriever[0] in 'aeiou' else 'a'} {self.retriever} search"
+
+    def _unread(self, with_bm25: bool) -> list[str]:
+        """The settings this search does not read (``with_bm25``: were it a hybrid)."""
         if self.retriever == "bm25":
             names = [*_MODEL_SETTINGS, *_HYBRID_SETTINGS]
         else:
-            names = [] if self.bm25_index else ["k1", "b", *_HYBRID_SETTINGS]
+            names = [] if with_bm25 else ["k1", "b", *_HYBRID_SETTINGS]
         if self.retriever != "fused":
-            names += ["fusion", "fusion_weights"] + ([] if self.bm25_index else ["candidates"])
-        if self.retriever in ("dense", "multivector"):
-            names.append("query_max_terms")
-        if self.retriever in ("dense", "impact"):  # Faiss parameters: the token index only
-            names.append("faiss_params")
-        if self.retriever in ("impact", "multivector", "fused"):  # a dense HNSW index only;
-            names.append("ef_search")  # a multi-vector one takes --faiss-params efSearch=N
-        return names
+            names += ["fusion", "fusion_weights"] + ([] if with_bm25 else ["candidates"])
+        return names + self._unread_by_kind()
+
+    def _unread_by_kind(self) -> list[str]:
+        """The settings of index kinds this search has none of: the impact query cut, the
+        multi-vector token index's Faiss parameters, a dense HNSW index's efSearch. A fused
+        search reads them as its indexes' kinds say (their metadata); its dense expert is
+        opened without --ef-search (a multi-vector one takes --faiss-params efSearch=N)."""
+        if self.retriever != "fused":
+            return [name for name, kind in _KIND_SETTINGS.items() if kind != self.retriever]
+        given = [name for name in ("query_max_terms", "faiss_params")
+                 if getattr(self, name) != _DEFAULTS[name]]
+        kinds = self._fused_kinds() if given else None  # no metadata read when none is given
+        return ["ef_search"] + ([] if kinds is None else [
+            name for name in given if _KIND_SETTINGS[name] not in kinds])
+
+    def _fused_kinds(self) -> list[str] | None:
+        """The kinds a fused search's indexes record, in order; None when one records none (not
+        an index of ours, or not there: the search refuses it when it opens it)."""
+        kinds = []
+        for index in [self.index] if isinstance(self.index, str) else self.index:
+            meta = read_meta(index) if os.path.isdir(index) else None
+            if meta is None or meta.kind not in INDEX_KINDS:
+                return None
+            kinds.append(meta.kind)
+        return kinds
 
     def _fusion_problem(self) -> str | None:
         if self.fusion not in SEARCH_FUSIONS:
@@ -181,9 +231,18 @@ class SearchSettings:
 
 
 # Settings only a model's search reads, and those only a hybrid with BM25 reads.
-_MODEL_SETTINGS = ("encoder", "encoded_queries", "query_max_length", "faiss_params", "ef_search")
+_MODEL_SETTINGS = ("encoder", "encoded_queries", "query_max_length", "backend")
 _HYBRID_SETTINGS = ("alpha", "hybrid_normalize", "weight_on_dense")
+# Settings only one kind of index reads: the impact query cut, the multi-vector token index's
+# Faiss parameters, a dense HNSW index's search breadth.
+_KIND_SETTINGS = {"query_max_terms": "impact", "faiss_params": "multivector",
+                  "ef_search": "dense"}
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(SearchSettings)}
+
+
+def _flags(names: list[str]) -> str:
+    """``--query-max-terms, --faiss-params``: the flags of these settings."""
+    return ", ".join("--" + name.replace("_", "-") for name in names)
 
 
 @dataclasses.dataclass
@@ -203,42 +262,106 @@ def search_topics(s: SearchSettings, topics: dict[str, str]) -> SearchOutcome:
     """The run of ``topics`` (``hits`` per query), and for ``fused`` each index's own run
     (``candidates`` deep).
 
-    With ``remove_query`` the searcher is asked for one hit more and the query's own id is
-    dropped from every run (the fused one, each expert's, a hybrid's), so ``hits`` remain.
+    With ``remove_query`` every searcher is asked for one hit more (each side of a hybrid, each
+    expert of a fusion: one more candidate) and the query's own id is dropped from every run
+    (the fused one, each expert's, a hybrid's), so ``hits`` and ``candidates`` remain where the
+    index holds that many documents.
     """
     clock = time.perf_counter()
-    searchers = _open(s)
+    main, bm25 = _open(s)
     opened = time.perf_counter()
     hits = depth_for_remove_query(s.hits) if s.remove_query else s.hits
-    depth = s.candidates if s.bm25_index else hits
-    expert_runs: dict[str, Run] = {}
-    main, bm25 = searchers
-    if s.retriever == "fused":
-        params = {"weights": s.fusion_weights} if s.fusion_weights else None
-        run, expert_runs = main.search(topics, hits=depth, candidates=s.candidates,
-                                       method=s.fusion, params=params, threads=s.threads,
-                                       batch_size=s.batch_size, progress=not s.quiet)
-    elif s.exhaustive:
-        run = main.search(topics, hits=hits, batch_size=s.batch_size, progress=not s.quiet,
-                          exhaustive=True)
-    else:
-        run = main.search(topics, hits=depth, threads=s.threads, batch_size=s.batch_size,
-                          progress=not s.quiet)
-    notices = []
-    if bm25 is not None:
-        bm25_run = bm25.search(topics, hits=s.candidates, threads=s.threads,
-                               batch_size=s.batch_size, progress=not s.quiet)
-        run = hybrid(run, bm25_run, s.alpha, s.hybrid_normalize, s.weight_on_dense, k=hits)
-        notices.append(short_hybrid_notice(s.candidates, s.hits))
+    candidates = depth_for_remove_query(s.candidates) if s.remove_query else s.candidates
+    with _held_query_cuts() as cut_lengths:
+        run, expert_runs = _search_main(s, main, topics, candidates if s.bm25_index else hits,
+                                        candidates)
+        notices = [silent_experts(main, expert_runs)] if expert_runs else []
+        if bm25 is not None:
+            bm25_run = bm25.search(topics, hits=candidates, threads=s.threads,
+                                   batch_size=s.batch_size, progress=not s.quiet)
+            run = hybrid(run, bm25_run, s.alpha, s.hybrid_normalize, s.weight_on_dense, k=hits)
+            notices.append(short_hybrid_notice(s.candidates, s.hits))
+    notices.append(query_cut_notice(cut_lengths))
     if s.remove_query:
         notices.append(remove_query_notice(run))
         run = remove_query(run, s.hits)
-        expert_runs = {kind: remove_query(r) for kind, r in expert_runs.items()}
+        expert_runs = {kind: remove_query(r, s.candidates) for kind, r in expert_runs.items()}
     encoder = getattr(main, "query_encoder", None)
     terms = encoder.terms / encoder.queries if getattr(encoder, "queries", 0) else None
     notices = [n for n in [*notices, no_hits_notice(run, topics)] if n]
     return SearchOutcome(run, expert_runs, opened - clock, time.perf_counter() - opened, terms,
                          notices)
+
+
+def _search_main(s: SearchSettings, main: Searcher | ExpertFusionSearcher,
+                 topics: dict[str, str], depth: int, candidates: int
+                 ) -> tuple[Run, dict[str, Run]]:
+    """The model's (or BM25's) run ``depth`` deep, and a fusion's expert runs (``candidates``
+    deep; none for one index)."""
+    if s.retriever == "fused":
+        params = {"weights": s.fusion_weights} if s.fusion_weights else None
+        return main.search(topics, hits=depth, candidates=candidates, method=s.fusion,
+                           params=params, threads=s.threads, batch_size=s.batch_size,
+                           progress=not s.quiet)
+    if s.exhaustive:
+        return main.search(topics, hits=depth, batch_size=s.batch_size, progress=not s.quiet,
+                           exhaustive=True), {}
+    return main.search(topics, hits=depth, threads=s.threads, batch_size=s.batch_size,
+                       progress=not s.quiet), {}
+
+
+def silent_experts(main: ExpertFusionSearcher, expert_runs: dict[str, Run]) -> str | None:
+    """A warning naming the experts of a fusion that retrieved nothing for any query (an impact
+    query cut to terms no document holds): the fused run is the other experts' alone."""
+    silent = [f"{searcher.kind} index {searcher.index}" for searcher in main.searchers
+              if not any(expert_runs.get(searcher.kind, {}).values())]
+    if not silent:
+        return None
+    return (f"warning: the {' and the '.join(silent)} retrieved nothing for any query: the "
+            "fused run comes from the other indexes alone")
+
+
+# The logger of the query encoders' cut-queries warning, and the attribute of its record that
+# holds the length (pyserini_moe.encode.adapters; not imported here: `search --help` stays
+# light).
+_QUERY_ENCODER_LOG = "pyserini_moe.encode.adapters"
+_QUERIES_CUT_AT = "queries_cut_at"
+
+
+class _QueryCuts(logging.Filter):
+    """Holds back the query encoders' cut-queries warning, noting the length: a fused search
+    has one encoder per expert, and each logged it (a timestamped logging line apiece)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lengths: set[int] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        cut_at = getattr(record, _QUERIES_CUT_AT, None)
+        if cut_at is not None:
+            self.lengths.add(cut_at)
+        return cut_at is None
+
+
+@contextlib.contextmanager
+def _held_query_cuts() -> Iterator[set[int]]:
+    """While a search runs, the cut-queries warnings are held back; the lengths they name are
+    in the set yielded, for :func:`query_cut_notice`."""
+    cuts = _QueryCuts()
+    logger = logging.getLogger(_QUERY_ENCODER_LOG)
+    logger.addFilter(cuts)
+    try:
+        yield cuts.lengths
+    finally:
+        logger.removeFilter(cuts)
+
+
+def query_cut_notice(lengths: set[int]) -> str | None:
+    """One warning line for the queries cut at ``lengths`` tokens (None when none was)."""
+    if not lengths:
+        return None
+    return (f"warning: queries longer than {' or '.join(map(str, sorted(lengths)))} tokens are "
+            "cut (--query-max-length)")
 
 
 def short_hybrid_notice(candidates: int, hits: int) -> str | None:

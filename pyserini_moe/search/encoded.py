@@ -82,6 +82,25 @@ def check_encoder(meta: IndexMeta, model: TextEncoder, index: str | os.PathLike,
             "model. Search with the encoder that built the index, or rebuild the index.")
 
 
+def check_encoded_queries(meta: IndexMeta, made_by: str | None, index: str | os.PathLike,
+                          path: str) -> None:
+    """Refuse queries encoded by another model than the one that built the index (another
+    model's vectors of the same size searched it without a word: a run of neither). Queries
+    that record no encoder (Pyserini's, or written before encode_queries recorded it) are
+    searched, with a warning that nothing checks them."""
+    if meta.foreign or not meta.encoder_fingerprint:
+        return  # nothing recorded to check against (open_index warned of a foreign index)
+    if made_by is None:
+        log.warning("%s records no encoder (encoded by Pyserini, or before pyserini-moe recorded "
+                    "it): nothing checks that %s, the encoder that built %s, made them", path,
+                    meta.encoder, index)
+    elif made_by != meta.encoder_fingerprint:
+        raise IndexMismatchError(
+            f"{path} holds queries encoded by another model (fingerprint {made_by}) than "
+            f"{meta.encoder!r}, which built {index} (fingerprint {meta.encoder_fingerprint}): "
+            f"encode the topics with `python -m pyserini_moe.encode_queries --index {index}`")
+
+
 class _EncodedSearcher:
     """Shared set-up: read the index metadata, load and check the query encoder."""
 
@@ -156,15 +175,15 @@ class _EncodedSearcher:
                                      "opened it: search again")
 
     def _precomputed(self, path: str) -> PrecomputedQueryEncoder:
-        """Queries encoded ahead of time instead of a model (Pyserini's ``--encoded-queries``):
-        nothing records which encoder made them, so the pairing is the user's to keep."""
+        """Queries encoded ahead of time instead of a model (Pyserini's ``--encoded-queries``),
+        checked against the index as an ``--encoder`` is (:func:`check_encoded_queries`)."""
         from pyserini_moe.encode.adapters import PrecomputedQueryEncoder
-        from pyserini_moe.search.encoded_queries import read_encoded_queries  # noqa: PLC0415 - a circle: encoded_queries uses this module
+        from pyserini_moe.search.encoded_queries import read_encoded_queries_made_by  # noqa: PLC0415 - a circle: encoded_queries uses this module
 
-        vectors = read_encoded_queries(path, self.kind)
-        log.info("%s: %d queries encoded ahead of time in %s (no model loaded; they must come "
-                 "from the encoder that built the index, %s)", self.index, len(vectors), path,
-                 self.meta.encoder)
+        vectors, made_by = read_encoded_queries_made_by(path, self.kind)
+        check_encoded_queries(self.meta, made_by, self.index, path)
+        log.info("%s: %d queries encoded ahead of time in %s (no model loaded)", self.index,
+                 len(vectors), path)
         return PrecomputedQueryEncoder(vectors, path, dense=self.kind == "dense")
 
     def search(self, topics: dict[str, str], hits: int = 1000, threads: int = 1,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +28,23 @@ import pandas as pd
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import (
     atomic_path,
+    iter_lines,
+    open_binary,
+    open_text_output,
     read_dataframe_pickle,
     refuse_foreign_folder,
     refuse_special_output,
 )
+from pyserini_moe.modeling.base import fingerprint
 from pyserini_moe.runs import JAVA_INT_MAX
 from pyserini_moe.search.encoded import open_searcher
 
 KINDS = ("dense", "impact")
 EMBEDDING_FILE = "embedding.pkl"
+# Which encoder made the queries (modeling.base.fingerprint): a dense table's ``attrs`` entry,
+# each impact record's key. Pyserini reads the columns / keys it knows and ignores it; search
+# --encoded-queries compares it with the index's, as it compares an --encoder's.
+FINGERPRINT = "encoder_fingerprint"
 
 
 def encode_queries(index: str | os.PathLike, kind: str, topics: dict[str, str],
@@ -56,16 +65,19 @@ def encode_queries(index: str | os.PathLike, kind: str, topics: dict[str, str],
     for start in range(0, len(qids), batch_size):
         texts = [topics[q] for q in qids[start:start + batch_size]]
         vectors.extend(searcher.query_encoder.encode_batch(texts))
+    made_by = fingerprint(searcher.query_encoder.model)
     if kind == "dense":
-
         frame = pd.DataFrame({"text": [topics[q] for q in qids],
                               "embedding": [v.astype("float32") for v in vectors]})
+        frame.attrs[FINGERPRINT] = made_by  # pickled with the table
         with atomic_path(output, directory=True, overwrite=overwrite) as tmp:
             frame.to_pickle(tmp / EMBEDDING_FILE)
-    else:
-        with atomic_path(output, overwrite=overwrite) as tmp, tmp.open("w") as f:
+    else:  # gzipped when the name ends in .gz, as every reader here expects
+        with atomic_path(output, overwrite=overwrite) as tmp, \
+                open_text_output(tmp, output) as f:
             for qid, vector in zip(qids, vectors):
-                f.write(json.dumps({"id": qid, "contents": topics[qid], "vector": vector}) + "\n")
+                f.write(json.dumps({"id": qid, "contents": topics[qid], "vector": vector,
+                                    FINGERPRINT: made_by}) + "\n")
     return output
 
 
@@ -99,6 +111,8 @@ def _check_output(output: Path, kind: str, overwrite: bool) -> None:
 
 
 _IMPACT_KEYS = ("id", "contents", "vector")  # one impact query's record, as encode_queries writes it
+# ... with the encoder's fingerprint since hostile pass 8 (H8-34); without it before
+_IMPACT_FORMS = (sorted(_IMPACT_KEYS), sorted([*_IMPACT_KEYS, FINGERPRINT]))
 _FIRST_LINE_LIMIT = 1 << 24  # bytes: a query of every term of a large vocabulary fits
 
 
@@ -106,24 +120,36 @@ def _holds_impact_queries(file: Path) -> bool:
     """Whether ``file`` is empty or starts with an impact query's record: ``--overwrite`` then
     replaces queries written before, never a collection's corpus, a run or any other file (a
     ``corpus.jsonl`` named by mistake was once replaced whole). The first line alone is read, so
-    a large file of something else costs nothing to refuse."""
-    with file.open("rb") as f:
-        line = f.readline(_FIRST_LINE_LIMIT)
+    a large file of something else costs nothing to refuse. A ``.gz`` file is read gunzipped,
+    as it was written."""
+    try:
+        with open_binary(file) as f:
+            line = f.readline(_FIRST_LINE_LIMIT)
+    except (OSError, EOFError, zlib.error):  # not gzip after all, or a broken stream
+        return False
     if not line:  # an empty file: nothing to lose
         return True
     try:
         record = json.loads(line)
     except ValueError:  # not JSON, not UTF-8, or a line cut at the limit
         return False
-    return (isinstance(record, dict) and sorted(record) == sorted(_IMPACT_KEYS)
+    return (isinstance(record, dict) and sorted(record) in _IMPACT_FORMS
             and isinstance(record["contents"], str) and isinstance(record["vector"], dict))
 
 
 def read_encoded_queries(path: str | os.PathLike, kind: str) -> dict[str, Any]:
+    """Queries encoded ahead of time, by their text: see :func:`read_encoded_queries_made_by`."""
+    return read_encoded_queries_made_by(path, kind)[0]
+
+
+def read_encoded_queries_made_by(path: str | os.PathLike, kind: str
+                                 ) -> tuple[dict[str, Any], str | None]:
     """Queries encoded ahead of time, by their text (stripped, as Pyserini keys them): a dense
     folder's ``embedding.pkl`` (float32 vectors; a pickle that would build anything but a table
-    is refused unrun) or an impact JSON-lines file (``{token: weight}``). Every problem is one
-    line naming the file."""
+    is refused unrun) or an impact JSON-lines file (``{token: weight}``, gzipped when named
+    ``.gz``), and the fingerprint of the encoder that made them (None where they record none:
+    Pyserini's, or ours written before it was recorded). Every problem is one line naming the
+    file."""
     if kind not in KINDS:
         raise UserError(f"--encoded-queries applies to dense and impact searches, not {kind!r}")
     path = Path(path)
@@ -136,15 +162,16 @@ def read_encoded_queries(path: str | os.PathLike, kind: str) -> dict[str, Any]:
         raise FileNotFoundError(f"encoded queries {file}: {what} (expected {form}, as "
                                 "`python -m pyserini_moe.encode_queries` writes for the "
                                 "index's kind)")
-    vectors = _read_dense(file) if kind == "dense" else _read_impact(file)
+    vectors, made_by = _read_dense(file) if kind == "dense" else _read_impact(file)
     if not vectors:
         raise UserError(f"{file} holds no encoded query")
-    return vectors
+    return vectors, made_by
 
 
-def _read_dense(file: Path) -> dict[str, Any]:
+def _read_dense(file: Path) -> tuple[dict[str, Any], str | None]:
     """Every row's vector checked as it is read (:func:`_dense_vector`), so a damaged table is
-    one line naming the file and the query, never numpy's traceback or warning."""
+    one line naming the file and the query, never numpy's traceback or warning; and the
+    encoder's fingerprint the table's ``attrs`` record."""
     frame = read_dataframe_pickle(file)
     columns = list(getattr(frame, "columns", []))
     if "text" not in columns or "embedding" not in columns:
@@ -158,7 +185,8 @@ def _read_dense(file: Path) -> dict[str, Any]:
         vectors[str(text).strip()] = vector
     if len({v.shape for v in vectors.values()}) > 1:
         raise UserError(f"{file}: the query vectors differ in length")
-    return vectors
+    made_by = getattr(frame, "attrs", {}).get(FINGERPRINT)
+    return vectors, made_by if isinstance(made_by, str) else None
 
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -194,31 +222,39 @@ def _describe(value: Any, limit: int = 40) -> str:
     return f"{type(value).__name__} {text if len(text) <= limit else text[:limit - 3] + '...'}"
 
 
-def _read_impact(file: Path) -> dict[str, dict[str, int]]:
+def _read_impact(file: Path) -> tuple[dict[str, dict[str, int]], str | None]:
     """Every line checked as it is read: a record of ``contents`` and a ``vector`` of integer
-    weights, each one line naming the file and line (and the query) when it is not."""
-    vectors = {}
-    with file.open(encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{file}, line {number}"
-            text, vector = _impact_record(line, where)
-            vectors[text.strip()] = _impact_weights(vector, f"{where} (query {text[:60]!r})")
-    return vectors
+    weights, each one line naming the file and line (and the query) when it is not; lines are
+    read by :func:`~pyserini_moe.io.iter_lines` (gunzipped for a ``.gz`` name, a line that is
+    not UTF-8 one error line, never a traceback). The fingerprint is the one the records name;
+    a file whose records name two encoders (two files put together) is refused."""
+    vectors, made_by = {}, set()
+    for number, line in iter_lines(file):
+        where = f"{file}, line {number}"
+        text, vector, fingerprint_ = _impact_record(line, where)
+        vectors[text.strip()] = _impact_weights(vector, f"{where} (query {text[:60]!r})")
+        made_by.add(fingerprint_)
+    made_by.discard(None)
+    if len(made_by) > 1:
+        raise UserError(f"{file} holds queries encoded by {len(made_by)} different encoders "
+                        f"(fingerprints {', '.join(sorted(made_by))}): encode the topics again "
+                        "with the index's encoder (python -m pyserini_moe.encode_queries)")
+    return vectors, next(iter(made_by), None)
 
 
-def _impact_record(line: str, where: str) -> tuple[str, dict[str, Any]]:
-    """The line's ``(contents, vector)``, or one error line naming ``where``."""
+def _impact_record(line: str, where: str) -> tuple[str, dict[str, Any], str | None]:
+    """The line's ``(contents, vector, encoder fingerprint or None)``, or one error line naming
+    ``where``."""
     try:
         record = json.loads(line)
         text, vector = record["contents"], record["vector"]
     except (ValueError, KeyError, TypeError):
-        text, vector = None, None
+        text, vector, record = None, None, {}
     if not isinstance(text, str) or not isinstance(vector, dict):
         raise UserError(f"{where}: expected {{\"contents\": text, \"vector\": {{token: "
                         "weight}}")
-    return text, vector
+    made_by = record.get(FINGERPRINT)
+    return text, vector, made_by if isinstance(made_by, str) else None
 
 
 def _impact_weights(vector: dict[str, Any], where: str) -> dict[str, int]:

@@ -23,7 +23,7 @@ from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import IndexMismatchError, read_meta
 from pyserini_moe.runs import Run
 from pyserini_moe.search.encoded import SEARCHERS, open_searcher
-from pyserini_moe.search.fusion import fuse, top_k
+from pyserini_moe.search.fusion import RANX_METHODS, fuse, top_k
 
 EXACT = "exact"
 
@@ -61,7 +61,12 @@ class ExpertFusionSearcher:
         """Fuse the expert runs (in the order of the indexes) with ``method``."""
         if method == EXACT:
             return top_k(self.exact(topics, runs), hits)
-        return fuse([runs[kind] for kind in self.kinds], method, norm=norm, params=params, k=hits)
+        lists = [runs[kind] for kind in self.kinds]
+        if method in RANX_METHODS:
+            lists, params = _with_hits(lists, params)
+            if len(lists) < 2:  # ranx fuses two runs or more; one expert's ranking is its own
+                return top_k(lists[0], hits) if lists else {qid: {} for qid in topics}
+        return fuse(lists, method, norm=norm, params=params, k=hits)
 
     def exact(self, topics: dict[str, str], runs: dict[str, Run]) -> Run:
         """Sum of every expert's exact score over the union of the experts' candidates."""
@@ -82,6 +87,20 @@ class ExpertFusionSearcher:
         """(fused run, the expert runs it was fused from)."""
         runs = self.expert_runs(topics, candidates, threads, batch_size, progress)
         return self.fuse(topics, runs, method, params, norm, hits), runs
+
+
+def _with_hits(runs: list[Run], params: dict[str, Any] | None
+               ) -> tuple[list[Run], dict[str, Any] | None]:
+    """The expert runs that hold a hit, and ``wsum``'s weights for them. ranx cannot build a
+    run without any hit (a traceback: "max() arg is an empty sequence"), and an expert that
+    retrieved nothing for every query (an impact query cut to terms no document has) adds
+    nothing to any document's rrf, combsum, combmnz or wsum score, so leaving it out fuses the
+    same ranking; the search says which expert was left out (``dispatch.silent_experts``).
+    Refusing the search instead would throw away the other experts' good run."""
+    kept = [i for i, run in enumerate(runs) if any(run.values())]
+    if params and "weights" in params:
+        params = {**params, "weights": [params["weights"][i] for i in kept]}
+    return [runs[i] for i in kept], params
 
 
 def _scaled(run: Run, scale: float) -> Run:

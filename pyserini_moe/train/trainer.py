@@ -22,14 +22,17 @@ it exactly) and ``train_summary.json`` (recipe + final metrics).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
+import os
 import pickle
 import random
 import shutil
 import time
 from collections import deque
+from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
@@ -133,6 +136,7 @@ class Trainer:
         # The files this trainer wrote into the output folder before training (its mined
         # negatives, when its data was read first: _epoch_steps, evaluate): no earlier run's.
         self._own: set[str] = {INIT_DIR}
+        self._aside: Path | None = None  # an earlier run --overwrite replaces, until replaced
         # Set under torchrun (see pyserini_moe.train.distributed): this rank's slice of a batch.
         self.ranks: Ranks | None = init_from_env()
         self.is_main = self.ranks is None or self.ranks.is_main
@@ -219,7 +223,11 @@ class Trainer:
         already holds an earlier training is refused unless ``overwrite`` (then training starts
         afresh), and one holding anything else always (:meth:`_check_output_dir`).
         """
-        data = self._prepare(resume, overwrite)
+        self._check_folders(resume, overwrite)
+        with self._replacing_earlier(overwrite and not resume and self.is_main):
+            return self._train(self._prepare(resume), resume)
+
+    def _train(self, data: TrainingData, resume: bool) -> dict[str, Any]:
         epoch_steps = self._epoch_steps()
         total = min(sum(epoch_steps), self.cfg.max_steps or sum(epoch_steps))
         loop = OptimizerLoop(self.model, parameter_groups(self.model, self.cfg),
@@ -253,8 +261,9 @@ class Trainer:
         barrier(self.ranks)  # every rank returns once the main rank's files exist
         return summary
 
-    def _prepare(self, resume: bool, overwrite: bool) -> TrainingData:
-        """Check the output folder against ``resume`` / ``overwrite``; load (mine) the data."""
+    def _check_folders(self, resume: bool, overwrite: bool) -> None:
+        """Check the output folder against ``resume`` / ``overwrite``, before anything is
+        written."""
         checkpoint = self.out / CHECKPOINT_DIR
         if resume and not (checkpoint / STATE_FILE).is_file():
             raise FileNotFoundError(f"nothing to resume: {checkpoint} holds no checkpoint")
@@ -265,9 +274,58 @@ class Trainer:
                                 "away or choose another output directory")
         if not resume and self.is_main:
             self._check_output_dir(overwrite)
-        if overwrite and not resume and self.is_main:
-            shutil.rmtree(checkpoint, ignore_errors=True)  # never resume the replaced run
-            shutil.rmtree(self.out / SNAPSHOTS_DIR, ignore_errors=True)  # nor keep its models
+
+    @contextlib.contextmanager
+    def _replacing_earlier(self, replace: bool) -> Iterator[None]:
+        """``--overwrite``: the earlier run is moved aside (``.<output>.old-<pid>``), not deleted,
+        until the new run saves its first checkpoint, from which ``--resume`` continues it; an
+        error or Ctrl-C before that puts the earlier run back as it was (an interrupted
+        replacement once left the old best/ beside the new recipe and logs, the old checkpoint
+        deleted)."""
+        self._aside = self._set_aside() if replace else None
+        try:
+            yield
+        except BaseException:
+            self._put_back()
+            raise
+        finally:
+            self._drop_earlier()
+
+    def _set_aside(self) -> Path | None:
+        earlier = [e for e in self.out.iterdir() if e.name not in self._own] \
+            if self.out.is_dir() else []
+        if not earlier:
+            return None
+        aside = self.out.parent / f".{self.out.name}.old-{os.getpid()}"
+        aside.mkdir()
+        for entry in earlier:
+            entry.rename(aside / entry.name)
+        return aside
+
+    def _put_back(self) -> None:
+        """The new run's files out, the earlier run's back (what stayed, ``_own``, stays)."""
+        if self._aside is None:
+            return
+        for entry in self.out.iterdir():
+            if entry.name in self._own and not (self._aside / entry.name).exists():
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        for entry in self._aside.iterdir():
+            entry.rename(self.out / entry.name)
+        self._aside.rmdir()
+        self._aside = None
+
+    def _drop_earlier(self) -> None:
+        """The new run is resumable (or finished): the earlier one is gone for good."""
+        if self._aside is not None:
+            shutil.rmtree(self._aside, ignore_errors=True)
+            self._aside = None
+
+    def _prepare(self, resume: bool) -> TrainingData:
+        """Load (mine) the data into the output folder."""
         created = not self.out.exists()
         self.out.mkdir(parents=True, exist_ok=True)
         if self.data is None:
@@ -347,6 +405,7 @@ class Trainer:
                     entry["val_loss"] = self._validate(state)
                     self._append_log(entry)
                     self._save_checkpoint(state, loop.optimizer, loop.scheduler)
+                    self._drop_earlier()
                 else:
                     self._append_log(entry)
         bar.close()

@@ -108,3 +108,65 @@ def test_a_folder_of_two_kinds_of_output_is_named_as_such(ws, tmp_path) -> None:
                                                   "together: --overwrite replaces a folder of "
                                                   "one kind of output only"):
             refuse_foreign_folder(index, marker)
+
+
+# H8-07: an interrupted train --overwrite left a mix of two runs, the old checkpoint deleted ----
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+def _trainer(recipe, toy_data, tiny_bert: Path, **training):
+    import dataclasses
+
+    import torch
+
+    from pyserini_moe.modeling import SiameseBiEncoder
+    from pyserini_moe.train.trainer import Trainer
+
+    torch.manual_seed(0)
+    recipe = dataclasses.replace(recipe, training=dataclasses.replace(recipe.training,
+                                                                      **training))
+    return Trainer(SiameseBiEncoder.from_backbone(tiny_bert, device="cpu"), recipe, toy_data(),
+                   progress=False)
+
+
+def _interrupt_at(monkeypatch, step: int) -> None:
+    from pyserini_moe.train.trainer import Trainer
+
+    real = Trainer._train_step
+
+    def train_step(self, group, loop, at, *args):
+        if at + 1 == step:
+            raise KeyboardInterrupt
+        return real(self, group, loop, at, *args)
+
+    monkeypatch.setattr(Trainer, "_train_step", train_step)
+
+
+def test_an_interrupted_replacement_puts_the_earlier_run_back(siamese_recipe, toy_data,
+                                                              tiny_bert, monkeypatch) -> None:
+    out = siamese_recipe.output_dir
+    _trainer(siamese_recipe, toy_data, tiny_bert).train()
+    before = _tree(out)
+    assert "checkpoint/state.pt" in before and "best/pyserini_moe.json" in before
+    _interrupt_at(monkeypatch, 1)
+    with pytest.raises(KeyboardInterrupt):
+        _trainer(siamese_recipe, toy_data, tiny_bert, max_steps=3).train(overwrite=True)
+    assert _tree(out) == before  # the earlier run, whole: resumable, its recipe and logs
+    assert not list(out.parent.glob(f".{out.name}.old-*"))
+
+
+def test_a_replacement_with_a_checkpoint_is_the_run_kept(siamese_recipe, toy_data, tiny_bert,
+                                                         monkeypatch) -> None:
+    out = siamese_recipe.output_dir
+    _trainer(siamese_recipe, toy_data, tiny_bert).train()
+    _interrupt_at(monkeypatch, 3)  # after the new run's first checkpoint (step 1)
+    with pytest.raises(KeyboardInterrupt):
+        _trainer(siamese_recipe, toy_data, tiny_bert, max_steps=4, eval_every=1).train(
+            overwrite=True)
+    progress = json.loads((out / "checkpoint" / "progress.json").read_text())
+    assert progress["step"] == 2  # the new run's, which --resume continues
+    assert "max_steps: 4" in (out / "recipe.yaml").read_text()
+    assert not list(out.parent.glob(f".{out.name}.old-*"))
