@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import re
 import shutil
 import sys
@@ -41,8 +40,6 @@ SNAPSHOT = re.compile(r"step-([0-9]+)")
 CACHE_FILE = "evaluation.json"
 DEV = "dev"  # the held-out queries' name in reports
 KINDS = ("dense", "impact", "multivector")  # index kinds a snapshot is searched with
-# The query encoders' logger, and its warning that queries are cut (it names search's flag).
-QUERY_ENCODER_LOG = "pyserini_moe.encode.adapters"
 
 
 @dataclass(frozen=True)
@@ -400,35 +397,16 @@ def run_checkpoints(analysis: CheckpointsAnalysis) -> int:
     return 0
 
 
-class _QueryCuts(logging.Filter):
-    """Holds back the query encoder's warning that long queries are cut, noting the length: it
-    names search's ``--query-max-length``, which this command lacks (a snapshot's query length
-    is its training's), and comes once per snapshot and topic set."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lengths: set[int] = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        from pyserini_moe.encode.adapters import QUERIES_CUT_AT  # loaded: it logged this record
-
-        cut_at = getattr(record, QUERIES_CUT_AT, None)
-        if cut_at is not None:
-            self.lengths.add(cut_at)
-        return cut_at is None
-
-
 @contextlib.contextmanager
 def _one_query_cut_warning() -> Iterator[None]:
-    """While the snapshots are searched, the cut-query warnings become one line at the end."""
-    cuts = _QueryCuts()
-    logger = logging.getLogger(QUERY_ENCODER_LOG)
-    logger.addFilter(cuts)
-    try:
+    """While the snapshots are searched, the cut-query warnings become one line at the end: the
+    query encoder's names search's ``--query-max-length``, which this command lacks (a
+    snapshot's query length is its training's), and comes once per snapshot and topic set."""
+    from pyserini_moe.search.dispatch import held_query_cuts  # noqa: PLC0415 - `analyze --help` stays light
+
+    with held_query_cuts() as cut_lengths:
         yield
-    finally:
-        logger.removeFilter(cuts)
-    if cuts.lengths:
-        lengths = " or ".join(map(str, sorted(cuts.lengths)))
+    if cut_lengths:
+        lengths = " or ".join(map(str, sorted(cut_lengths)))
         print(f"warning: queries longer than {lengths} tokens, the query length the snapshots "
               "were trained with, were cut when searched", file=sys.stderr)

@@ -79,9 +79,10 @@ def seed(text: str) -> int:
 
 
 class _Store(argparse._StoreAction):
-    """argparse's ``store``, but a list flag (``nargs`` + or *) given twice is refused:
-    argparse would keep the last list and drop the first without a word (``--runs A --runs B``
-    fused B alone)."""
+    """argparse's ``store``, but a flag given twice is refused where argparse would keep the
+    last value and drop the first without a word: a list flag (``nargs`` + or *) always
+    (``--runs A --runs B`` fused B alone), any other flag when the two values differ
+    (``--hits 3 --hits 5``)."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
@@ -90,6 +91,12 @@ class _Store(argparse._StoreAction):
                 parser.error(f"{option_string} is given twice: give all its values after one "
                              f"{option_string}")
             setattr(namespace, f"_listed_{self.dest}", True)
+        elif option_string:
+            seen = getattr(namespace, f"_stored_{self.dest}", None)
+            if seen is not None and seen[1] != values:
+                parser.error(f"{seen[0]} {seen[1]} and {option_string} {values} set the same "
+                             "thing: give it once")
+            setattr(namespace, f"_stored_{self.dest}", (option_string, values))
         super().__call__(parser, namespace, values, option_string)
 
 

@@ -81,7 +81,11 @@ def parse_options(settings: list[str]) -> dict[str, str]:
         if not sep or not name.strip() or not value.strip():
             raise UserError(f"--encoder-option {setting!r}: expected NAME=VALUE, e.g. "
                             "inference=all")
-        options[name.strip()] = value.strip()
+        name, value = name.strip(), value.strip()
+        if name in options and options[name] != value:
+            raise UserError(f"--encoder-option {name} is given twice ({options[name]} and "
+                            f"{value}): give it once")
+        options[name] = value
     return options
 
 

@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "python -m pyserini_moe.index")
     parser.add_argument("--topics", required=True, help="topics, as search takes them")
     parser.add_argument("--output", required=True,
-                        help="dense: a folder (embedding.pkl inside); impact: a .jsonl file")
+                        help="dense: a folder (embedding.pkl inside); impact: a .jsonl file "
+                             "(gzipped when named .gz); each records the encoder that made them")
     parser.add_argument("--encoder", default=None,
                         help="query encoder (default: the one recorded in the index)")
     parser.add_argument("--query-max-length", type=positive_int, default=None,

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import glob
+import gzip
 import json
 import os
 import sys
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="table style printed on stdout")
     parser.add_argument("--table", metavar="OUT.md", type=output_file,
                         help="also write the printed tables to this Markdown file, headed by the "
-                             "command that made them (results pages generated, not typed)")
+                             "command that made them (results pages generated, not typed). "
+                             "An existing --table, --output or --per-query file is replaced "
+                             "only when an earlier eval wrote it; a name ending in .gz is "
+                             "gzipped")
     parser.add_argument("--title", default=None,
                         help="heading of the --table file (default: the qrels)")
     return parser
@@ -198,15 +203,16 @@ def refuse_foreign_outputs(outputs: dict[str, str | None]) -> None:
 
 
 def _head(path: Path, count: int = 3) -> list[str]:
-    """The first ``count`` lines of ``path`` (blank ones included, gzip read by its name); a
-    file that cannot be read as text gives a line no sign matches."""
-    from pyserini_moe.io import open_binary
-
+    """The first ``count`` lines of ``path`` (blank ones included), gunzipped when it is gzip
+    (an earlier eval wrote plain text under .gz names); a file that cannot be read as text
+    gives a line no sign matches."""
     try:
-        with open_binary(path) as handle:
+        with path.open("rb") as handle:
+            packed = handle.read(2) == b"\x1f\x8b"
+        with (gzip.open(path, "rb") if packed else path.open("rb")) as handle:
             raw = [handle.readline(1 << 16) for _ in range(count)]
         return [line.decode("utf-8-sig").rstrip("\r\n") for line in raw if line]
-    except (OSError, EOFError, UnicodeDecodeError):
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error):
         return ["\0"]
 
 

@@ -252,13 +252,9 @@ def _field_weights(pairs: list[tuple[str, float]]) -> dict[str, float]:
     return weights
 
 
-def _refuse_unread_flags(args: argparse.Namespace, settings: SearchSettings) -> None:
-    """Flags this search would not read: ``--device`` where no model is loaded (see
-    :meth:`SearchSettings.device_problem`), ``--run-tag`` in the msmarco format, which has no
-    tag column."""
-    problem = settings.device_problem()
-    if problem:
-        raise UserError(problem)
+def _refuse_unread_run_tag(args: argparse.Namespace) -> None:
+    """``--run-tag`` in the msmarco format, which has no tag column: the tag would be written
+    nowhere, without a word."""
     if args.run_tag is not None and args.output_format == "msmarco":
         raise UserError("--run-tag: --output-format msmarco has no tag column (qid, docid, "
                         "rank); leave it out, or write --output-format trec")
@@ -279,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _refuse_encoder_flags(args)  # before any work
     settings = _settings(args)  # every check of the flags together (SearchSettings)
-    _refuse_unread_flags(args, settings)
+    _refuse_unread_run_tag(args)
     if args.expert_runs and settings.retriever != "fused":
         raise UserError("--expert-runs applies to --retriever fused")
     tag = check_run_tag(args.run_tag or run_tag(settings))  # before the search, not after it

@@ -11,6 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+#: The query encoders' logger, and the attribute of its cut-queries warning's record that holds
+#: the query length: a command words that warning its own way (one line for all of a fused
+#: search's experts, or all of analyze checkpoints' snapshots) without parsing its text.
+QUERY_ENCODER_LOG = "pyserini_moe.encode.adapters"
+QUERIES_CUT_AT = "queries_cut_at"
+
 __all__ = ["DenseDocumentEncoder", "DenseQueryEncoder", "ImpactDocumentEncoder",
            "ImpactQueryEncoder", "MultiVectorDocumentEncoder", "MultiVectorQueryEncoder"]
 

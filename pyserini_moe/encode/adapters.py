@@ -19,6 +19,7 @@ _java.bootstrap()
 
 from pyserini.encode import DocumentEncoder, QueryEncoder  # noqa: E402
 
+from pyserini_moe.encode import QUERIES_CUT_AT  # noqa: E402
 from pyserini_moe.encode.common import ModelAdapter, first_non_finite  # noqa: E402
 from pyserini_moe.encode.dense import Dense, DensePassageEncoder  # noqa: E402
 from pyserini_moe.encode.impact import (  # noqa: E402
@@ -33,10 +34,6 @@ from pyserini_moe.errors import UserError  # noqa: E402
 from pyserini_moe.modeling.base import Encoded, Side, TextEncoder  # noqa: E402
 
 log = logging.getLogger(__name__)
-
-#: The attribute of the cut-queries warning's log record that holds the query length, for a
-#: command that words the warning its own way (``analyze checkpoints``) without parsing the text.
-QUERIES_CUT_AT = "queries_cut_at"
 
 
 class ModelQueryEncoder(ModelAdapter, QueryEncoder):

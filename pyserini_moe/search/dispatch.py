@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from pyserini_moe.encode import QUERIES_CUT_AT, QUERY_ENCODER_LOG
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import IndexMismatchError, read_meta
 from pyserini_moe.representation import INDEX_KINDS
@@ -116,23 +117,21 @@ class SearchSettings:
             return ("--encoded-queries applies to a dense or impact search (Pyserini reads "
                     "encoded queries for those two)")
         if self.encoded_queries and (self.encoder or self.precision != "fp32"
-                                     or self.query_max_length or self.backend != "torch"):
+                                     or self.query_max_length or self.backend != "torch"
+                                     or self.device not in (None, "auto")):
             return ("--encoded-queries replaces the query encoder: --encoder, --backend, "
-                    "--fp16 / --bf16 and --query-max-length do not apply")
+                    "--device, --fp16 / --bf16 and --query-max-length do not apply")
         return None
 
-    def device_problem(self) -> str | None:
-        """``--device`` given to a search that loads no model (BM25, or queries encoded ahead
-        of time), which nothing would read. Only the command line asks: a library caller (the
-        bench) passes one device to every retriever it opens, BM25 included."""
-        if self.device in (None, "auto"):  # the default: CUDA when present
-            return None
-        if self.retriever == "bm25":
-            return "--device: not used by a BM25 search (it loads no model); leave it out"
-        if self.encoded_queries:
-            return ("--encoded-queries replaces the query encoder: --device does not apply (no "
-                    "model is loaded); leave it out")
-        return None
+    def refuse_unread_device(self) -> None:
+        """``--device`` given to a BM25 search, which loads no model: refused by
+        :func:`search_topics` once the index is open, so that a mistyped index folder, a
+        prebuilt index name or a dense index named with ``--retriever bm25`` is named first (the
+        device is then not what is wrong). Not when the settings are made: the bench passes one
+        device to every retriever it opens, BM25 included."""
+        if self.retriever == "bm25" and self.device not in (None, "auto"):  # None: the default
+            raise UserError("--device: not used by a BM25 search (it loads no model); leave it "
+                            "out")
 
     def _bm25_problem(self) -> str | None:
         if self.fields and self.retriever != "bm25" and not self.bm25_index:
@@ -269,10 +268,11 @@ def search_topics(s: SearchSettings, topics: dict[str, str]) -> SearchOutcome:
     """
     clock = time.perf_counter()
     main, bm25 = _open(s)
+    s.refuse_unread_device()
     opened = time.perf_counter()
     hits = depth_for_remove_query(s.hits) if s.remove_query else s.hits
     candidates = depth_for_remove_query(s.candidates) if s.remove_query else s.candidates
-    with _held_query_cuts() as cut_lengths:
+    with held_query_cuts() as cut_lengths:
         run, expert_runs = _search_main(s, main, topics, candidates if s.bm25_index else hits,
                                         candidates)
         notices = [silent_experts(main, expert_runs)] if expert_runs else []
@@ -321,34 +321,28 @@ def silent_experts(main: ExpertFusionSearcher, expert_runs: dict[str, Run]) -> s
             "fused run comes from the other indexes alone")
 
 
-# The logger of the query encoders' cut-queries warning, and the attribute of its record that
-# holds the length (pyserini_moe.encode.adapters; not imported here: `search --help` stays
-# light).
-_QUERY_ENCODER_LOG = "pyserini_moe.encode.adapters"
-_QUERIES_CUT_AT = "queries_cut_at"
-
-
 class _QueryCuts(logging.Filter):
     """Holds back the query encoders' cut-queries warning, noting the length: a fused search
-    has one encoder per expert, and each logged it (a timestamped logging line apiece)."""
+    has one encoder per expert, and each logged it (a timestamped logging line apiece); analyze
+    checkpoints searches one snapshot after another."""
 
     def __init__(self) -> None:
         super().__init__()
         self.lengths: set[int] = set()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        cut_at = getattr(record, _QUERIES_CUT_AT, None)
+        cut_at = getattr(record, QUERIES_CUT_AT, None)
         if cut_at is not None:
             self.lengths.add(cut_at)
         return cut_at is None
 
 
 @contextlib.contextmanager
-def _held_query_cuts() -> Iterator[set[int]]:
+def held_query_cuts() -> Iterator[set[int]]:
     """While a search runs, the cut-queries warnings are held back; the lengths they name are
     in the set yielded, for :func:`query_cut_notice`."""
     cuts = _QueryCuts()
-    logger = logging.getLogger(_QUERY_ENCODER_LOG)
+    logger = logging.getLogger(QUERY_ENCODER_LOG)
     logger.addFilter(cuts)
     try:
         yield cuts.lengths

@@ -201,6 +201,10 @@ def fuse(runs: Sequence[Run], method: str, norm: str | None = None,
 
     if len(runs) < 2:
         raise UserError(f"ranx fusion needs at least two runs, got {len(runs)}")
+    if _ranx_method(method) == "rrf" and norm is not None:
+        # rrf reads ranks only: a monotone normalisation changes nothing, and ranx's borda
+        # before rrf scrambles the ranking (a document both runs rank first fell to rank 7)
+        raise UserError(f"rrf fuses ranks, not scores: pass norm=None, not {norm!r}")
     with _quiet_ranx():
         fused = ranx.fuse(_ranx_runs(runs, _query_ids(runs)), norm=norm,
                           method=_ranx_method(method), params=params)

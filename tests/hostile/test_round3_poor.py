@@ -34,10 +34,10 @@ def _err(capsys) -> str:
 
 
 def _search(ws: dict[str, Path], tmp_path: Path, *extra: str, index: str | None = None) -> int:
-    return run_main(search_cli.main, ["--index", index or str(ws["index"]), "--topics",
-                                      f"{ws['corpus']}:test", "--output",
-                                      str(tmp_path / "run.trec"), "--device", "cpu", "--quiet",
-                                      *extra])
+    defaults = {"--topics": f"{ws['corpus']}:test", "--output": str(tmp_path / "run.trec")}
+    argv = [arg for flag, value in defaults.items() if flag not in extra for arg in (flag, value)]
+    return run_main(search_cli.main, ["--index", index or str(ws["index"]), *argv, "--device",
+                                      "cpu", "--quiet", *extra])
 
 
 def test_an_edited_index_kind_blames_the_metadata(ws, tmp_path, capsys) -> None:  # H62

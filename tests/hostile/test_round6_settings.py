@@ -268,6 +268,7 @@ def snapshots_folder(root: Path) -> Path:
 def test_cut_queries_are_one_warning_that_names_no_missing_flag(tiny_bert, tmp_path, capsys,
                                                                 caplog, monkeypatch) -> None:
     """H6-87: 12 timestamped warnings naming --query-max-length, which the command lacks."""
+    from pyserini_moe.encode import QUERY_ENCODER_LOG
     from pyserini_moe.encode.adapters import DenseQueryEncoder
     from pyserini_moe.modeling import SiameseBiEncoder
 
@@ -288,4 +289,4 @@ def test_cut_queries_are_one_warning_that_names_no_missing_flag(tiny_bert, tmp_p
     assert [line for line in err.splitlines() if "cut" in line] == [
         "warning: queries longer than 4 tokens, the query length the snapshots were trained "
         "with, were cut when searched"]
-    assert logging.getLogger(checkpoints.QUERY_ENCODER_LOG).filters == []  # put back
+    assert logging.getLogger(QUERY_ENCODER_LOG).filters == []  # put back

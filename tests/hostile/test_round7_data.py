@@ -76,7 +76,8 @@ def test_dpr_train_replaces_an_earlier_collection_whole_keeping_the_corpus(tmp_p
                          str(out / "corpus.jsonl.gz"), "--quiet"]) == 0
     nq = _biencoder(tmp_path / "nq.json")
     trivia = _biencoder(tmp_path / "trivia.json", positive="1")
-    first = ["train", "--train", f"nq={nq}", f"trivia={trivia}", "--dev", f"nq={nq}",
+    dev = _biencoder(tmp_path / "nq-dev.json")  # not nq.json itself: dev = train is refused
+    first = ["train", "--train", f"nq={nq}", f"trivia={trivia}", "--dev", f"nq={dev}",
              "--output", str(out)]
     assert dpr_cli.main(first) == 0  # into wiki's folder: the corpus alone is there
     again = ["train", "--train", f"nq={nq}", "--output", str(out)]
@@ -87,8 +88,8 @@ def test_dpr_train_replaces_an_earlier_collection_whole_keeping_the_corpus(tmp_p
         "bm25-negatives.train.trec", "corpus.jsonl.gz", "qrels", "qrels/train.tsv",
         "queries.jsonl", "topics", "topics/train.nq.tsv"]  # no dev, no trivia left over
     assert BeirCollection(out).qrels("train") == {"nq-train-0": {"2": 1}}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["dpr", "nq.json", "psgs.tsv",
-                                                          "trivia.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dpr", "nq-dev.json", "nq.json",
+                                                          "psgs.tsv", "trivia.json"]
 
 
 # --------------------------------------------------------------------------- H7-40

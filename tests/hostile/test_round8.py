@@ -170,3 +170,44 @@ def test_a_replacement_with_a_checkpoint_is_the_run_kept(siamese_recipe, toy_dat
     assert progress["step"] == 2  # the new run's, which --resume continues
     assert "max_steps: 4" in (out / "recipe.yaml").read_text()
     assert not list(out.parent.glob(f".{out.name}.old-*"))
+
+
+# H8-10, H8-12: a setting given twice with two values --------------------------------------------
+
+def test_a_flag_given_twice_with_two_values_is_refused(capsys) -> None:
+    from pyserini_moe.cli import ArgumentParser
+
+    parser = ArgumentParser(prog="x")
+    parser.add_argument("--hits", "--k", type=int, default=10)
+    parser.add_argument("--faiss-params")
+    assert parser.parse_args(["--hits", "3", "--hits", "3"]).hits == 3  # the same value: harmless
+    for argv, said in ((["--hits", "3", "--hits", "5"], "--hits 3 and --hits 5"),
+                       (["--hits", "3", "--k", "5"], "--hits 3 and --k 5"),
+                       (["--faiss-params", "efSearch=3", "--faiss-params", "efSearch=5"],
+                        "--faiss-params efSearch=3 and --faiss-params efSearch=5")):
+        with pytest.raises(SystemExit):
+            parser.parse_args(argv)
+        assert capsys.readouterr().err.strip().endswith(f"error: {said} set the same thing: "
+                                                        "give it once")
+
+
+def test_an_encoder_option_given_twice_is_refused() -> None:
+    from pyserini_moe.cli.args import parse_options
+    from pyserini_moe.errors import UserError
+
+    assert parse_options(["inference=all", "inference= all"]) == {"inference": "all"}
+    with pytest.raises(UserError, match="^--encoder-option inference is given twice \\(all and "
+                                        "top1\\): give it once$"):
+        parse_options(["inference=all", "inference=top1"])
+
+
+def test_the_library_fusion_refuses_a_normalisation_for_rrf() -> None:
+    """H8-22 through the library: ranx's borda before rrf scrambled the ranking."""
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.search.fusion import fuse
+
+    runs = [{"q": {"a": 3.0, "b": 2.0}}, {"q": {"a": 1.0, "c": 0.5}}]
+    assert next(iter(fuse(runs, "rrf")["q"])) == "a"
+    with pytest.raises(UserError, match="^rrf fuses ranks, not scores: pass norm=None, not "
+                                        "'borda'$"):
+        fuse(runs, "rrf", norm="borda")

@@ -25,7 +25,6 @@ from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval import smoke as smoke_module
-from pyserini_moe.eval.metrics import distinct_metrics
 
 
 def _error(main, argv: list[str], capsys: pytest.CaptureFixture) -> str:
@@ -62,6 +61,8 @@ def test_eval_refuses_one_measure_spelt_twice(ws, capsys, other) -> None:
 
 
 def test_a_metric_repeated_as_written_is_still_one_row() -> None:
+    from pyserini_moe.eval.metrics import distinct_metrics
+
     assert [m.name for m in distinct_metrics(["ndcg@10", "ndcg@10", "map"])] == ["ndcg@10", "map"]
 
 
@@ -125,14 +126,11 @@ def test_eval_keeps_a_users_file_in_the_way_of_an_output(ws, capsys) -> None:
             f"error: {flag} {ws / name} exists and is not a file eval wrote: eval replaces only "
             "its own earlier output; name another file or move this one\n")
         assert (ws / name).read_text() == "my own notes\n"
-
-
-def test_eval_replaces_its_own_earlier_outputs(ws) -> None:
     outputs = ["--table", str(ws / "t.md"), "--output", str(ws / "o.json"), "--per-query",
                str(ws / "p.tsv")]
     assert _eval(ws, *outputs) == 0
     (ws / "t.md").write_text((ws / "t.md").read_text().replace("### ", "### old "))
-    assert _eval(ws, *outputs) == 0
+    assert _eval(ws, *outputs) == 0  # its own earlier outputs: replaced
     assert "old" not in (ws / "t.md").read_text()
 
 
@@ -335,10 +333,6 @@ def test_a_topics_header_line_is_skipped_with_a_note(tmp_path, capsys, header) -
     names = ", ".join(header.split("\t"))
     assert capsys.readouterr().err == (f"note: {path}:1: the line '{names}' names the columns: "
                                        "skipped as a header, not searched as a query\n")
-
-
-def test_a_first_query_is_not_taken_for_a_header(tmp_path, capsys) -> None:
-    path = tmp_path / "topics.tsv"
-    path.write_text("qid\twhat is a cat\nq2\ttext\n")
+    path.write_text("qid\twhat is a cat\nq2\ttext\n")  # a query's text: not a header
     assert load_topics(str(path)) == {"qid": "what is a cat", "q2": "text"}
     assert capsys.readouterr().err == ""

@@ -111,7 +111,8 @@ def test_index_cli_errors(argv, message, capsys, tmp_path, monkeypatch):
     (["--hits", "0"], "--hits must be >= 1"),
 ])
 def test_search_cli_errors(tiny, tiny_index, tmp_path, extra, message, capsys):
-    argv = ["--index", str(tiny_index), "--topics", f"{tiny}:test", "--output", str(tmp_path / "r")]
+    topics = [] if "--topics" in extra else ["--topics", f"{tiny}:test"]
+    argv = ["--index", str(tiny_index), *topics, "--output", str(tmp_path / "r")]
     argv += [a.replace("TINY", str(tiny)) for a in extra]
     assert run_main(search_cli.main, argv) == 2
     assert message in capsys.readouterr().err
