@@ -278,6 +278,9 @@ def _check_across_fields(config: TrainConfig, source: Path) -> None:
     negatives = config.data.negatives
     where = "data.negatives"
     _refuse_unread_negatives(negatives, source)
+    if config.data.num_negatives == 0 and negatives.source != "bm25":
+        fail(source, f"{where}.source", f"not read when data.num_negatives is 0 (in-batch "
+             f"negatives only, nothing is mined): remove {where}, or set num_negatives")
     if negatives.source == "run":
         if negatives.run is None:
             fail(source, f"{where}.run", "required when source is 'run'")

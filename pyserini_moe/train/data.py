@@ -197,7 +197,9 @@ def load_training_data(config: DataConfig, workdir: Path, reuse_mined: bool = Fa
 
     mined = Path(workdir) / NEGATIVES_RUN
     source = mined  # the file a problem with the candidates names: the user's run, if given
-    if reuse_mined and mined.is_file():
+    if config.num_negatives == 0:  # in-batch negatives only: nothing to mine (BM25 over
+        run: Run = {}  # MS MARCO's 500k training queries, for no negative drawn)
+    elif reuse_mined and mined.is_file():
         run = read_trec_run(mined)
     else:
         run = mine_candidates(config, collection, queries, Path(workdir), progress)
@@ -238,6 +240,8 @@ def _candidates(run: Run, positives: dict[str, frozenset[str]], passages: dict[s
                 config: DataConfig, source: Path) -> tuple[dict[str, list[str]], int]:
     """Ranked candidates per query: ranks skip_top+1..depth of the run, positives removed."""
     negatives = config.negatives
+    if config.num_negatives == 0:
+        return {qid: [] for qid in positives}, 0
     if not any(qid in run for qid in positives):
         example = next(iter(positives))
         raise UserError(f"{source}: ranks none of the {len(positives)} training queries of "

@@ -211,3 +211,26 @@ def test_the_library_fusion_refuses_a_normalisation_for_rrf() -> None:
     with pytest.raises(UserError, match="^rrf fuses ranks, not scores: pass norm=None, not "
                                         "'borda'$"):
         fuse(runs, "rrf", norm="borda")
+
+
+# H8-70: data.negatives read by nobody when no hard negative is drawn -----------------------
+
+def test_in_batch_only_training_refuses_a_negatives_source_and_mines_nothing(tmp_path) -> None:
+    from pyserini_moe.train.config import from_dict
+    from pyserini_moe.train.data import NEGATIVES_RUN, load_training_data
+    from pyserini_moe.validate import ConfigError
+
+    run = tmp_path / "round1.trec"
+    run.write_text("q0 Q0 d1 1 1.0 t\n")
+    recipe = {"output_dir": "out", "model": {"type": "siamese"},
+              "data": {"collection": "scifact", "num_negatives": 0,
+                       "negatives": {"source": "run", "run": str(run)}},
+              "training": {"learning_rate": 1.0e-5}}
+    with pytest.raises(ConfigError, match="^r.yaml: data.negatives.source: not read when "
+                                          "data.num_negatives is 0"):
+        from_dict(recipe, "r.yaml")
+    del recipe["data"]["negatives"]
+    config = from_dict(recipe, "r.yaml").data
+    data = load_training_data(config, tmp_path / "work", progress=False)
+    assert not (tmp_path / "work" / NEGATIVES_RUN).exists()  # no BM25 run over the queries
+    assert data.candidates and all(c == [] for c in data.candidates.values())
