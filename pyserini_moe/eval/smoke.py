@@ -208,18 +208,27 @@ def _put(argv: list[str], flag: str, value: str, add: bool = True) -> None:
         argv += [flag, value]
 
 
+def _put_setting(argv: list[str], key: str, value: str) -> None:
+    """Set the recipe field ``key`` (``--set key=value``) in place, or append it when the step
+    sets none: train refuses one field set twice to two values."""
+    for i, arg in enumerate(argv[:-1]):
+        if arg == "--set" and argv[i + 1].partition("=")[0].strip() == key:
+            argv[i + 1] = f"{key}={value}"
+            return
+    argv += ["--set", f"{key}={value}"]
+
+
 def smoke_argv(argv: list[str], backbone: str) -> list[str]:
     """The smoke-scale form of one ``python -m pyserini_moe.X ...`` command (module first)."""
     argv = [_msmarco_name(a) for a in argv]
     module = argv[0]
     if module == "pyserini_moe.train":
-        at = argv.index("--config") + 2 if "--config" in argv else len(argv)
-        argv[at:at] = ["--set", f"model.backbone={backbone}"]  # a step's own --set comes later
-        for i, arg in enumerate(argv):  # ... and wins when it names a previous step's output
-            if arg.startswith("model.backbone=") and not os.path.isabs(arg.partition("=")[2]):
-                argv[i] = f"model.backbone={backbone}"  # a hub name (coCondenser): the tiny one
-        argv += ["--set", f"training.batch_size={BATCH}", "--set", "training.grad_accumulation=1",
-                 "--set", "data.query_max_length=16", "--set", "data.passage_max_length=32"]
+        own = next((a.partition("=")[2] for a in argv if a.startswith("model.backbone=")), None)
+        if own is None or not os.path.isabs(own):  # a previous step's output stays the backbone;
+            _put_setting(argv, "model.backbone", backbone)  # a hub name (coCondenser): tiny's
+        for key, value in (("training.batch_size", BATCH), ("training.grad_accumulation", 1),
+                           ("data.query_max_length", 16), ("data.passage_max_length", 32)):
+            _put_setting(argv, key, str(value))
         _put(argv, "--max-steps", str(TRAIN_STEPS))
         _put(argv, "--device", "cpu")
     elif module == "pyserini_moe.pretrain":

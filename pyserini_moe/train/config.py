@@ -221,11 +221,15 @@ class TrainConfig:
         """Copy with ``dotted.field=value`` settings (values parsed as YAML), e.g.
         ``data.negatives.run=work/round1.trec``: what a second training round changes."""
         raw = self.to_dict()
+        given: dict[str, str] = {}
         for setting in settings:
             key, sep, text = setting.partition("=")
             if not sep or not key.strip():
                 raise ConfigError(f"--set {setting!r}: expected FIELD=VALUE, e.g. "
                                   "data.negatives.source=run")
+            if given.setdefault(key.strip(), text.strip()) != text.strip():
+                raise ConfigError(f"--set {key.strip()} is given twice ({given[key.strip()]} and "
+                                  f"{text.strip()}): give it once", key.strip())
             *parents, leaf = key.strip().split(".")
             node = raw
             for i, part in enumerate(parents):

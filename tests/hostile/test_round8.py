@@ -234,3 +234,16 @@ def test_in_batch_only_training_refuses_a_negatives_source_and_mines_nothing(tmp
     data = load_training_data(config, tmp_path / "work", progress=False)
     assert not (tmp_path / "work" / NEGATIVES_RUN).exists()  # no BM25 run over the queries
     assert data.candidates and all(c == [] for c in data.candidates.values())
+
+
+# H8-11: one recipe field set twice on the command line -----------------------------------------
+
+def test_set_of_one_field_to_two_values_is_refused(siamese_recipe) -> None:
+    from pyserini_moe.validate import ConfigError
+
+    same = siamese_recipe.with_settings(["training.max_steps=1", "training.max_steps= 1"])
+    assert same.training.max_steps == 1
+    with pytest.raises(ConfigError, match="^--set training.max_steps is given twice \\(1 and 2\\): "
+                                          "give it once$"):
+        siamese_recipe.with_settings(["training.max_steps=1", "training.max_steps=2"])
+
