@@ -221,6 +221,29 @@ class _OutputKind(_Contents):
         """Its markers too: the files that tell the kind are among those it writes."""
         return name in self.markers or super()._writes_file(name)
 
+    def foreign(self, folder: Path) -> list[Path]:
+        own = self.recorded(folder)
+        if own is not None:  # judged by the folder's own record, markers still its own
+            return _Contents.foreign(dataclasses.replace(
+                self, files=own.files, pattern=own.pattern, folders=own.folders), folder)
+        return super().foreign(folder)
+
+    def recorded(self, folder: Path) -> _Contents | None:
+        """What this folder's own record (its marker file) says it holds, when the kind keeps
+        one; None: whatever any output of the kind may hold."""
+        return None
+
+    def _record(self, folder: Path) -> dict[str, Any] | None:
+        """The first readable marker file of ``folder`` as a JSON object, if any."""
+        for marker in self.markers:
+            try:
+                data = json.loads((folder / marker).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict):
+                return data
+        return None
+
 
 # What a tokenizer's save_pretrained writes (sentencepiece and BPE names included).
 _TOKENIZER_FILES = frozenset({"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
@@ -261,23 +284,9 @@ class _IndexKind(_OutputKind):
     """An index: what it may hold depends on the kind its metadata records; an index whose kind
     cannot be read (an older metadata file) may hold what any kind of index writes."""
 
-    def foreign(self, folder: Path) -> list[Path]:
-        contents = _INDEX_FILES.get(self._recorded_kind(folder))
-        if contents is None:
-            return super().foreign(folder)
-        own = dataclasses.replace(self, files=contents.files, pattern=contents.pattern,
-                                  folders=contents.folders)
-        return _OutputKind.foreign(own, folder)
-
-    def _recorded_kind(self, folder: Path) -> str | None:
-        for marker in self.markers:
-            try:
-                data = json.loads((folder / marker).read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue
-            if isinstance(data, dict) and isinstance(data.get("kind"), str):
-                return data["kind"]
-        return None
+    def recorded(self, folder: Path) -> _Contents | None:
+        kind = (self._record(folder) or {}).get("kind")
+        return _INDEX_FILES.get(kind) if isinstance(kind, str) else None
 
 
 _INDEX = _IndexKind(what="an index",
@@ -285,7 +294,19 @@ _INDEX = _IndexKind(what="an index",
                     files=frozenset().union(*(c.files for c in _INDEX_FILES.values())),
                     pattern=_LUCENE_FILES, folders=(("doc_vectors", _DOC_VECTORS),))
 
-_ONNX_EXPORT = _OutputKind(what="an ONNX export", markers=("pyserini_moe_onnx.json",),
+
+@dataclasses.dataclass(frozen=True)
+class _ExportKind(_OutputKind):
+    """An ONNX export: the files its ``pyserini_moe_onnx.json`` says it wrote (a user's
+    ``notes.onnx`` or ``merges.txt`` put in it is not the export's); an export written before
+    that record may hold any graph and any tokenizer's files."""
+
+    def recorded(self, folder: Path) -> _Contents | None:
+        written = (self._record(folder) or {}).get("written")
+        return _Contents(files=frozenset(map(str, written))) if isinstance(written, list) else None
+
+
+_ONNX_EXPORT = _ExportKind(what="an ONNX export", markers=("pyserini_moe_onnx.json",),
                            files=_TOKENIZER_FILES, pattern=r".+\.onnx")
 
 _BACKBONE_CONFIG = _Contents(files=frozenset({"config.json"}))  # DPR's passage/, 1_Pooling/

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from pyserini_moe.analyze.common import emit, figure, save_png
+from pyserini_moe.analyze.common import emit, figure, refuse_run_without_judged_queries, save_png
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
@@ -377,9 +377,7 @@ def _read_came_inputs(analysis: CameAnalysis) -> tuple[dict[str, str], dict[str,
     runs = {}
     for name, path in paths.items():
         runs[name] = read_trec_run(path)
-        if not set(runs[name]) & set(qrels):
-            raise UserError(f"{name} run {path}: none of its {len(runs[name])} queries is in "
-                            f"the qrels {analysis.qrels} (wrong --qrels?)")
+        refuse_run_without_judged_queries(name, path, runs[name], qrels, analysis.qrels)
     topics = load_topics(analysis.topics) if analysis.topics else {}
 
     return experts, fused, runs, qrels, topics, metrics

@@ -281,16 +281,18 @@ def check_distinct_seeds(folders: dict[str, Path]) -> None:
 
 
 # Recipe fields that may differ between the seeds of one condition: the seeds themselves, where
-# each training went, the device it ran on, and the negatives a seed's own earlier round mined
-# (a second round reads the run or model of its seed's first round).
-SEED_FIELDS = frozenset({"training.seed", "data.seed", "output_dir", "training.device",
-                         "data.negatives.run", "data.negatives.model"})
+# each training went and the device it ran on.
+SEED_FIELDS = frozenset({"training.seed", "data.seed", "output_dir", "training.device"})
+# Fields that may differ only as each seed's own: the negatives a seed's earlier round mined
+# (a second round reads the run or model of its seed's first round, see SEED_NAMED_FIELDS).
+SEED_NAMED_FIELDS = frozenset({"data.negatives.run", "data.negatives.model"})
 
 
 def check_one_condition(folders: dict[str, Path]) -> None:
     """The trainings are seeds of one recipe: two recipes (another learning rate, pooling) would
     be reported as "2 training seeds" with a mean ± sd over two conditions. The first field in
-    which a recipe differs from the first one's, besides :data:`SEED_FIELDS`, is named."""
+    which a recipe differs from the first one's, besides :data:`SEED_FIELDS`, is named; a field
+    of :data:`SEED_NAMED_FIELDS` passes only as :func:`_seed_named` allows."""
     recipes = {label: _recipe(folder) for label, folder in folders.items()}
     known = {label: _flat(recipe) for label, recipe in recipes.items() if recipe is not None}
     if len(known) < 2:
@@ -298,12 +300,42 @@ def check_one_condition(folders: dict[str, Path]) -> None:
     (first, base), *others = known.items()
     for label, fields in others:
         field = next((key for key in [*base, *fields] if key not in SEED_FIELDS
-                      and not _same(base.get(key), fields.get(key))), None)
+                      and not _same(base.get(key), fields.get(key))
+                      and not (key in SEED_NAMED_FIELDS and _seed_named(base, fields, key))),
+                     None)
         if field is not None:
             raise UserError(f"--train-dir {first}={folders[first]} and {label}={folders[label]}: "
                             f"their recipes differ in {field} ({_shown(base, field)} vs "
                             f"{_shown(fields, field)}), not only in the seed: two conditions, "
-                            "not seeds of one; analyse each on its own")
+                            f"not seeds of one; analyse each on its own{_seed_hint(field)}")
+
+
+def _seed_named(one: dict[str, Any], other: dict[str, Any], key: str) -> bool:
+    """A negatives run or mining model may differ between two seeds only where it is each
+    seed's own: its path differs from the other's in the seed numbers alone, each path naming
+    its own training's seed there (``work/detr-s42.train.trec`` for seed 42 beside
+    ``work/detr-s43.train.trec`` for 43, as a seeded round 2 names them). The content of two
+    files cannot tell a seed's own round 1 from another condition's negatives (BM25's top 10
+    against the same ten reversed, a model of another recipe); their names, written by the
+    study that made them per seed, can. Any other difference is two conditions."""
+    seeds = one.get("training.seed"), other.get("training.seed")
+    a, b = one.get(key), other.get(key)
+    if not (all(isinstance(s, int) for s in seeds) and isinstance(a, str) and isinstance(b, str)):
+        return False
+    parts_a, parts_b = re.split(r"([0-9]+)", a), re.split(r"([0-9]+)", b)
+    if len(parts_a) != len(parts_b):
+        return False
+    differing = [(x, y) for x, y in zip(parts_a, parts_b) if x != y]
+    return bool(differing) and all(x == str(seeds[0]) and y == str(seeds[1])
+                                   for x, y in differing)
+
+
+def _seed_hint(field: str) -> str:
+    """What a seeded second round must do for its per-seed negatives to pass as one condition."""
+    if field not in SEED_NAMED_FIELDS:
+        return ""
+    return (f" (a seed's own {field.rsplit('.', 1)[-1]} may differ from another seed's only by "
+            "the seed number in its path, e.g. detr-s42.train.trec and detr-s43.train.trec)")
 
 
 def _flat(recipe: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -348,6 +380,21 @@ def check_corpus(train_dir: Path, corpus: str) -> None:
                         f"{trained_on}")
 
 
+def check_held_out(train_dir: Path) -> None:
+    """Both rules that look at data, the validation loss and the dev metric, read the training's
+    held-out queries (``dev_topics.tsv``, written by the trainer); a training whose recipe held
+    none out (``data.validation_fraction: 0``) is refused as such before any snapshot is
+    indexed, not at the first search as a missing topics file."""
+    from pyserini_moe.train.trainer import DEV_TOPICS_FILE  # noqa: PLC0415 - `analyze --help` stays light
+
+    fraction = _section(_recipe(train_dir) or {}, "data").get("validation_fraction")
+    if fraction == 0 and not (train_dir / DEV_TOPICS_FILE).is_file():
+        raise UserError(f"{train_dir} was trained with data.validation_fraction 0: it held out no "
+                        "queries, so neither the validation-loss nor the dev rule can pick a "
+                        "step; train with data.validation_fraction above 0 to compare its "
+                        "checkpoints")
+
+
 @dataclass(frozen=True)
 class CheckpointsAnalysis:
     """What ``analyze checkpoints`` takes, flag for flag (see its ``--help``): a label given twice
@@ -383,6 +430,8 @@ def run_checkpoints(analysis: CheckpointsAnalysis) -> int:
         check_seed(label, folder)
     check_distinct_seeds(folders)
     check_one_condition(folders)
+    for folder in folders.values():
+        check_held_out(folder)
     with _one_query_cut_warning():
         trainings = {label: evaluate_training(folder, analysis.corpus, [test], metrics,
                                               analysis.kind, analysis.max_length,

@@ -2,11 +2,38 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.eval.outputs import Sign, png_sign, refuse_foreign_outputs, text_sign
 from pyserini_moe.io import atomic_path
+
+# The openings of the reports the analyses write (``--output``): taser routing, sbmoe experts and
+# expert-count, cotmote divergence, came and came-competition; checkpoints' report is a heading of
+# the user's --title followed by its fixed summary line.
+REPORT_OPENINGS = ("Routing of ", "Experts won at inference", "SB-MoE against the number of experts",
+                   "Query-passage divergences", "# CAME: experts and fusion on",
+                   "# CAME's competition during training")
+CHECKPOINTS_SUMMARY = "training seed(s); each rule's kept step"
+# Written into every plot's PNG text chunks (save_png); plots from before this mark carry only
+# Matplotlib's own ``Software`` entry, which is known too, so that the results pages' plots are
+# regenerated in place.
+PLOT_MARK = "python -m pyserini_moe.analyze"
+_OUTPUT_SIGNS: dict[str, Sign] = {
+    "--output": text_sign(lambda lines: lines[0].startswith(REPORT_OPENINGS)
+                          or (lines[0].startswith("### ") and len(lines) > 2
+                              and CHECKPOINTS_SUMMARY in lines[2])),
+    "--plot": png_sign(PLOT_MARK.encode(), b"Matplotlib"),
+}
+
+
+def refuse_foreign_reports(output: str | None, plot: str | None) -> None:
+    """An existing ``--output`` / ``--plot`` is replaced only when an earlier analysis wrote it
+    (as ``eval`` does with its outputs): a user's notes or picture named by mistake is refused
+    before the work, not replaced by a report without a word."""
+    refuse_foreign_outputs({"--output": output, "--plot": plot}, _OUTPUT_SIGNS, "analyze")
 
 
 def figure(width: float = 6.4, height: float = 4.0, ncols: int = 1) -> tuple[Any, Any]:
@@ -30,9 +57,18 @@ def save_png(fig: Any, path: str | Path) -> None:
     """Write ``fig`` as a PNG, atomically."""
 
     with atomic_path(path) as tmp:  # the temporary name has no .png suffix: say the format
-        fig.savefig(tmp, format="png", dpi=150)
+        fig.savefig(tmp, format="png", dpi=150, metadata={"Source": PLOT_MARK})
 
 
+
+
+def refuse_run_without_judged_queries(name: str, path: str, run: Mapping[str, Any],
+                                      qrels: Mapping[str, Any], qrels_name: str) -> None:
+    """A run sharing no query with the qrels scores 0 on every metric, a row that reads as a
+    measurement; it is the qrels of another split or collection, refused naming both."""
+    if not set(run) & set(qrels):
+        raise UserError(f"{name} run {path}: none of its {len(run)} queries is in the qrels "
+                        f"{qrels_name} (wrong --qrels?)")
 
 
 def refuse_past_positions(model: Any, lengths: dict[str, int]) -> None:

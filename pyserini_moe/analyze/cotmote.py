@@ -160,12 +160,14 @@ def run_divergence(analysis: DivergenceAnalysis) -> int:
     topics, qrels = load_topics(analysis.topics), load_qrels(analysis.qrels)
     docs = {d.id: d.contents for d in BeirCollection.load(analysis.corpus).corpus()}
     pairs = judged_pairs(topics, qrels, docs, analysis.sample, analysis.seed)
-    embeddings = {}
+    models = {}
     for name, path in _named(analysis.model).items():
-        model = load_encoder(path, device=analysis.device)
-        refuse_past_positions(model, {"--max-length": analysis.max_length,
-                                      "--query-max-length": analysis.query_max_length})
-        embeddings[name] = embed(model, pairs, analysis.max_length, analysis.query_max_length)
+        models[name] = load_encoder(path, device=analysis.device)
+        refuse_past_positions(models[name], {"--max-length": analysis.max_length,
+                                             "--query-max-length": analysis.query_max_length})
+    refuse_one_model_twice(models, _named(analysis.model))
+    embeddings = {name: embed(model, pairs, analysis.max_length, analysis.query_max_length)
+                  for name, model in models.items()}
     results = {name: divergences(q, p) for name, (q, p) in embeddings.items()}
     text = (f"Query-passage divergences (cot-mote.txt appendix A.1) over {len(pairs)} judged "
             f"pairs of {analysis.topics}; mean (sd) per row, paired t-tests:\n\n"
@@ -174,6 +176,23 @@ def run_divergence(analysis: DivergenceAnalysis) -> int:
     if analysis.plot:
         plot_tsne(embeddings, analysis.plot, analysis.seed)
     return 0
+
+
+def refuse_one_model_twice(models: dict[str, Any], paths: dict[str, str]) -> None:
+    """Two folders holding one model (the same weights: a run whose best step was its last,
+    a copy) give identical rows and a t-test against itself (p = nan), as one folder under two
+    names would (:func:`_named`); they are known by their fingerprints (architecture and
+    weights, as indexes record them), before any pair is embedded."""
+    from pyserini_moe.modeling.base import fingerprint  # noqa: PLC0415 - `analyze --help` stays light
+
+    seen: dict[str, str] = {}
+    for name, model in models.items():
+        first = seen.setdefault(fingerprint(model), name)
+        if first != name:
+            raise UserError(f"--model {first}={paths[first]} and --model {name}={paths[name]} "
+                            f"hold the same model (fingerprint {fingerprint(model)}): their rows "
+                            "would be one and the test of one against the other p = nan; give "
+                            "models that differ")
 
 
 def _named(specs: Sequence[str]) -> dict[str, str]:

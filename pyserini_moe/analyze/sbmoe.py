@@ -12,7 +12,13 @@ from typing import Any
 
 from tqdm import tqdm
 
-from pyserini_moe.analyze.common import emit, figure, refuse_past_positions, save_png
+from pyserini_moe.analyze.common import (
+    emit,
+    figure,
+    refuse_past_positions,
+    refuse_run_without_judged_queries,
+    save_png,
+)
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
@@ -254,23 +260,42 @@ class ExpertCountAnalysis:
         if self.baseline:
             places.append((f"--baseline {self.baseline}", self.baseline))
         refuse_one_file_twice(places)
-        distinct_metrics(self.metrics)
+        self.metric_names()
+
+    def metric_names(self) -> list[str]:
+        """The metrics as ``eval`` takes them (:func:`distinct_metrics`): a name repeated as
+        written is one column, not two identical ones; two spellings of one measure are
+        refused."""
+        return [metric.name for metric in distinct_metrics(self.metrics)]
+
+    def run_files(self) -> dict[str, str]:
+        """``{row label: run file}``: the baseline's row first, then one per expert count."""
+        files = {"fine-tuned": self.baseline} if self.baseline else {}
+        files.update({str(count): path for count, path in parse_runs(self.runs).items()})
+        return files
 
 
 def run_expert_count(analysis: ExpertCountAnalysis) -> int:
     """``analyze expert-count``: evaluate each expert count's run (and the baseline), write the
-    table (and the plot)."""
+    table (and the plot). Every run is read and checked against the qrels before any is
+    evaluated: one sharing no query with them would be a row of 0.0000 (as ``analyze came``
+    refuses it)."""
 
+    metrics = analysis.metric_names()
     qrels = load_qrels(analysis.qrels)
-    results = {count: evaluate(read_trec_run(path), qrels, analysis.metrics)
-               for count, path in tqdm(parse_runs(analysis.runs).items(), desc="evaluate",
-                                       disable=analysis.quiet)}
-    baseline = (evaluate(read_trec_run(analysis.baseline), qrels, analysis.metrics)
-                if analysis.baseline else None)
-    table = format_expert_count(results, analysis.metrics, baseline)
+    runs = {}
+    for label, path in analysis.run_files().items():
+        runs[label] = read_trec_run(path)
+        name = "the baseline" if label == "fine-tuned" else f"the {label}-expert"
+        refuse_run_without_judged_queries(name, path, runs[label], qrels, analysis.qrels)
+    scores = {label: evaluate(run, qrels, metrics)
+              for label, run in tqdm(runs.items(), desc="evaluate", disable=analysis.quiet)}
+    baseline = scores.pop("fine-tuned") if analysis.baseline else None
+    results = {int(label): values for label, values in scores.items()}
+    table = format_expert_count(results, metrics, baseline)
     text = f"SB-MoE against the number of experts on {analysis.qrels}:\n\n{table}\n"
     emit(text, analysis.output)
     if analysis.plot:
-        plot_expert_count(results, analysis.metrics, analysis.plot, f"SB-MoE on {analysis.qrels}",
+        plot_expert_count(results, metrics, analysis.plot, f"SB-MoE on {analysis.qrels}",
                           baseline)
     return 0

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pyserini_moe.analyze import came, checkpoints, cotmote, sbmoe, taser
+from pyserini_moe.analyze.common import refuse_foreign_reports
 from pyserini_moe.cli import (
     ArgumentParser,
     finite_float,
@@ -213,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         commands.update(add_parsers(sub, encoding))
     args = parser.parse_args(argv)
     refuse_input_as_output([args.output, getattr(args, "plot", None)], _inputs(args))
+    refuse_foreign_reports(args.output, getattr(args, "plot", None))
     settings, run = commands[args.command]
     return run(_settings(settings, args))
 

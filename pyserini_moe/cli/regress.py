@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from pathlib import Path
 
 from pyserini_moe.cli import ArgumentParser, HelpFormatter, seed
@@ -125,6 +126,11 @@ def _smoke(args: argparse.Namespace, regressions: list[Regression]) -> int:
     paper = [r for r in regressions if r.scale == "paper"]
     if not paper:
         raise UserError("--smoke runs paper-scale files; none given")
+    _refuse_skipped_conditions(regressions, args.condition)
+    for reg in regressions:
+        if reg.scale != "paper":
+            print(f"note: --smoke skips {reg.path}, a {reg.scale}-scale file (it runs "
+                  "paper-scale files only)", file=sys.stderr)
     check_conditions(paper, args.condition, [str(r.path) for r in paper])
     check_selection(paper, None)  # two files of one name: one smoke work folder for both
     if args.condition:
@@ -135,6 +141,18 @@ def _smoke(args: argparse.Namespace, regressions: list[Regression]) -> int:
     from pyserini_moe.eval.smoke import smoke  # noqa: PLC0415 - torch only when smoking
 
     return smoke(paper, (Path(args.work_dir) if args.work_dir else DEFAULT_WORK) / "smoke")
+
+
+def _refuse_skipped_conditions(regressions: list[Regression],
+                               conditions: list[str] | None) -> None:
+    """A ``--condition`` found only in a file ``--smoke`` skips (not paper-scale) is named with
+    that file, not as "no such condition" in the files smoked, which hides why."""
+    for name in conditions or []:
+        homes = [reg for reg in regressions if name in {c.name for c in reg.conditions}]
+        if homes and all(reg.scale != "paper" for reg in homes):
+            raise UserError(f"--condition {name} is in {homes[0].path}, a {homes[0].scale}-scale "
+                            "file, which --smoke skips (it runs paper-scale files only): run it "
+                            "without --smoke, or name a condition of a paper-scale file")
 
 
 def check_conditions(regressions: list[Regression], conditions: list[str] | None,

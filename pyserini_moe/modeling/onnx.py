@@ -176,7 +176,10 @@ def export(model: RetrievalModel, output_dir: str | os.PathLike, source: str,
             vocab = sorted(model.tokenizer.get_vocab().items(), key=lambda item: item[1])
             (tmp / "vocab.txt").write_text("".join(f"{token}\n" for token, _ in vocab))
         source_fingerprint = fingerprint(model)
+        # every file written (the tokenizer's vary by its kind): what --overwrite may replace
+        written = sorted([*(p.name for p in tmp.iterdir()), ONNX_FILE])
         (tmp / ONNX_FILE).write_text(json.dumps({
+            "written": written,
             "format": FORMAT, "model_type": model.model_type, "args": model.args,
             "encode_options": {k: model.args[k] for k in model.encode_options},
             "representations": list(model.representations), "files": files,

@@ -247,3 +247,26 @@ def test_set_of_one_field_to_two_values_is_refused(siamese_recipe) -> None:
                                           "give it once$"):
         siamese_recipe.with_settings(["training.max_steps=1", "training.max_steps=2"])
 
+
+
+# H9-01: an ONNX export holds what its record says it wrote ---------------------------------------
+
+def test_an_export_holds_only_the_files_it_records(tmp_path) -> None:
+    from pyserini_moe.io import refuse_foreign_folder
+
+    export = tmp_path / "export"
+    export.mkdir()
+    written = ["passage-dense.onnx", "query-dense.onnx", "tokenizer.json", "vocab.txt"]
+    for name in written:
+        (export / name).write_text("x")
+    (export / "pyserini_moe_onnx.json").write_text(json.dumps(
+        {"written": [*written, "pyserini_moe_onnx.json"]}))
+    refuse_foreign_folder(export, "pyserini_moe_onnx.json")
+    for name in ("notes.onnx", "merges.txt"):  # a graph and a BPE file the export never wrote
+        (export / name).write_text("the user's")
+        with pytest.raises(FileExistsError, match=f"did not write \\(e.g. {name}\\)"):
+            refuse_foreign_folder(export, "pyserini_moe_onnx.json")
+        (export / name).unlink()
+    (export / "pyserini_moe_onnx.json").write_text("{}")  # an export from before the record
+    (export / "merges.txt").write_text("x")
+    refuse_foreign_folder(export, "pyserini_moe_onnx.json")
