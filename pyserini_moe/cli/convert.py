@@ -36,20 +36,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# Names that promise JSON: a TSV or TREC file under one is read by the wrong reader wherever
-# the suffix decides (Pyserini's topic readers do), though this toolkit's readers sniff it.
-_JSON_SUFFIXES = (".jsonl", ".json")
+# Suffixes that promise a format: a file of another format under one is read by the wrong reader
+# wherever the suffix decides (Pyserini's topic readers do; ``.tsv`` qrels are read as BEIR's,
+# with a header line; a ``.trec`` file is taken for a run), though this toolkit's readers sniff.
+# A name with none of them (``.txt``, ``.qrels``, no suffix) promises nothing and is taken.
+FORMAT_SUFFIXES = {".jsonl": "JSON", ".json": "JSON", ".tsv": "tab-separated values",
+                   ".csv": "comma-separated values", ".trec": "a TREC run"}
 
 
-def refuse_json_name(output: str, written: str, usual: str) -> None:
-    """``convert`` writes one format per kind (no JSON): an output named ``.jsonl`` / ``.json``
-    (``.gz`` aside, which is honoured) would hold another format than its name says."""
+def refuse_name_of_another_format(output: str, command: str, written: str, usual: str,
+                                  fits: tuple[str, ...] = ()) -> None:
+    """An ``output`` whose suffix (``.gz`` aside, which is honoured) promises a format other than
+    the one ``command`` writes (``written``) is refused, suggesting the ``usual`` suffix; the
+    suffixes in ``fits`` name the written format and pass."""
     name = output.removesuffix(".gz")
-    suffix = next((s for s in _JSON_SUFFIXES if name.endswith(s)), None)
-    if suffix is not None:
+    suffix = next((s for s in FORMAT_SUFFIXES if name.endswith(s)), None)
+    if suffix is not None and suffix not in fits:
         packed = ".gz" if output.endswith(".gz") else ""
-        raise UserError(f"--output {output}: convert writes {written}, not JSON; name it "
-                        f"{name.removesuffix(suffix)}{usual}{packed}")
+        raise UserError(f"--output {output}: {command} writes {written}, not "
+                        f"{FORMAT_SUFFIXES[suffix]}; name it {name.removesuffix(suffix)}{usual}"
+                        f"{packed}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,8 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     from pyserini_moe.data.topics import load_qrels, load_topics
 
     refuse_input_as_output([args.output], [args.topics, args.qrels])
-    refuse_json_name(args.output, *(("topics as qid<TAB>text lines", ".tsv") if args.topics
-                                    else ("TREC qrels lines (qid 0 docid rel)", ".txt")))
+    if args.topics:
+        refuse_name_of_another_format(args.output, "convert", "topics as qid<TAB>text lines",
+                                      ".tsv", fits=(".tsv",))
+    else:
+        refuse_name_of_another_format(args.output, "convert",
+                                      "TREC qrels lines (qid 0 docid rel)", ".txt")
     if Path(args.output).exists() and not args.overwrite:
         raise FileExistsError(f"{args.output} already exists; pass --overwrite to replace it")
     if args.topics:

@@ -8,8 +8,10 @@ import sys
 from pathlib import Path
 
 from pyserini_moe.cli import ArgumentParser, output_file, refuse_input_as_output
+from pyserini_moe.cli.convert import refuse_name_of_another_format
 from pyserini_moe.data.dpr import (
     check_collection_output,
+    check_corpus_output,
     check_qid_prefix,
     convert_qa,
     convert_training,
@@ -69,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _refuse_before_work(args: argparse.Namespace) -> None:
     """What would be refused after hours of conversion, refused first: an existing output
     without --overwrite, a collection folder holding other files, a query id prefix with
-    whitespace."""
+    whitespace, an output named for another format, a corpus beside another one."""
     if args.command == "train":
         _refuse_one_file_as_two_sets(args)
         check_collection_output(Path(args.output), args.overwrite)
@@ -77,6 +79,14 @@ def _refuse_before_work(args: argparse.Namespace) -> None:
         refuse_existing(args.output, args.overwrite)
     if args.command == "qa":
         check_qid_prefix(args.prefix)
+        refuse_name_of_another_format(args.output, "dpr qa", "topics as JSON lines "
+                                      "({\"_id\", \"text\", \"answers\"})", ".jsonl",
+                                      fits=(".jsonl",))
+    elif args.command == "merge-runs":
+        refuse_name_of_another_format(args.output, "dpr merge-runs", "a TREC run", ".trec",
+                                      fits=(".trec",))
+    elif args.command == "wiki":
+        check_corpus_output(Path(args.output))
 
 
 def _refuse_one_file_as_two_sets(args: argparse.Namespace) -> None:

@@ -175,7 +175,7 @@ def _max_p(given: float | None) -> float:
     if given is None:
         return DEFAULT_MAX_P
     if not 0 < given < 1:
-        raise UserError(f"--max-p {given}: must be above 0 and below 1 (e.g. {DEFAULT_MAX_P})")
+        raise UserError(f"--max-p {given:g}: must be above 0 and below 1 (e.g. {DEFAULT_MAX_P})")
     return given
 
 

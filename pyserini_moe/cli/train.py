@@ -13,11 +13,14 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyserini_moe.cli import ArgumentParser, positive_int, refuse_input_as_output, seed
 from pyserini_moe.cli.args import add_device_arg
 from pyserini_moe.errors import UserError
+
+if TYPE_CHECKING:
+    from pyserini_moe.train.config import TrainConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     device = check_device(local_device() if ranks is not None and
                             config.training.device == "auto" else config.training.device)
     if args.init_only:
-        _check_init_output(config.output_dir, args.overwrite)
+        _check_init_output(config, args.overwrite)
     set_seed(config.training.seed)  # randomly initialised heads depend on it
     trainer = Trainer(build_model(config.model, device), config, progress=not args.quiet)
     if args.init_only:  # the untrained start, saved as training saves (query length included)
@@ -118,15 +121,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _check_init_output(out: Path, overwrite: bool) -> None:
+def _check_init_output(config: TrainConfig, overwrite: bool) -> None:
     """--init-only saves init/ inside a training's output folder: refused where a training would
-    be (an index, a folder of the user's files), and an earlier init/ (perhaps of another seed)
+    be (an index, a folder of the user's files) or beside a training of another model (an
+    SB-MoE init/ beside a Siamese best/), and an earlier init/ (perhaps of another seed)
     replaced only with --overwrite."""
-    from pyserini_moe.io import refuse_foreign_folder
+    from pyserini_moe.io import read_yaml, refuse_foreign_folder
     from pyserini_moe.train.trainer import INIT_DIR, RECIPE_FILE
 
+    out = config.output_dir
     if not out.is_dir():
         return
     refuse_foreign_folder(out, RECIPE_FILE)
+    if (out / RECIPE_FILE).is_file():
+        trained = read_yaml(out / RECIPE_FILE, "training recipe", UserError)
+        model = config.to_dict()["model"]
+        if not isinstance(trained, dict) or trained.get("model") != model:
+            raise UserError(f"{out} holds a training of another model (its {RECIPE_FILE} "
+                            "differs in model): --init-only saves the start of the model "
+                            "trained there; name another --output-dir")
     if (out / INIT_DIR).exists() and not overwrite:
         raise FileExistsError(f"{out / INIT_DIR} already exists; pass --overwrite to replace it")

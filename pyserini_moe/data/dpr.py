@@ -99,6 +99,19 @@ def iter_wikipedia(path: str | os.PathLike) -> Iterator[Document]:
                        row[1].strip('"'))
 
 
+def check_corpus_output(target: Path) -> None:
+    """``wiki`` writes a gzipped corpus, named so; beside a plain one of the same name
+    (``corpus.jsonl`` in a BEIR folder) it would make a folder ``index`` refuses (which of the
+    two is the corpus?), so that is refused before hours of conversion, not after."""
+    if not target.name.endswith(".jsonl.gz"):
+        raise UserError(f"{target}: the corpus must be named *.jsonl.gz (e.g. corpus.jsonl.gz)")
+    plain = target.with_name(target.name.removesuffix(".gz"))
+    if plain.is_file():
+        raise UserError(f"--output {target}: {plain.parent} already holds {plain.name}, and a "
+                        f"folder with both {plain.name} and {target.name} is refused by index "
+                        f"(which is the corpus?); write elsewhere or move {plain.name} away")
+
+
 def convert_wikipedia(source: str | os.PathLike, target: str | os.PathLike,
                       progress: bool = True, overwrite: bool = False) -> int:
     """Write ``psgs_w100.tsv`` as a BEIR ``corpus.jsonl.gz``, streaming; returns the passage count.
@@ -108,8 +121,7 @@ def convert_wikipedia(source: str | os.PathLike, target: str | os.PathLike,
     """
 
     source, target = Path(source), Path(target)
-    if not target.name.endswith(".jsonl.gz"):
-        raise UserError(f"{target}: the corpus must be named *.jsonl.gz (e.g. corpus.jsonl.gz)")
+    check_corpus_output(target)
     refuse_existing(target, overwrite)
     total = WIKIPEDIA_PASSAGES if source.name.startswith("psgs_w100") else None
     seen: set[str] = set()

@@ -282,8 +282,10 @@ def _check_across_fields(config: TrainConfig, source: Path) -> None:
     negatives = config.data.negatives
     where = "data.negatives"
     _refuse_unread_negatives(negatives, source)
-    if config.data.num_negatives == 0 and negatives.source != "bm25":
-        fail(source, f"{where}.source", f"not read when data.num_negatives is 0 (in-batch "
+    if config.data.num_negatives == 0 and negatives != NegativesConfig():
+        changed = next(f.name for f in dataclasses.fields(NegativesConfig)
+                      if getattr(negatives, f.name) != getattr(NegativesConfig(), f.name))
+        fail(source, f"{where}.{changed}", f"not read when data.num_negatives is 0 (in-batch "
              f"negatives only, nothing is mined): remove {where}, or set num_negatives")
     if negatives.source == "run":
         if negatives.run is None:

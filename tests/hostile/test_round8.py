@@ -229,6 +229,9 @@ def test_in_batch_only_training_refuses_a_negatives_source_and_mines_nothing(tmp
     with pytest.raises(ConfigError, match="^r.yaml: data.negatives.source: not read when "
                                           "data.num_negatives is 0"):
         from_dict(recipe, "r.yaml")
+    recipe["data"]["negatives"] = {"depth": 3}  # H9-60: a depth nobody reads
+    with pytest.raises(ConfigError, match="^r.yaml: data.negatives.depth: not read when "):
+        from_dict(recipe, "r.yaml")
     del recipe["data"]["negatives"]
     config = from_dict(recipe, "r.yaml").data
     data = load_training_data(config, tmp_path / "work", progress=False)

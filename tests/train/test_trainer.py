@@ -324,6 +324,13 @@ def test_cli_init_only_refuses_an_index_and_keeps_an_earlier_init(toy, tiny_bert
     assert capsys.readouterr().err.strip().endswith(f"error: {out / 'init'} already exists; pass "
                                                     "--overwrite to replace it")
     assert run_main(train_cli.main, [*argv, "--output-dir", str(out), "--overwrite"]) == 0
+    # a training of another model there (hostile pass 9, H9-11)
+    (out / "recipe.yaml").write_text("model: {type: sbmoe}\n")
+    assert run_main(train_cli.main, [*argv, "--output-dir", str(out), "--overwrite"]) == 2
+    assert "holds a training of another model" in capsys.readouterr().err
+    from pyserini_moe.train.config import load_config
+    (out / "recipe.yaml").write_text(yaml.safe_dump(load_config(path, out).to_dict()))
+    assert run_main(train_cli.main, [*argv, "--output-dir", str(out), "--overwrite"]) == 0
 
 
 def test_held_out_queries_are_written_as_a_dev_split(toy, tiny_bert, tmp_path):
