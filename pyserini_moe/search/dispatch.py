@@ -118,9 +118,11 @@ class SearchSettings:
                     "encoded queries for those two)")
         if self.encoded_queries and (self.encoder or self.precision != "fp32"
                                      or self.query_max_length or self.backend != "torch"
-                                     or self.device not in (None, "auto")):
+                                     or self.device not in (None, "auto")
+                                     or self.query_max_terms != _DEFAULTS["query_max_terms"]):
             return ("--encoded-queries replaces the query encoder: --encoder, --backend, "
-                    "--device, --fp16 / --bf16 and --query-max-length do not apply")
+                    "--device, --fp16 / --bf16, --query-max-length and --query-max-terms (the "
+                    "encoder's cut) do not apply")
         return None
 
     def refuse_unread_device(self) -> None:
@@ -214,8 +216,10 @@ class SearchSettings:
     def _fusion_problem(self) -> str | None:
         if self.fusion not in SEARCH_FUSIONS:
             return f"--fusion {self.fusion!r}: choose from {', '.join(SEARCH_FUSIONS)}"
-        if self.fusion_weights and not all(0 <= w < math.inf for w in self.fusion_weights):
-            return f"--fusion-weights must be finite numbers >= 0, got {self.fusion_weights}"
+        if self.fusion_weights and (not all(0 <= w < math.inf for w in self.fusion_weights)
+                                    or not any(self.fusion_weights)):
+            return ("--fusion-weights must be finite numbers >= 0, not all 0 (every document "
+                    f"would score 0), got {self.fusion_weights}")
         weighted = self.fusion in WEIGHTED_FUSIONS
         if self.retriever == "fused" and self.fusion_weights and not weighted:
             return (f"--fusion-weights: --fusion {self.fusion} does not weigh the indexes (only "

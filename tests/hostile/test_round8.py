@@ -273,3 +273,24 @@ def test_an_export_holds_only_the_files_it_records(tmp_path) -> None:
     (export / "pyserini_moe_onnx.json").write_text("{}")  # an export from before the record
     (export / "merges.txt").write_text("x")
     refuse_foreign_folder(export, "pyserini_moe_onnx.json")
+
+
+# H9-25, H9-26: settings a search would not honour ------------------------------------------------
+
+def test_encoded_queries_refuse_the_encoders_term_cut() -> None:
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.search.dispatch import SearchSettings
+
+    with pytest.raises(UserError, match="--query-max-terms \\(the encoder's cut\\) do not apply"):
+        SearchSettings(retriever="impact", index="ix", encoded_queries="q.jsonl",
+                       query_max_terms=5)
+
+
+@pytest.mark.parametrize("weights", [[0.0, 0.0], [0.0, 0.0, 0.0]])
+def test_fusion_weights_all_zero_are_refused(weights) -> None:
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.search.dispatch import SearchSettings
+
+    with pytest.raises(UserError, match="not all 0 \\(every document would score 0\\)"):
+        SearchSettings(retriever="fused", index=["a", "b", "c"][:len(weights)], fusion="wsum",
+                       fusion_weights=weights)
