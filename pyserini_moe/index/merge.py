@@ -34,6 +34,7 @@ from typing import Any
 
 import faiss
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.index.encoded import IMPACT_SHARD, IMPACT_VECTORS, faiss_index, lucene_impact_index
 from pyserini_moe.index.meta import META_FILE, IndexMeta, IndexMismatchError, read_meta
 from pyserini_moe.index.multivector import MultiVectorIndex, MultiVectorIndexWriter
@@ -129,10 +130,12 @@ def _merge_dense(ordered: list[tuple[Path, IndexMeta]], index_dir: Path,
     merged = faiss_index(common.dim, common.faiss)
     with atomic_path(index_dir, directory=True, overwrite=overwrite) as out, \
             open(out / "docid", "w") as ids:
-        for folder, _ in ordered:
+        for folder, meta in ordered:
             shard = faiss.read_index(str(folder / "index"))
+            docids = (folder / "docid").read_text()
+            _check_count(folder / "docid", docids.count("\n"), meta, shard.ntotal)
             merged.add(shard.reconstruct_n(0, shard.ntotal))
-            ids.write((folder / "docid").read_text())
+            ids.write(docids)
         ids.flush()
         faiss.write_index(merged, str(out / "index"))
         dataclasses.replace(common, num_docs=merged.ntotal).write(out)
@@ -155,6 +158,10 @@ def _merge_multivector(ordered: list[tuple[Path, IndexMeta]], index_dir: Path,
 def _merge_impact(ordered: list[tuple[Path, IndexMeta]], index_dir: Path,
                   common: IndexMeta, threads: int, overwrite: bool) -> None:
 
+    for folder, meta in ordered:  # before Lucene reads them: a shard that lost a line
+        vectors = folder / IMPACT_VECTORS
+        with vectors.open("rb") as lines:
+            _check_count(vectors, sum(1 for line in lines if line.strip()), meta)
     with tempfile.TemporaryDirectory(prefix="pyserini-moe-shards-") as tmp:
         for folder, meta in ordered:  # one input folder holding every shard's vector file
             os.symlink((folder / IMPACT_VECTORS).resolve(),
@@ -164,6 +171,17 @@ def _merge_impact(ordered: list[tuple[Path, IndexMeta]], index_dir: Path,
             num_docs = sum(m.num_docs for _, m in ordered)
             dataclasses.replace(common, kind="impact", num_docs=num_docs,
                                 terms_per_doc=round(postings / max(1, num_docs), 1)).write(out)
+
+
+def _check_count(path: Path, found: int, meta: IndexMeta, vectors: int | None = None) -> None:
+    """A shard's documents counted in ``path`` against its metadata's ``num_docs`` (and its
+    Faiss vectors): a shard that lost a line (an interrupted copy) would merge into an index
+    whose records disagree with it, found only when it is searched."""
+    expected = {meta.num_docs, vectors} - {None}
+    if expected and expected != {found}:
+        said = " and ".join(f"{n}" for n in sorted(expected))
+        raise UserError(f"{path}: {found} documents, but the shard records {said}: the shard "
+                        "is damaged (an interrupted copy?); rebuild it")
 
 
 if __name__ == "__main__":  # the door moved: library modules import no command

@@ -147,3 +147,17 @@ def test_searching_one_unmerged_shard_is_said(tiny_corpus, models, tmp_path, cap
         open_searcher("dense", shard, device="cpu")
     assert any("is shard 1 of 3" in r.getMessage() and "merge the shards first"
                in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("kind, file", [("dense", "docid"), ("impact", "vectors.jsonl")])
+def test_a_shard_that_lost_a_line_is_refused(tiny_corpus, models, tmp_path, capsys, kind,
+                                             file) -> None:
+    """Hostile pass 9, H9-36/37: merged into an index whose metadata counted the lost document
+    (impact) or whose docids were one short of its vectors (dense: "damaged" when searched)."""
+    parts = shards(kind, tiny_corpus, models[kind], tmp_path)
+    damaged = Path(parts[1]) / file
+    damaged.write_text("".join(damaged.read_text().splitlines(keepends=True)[:-1]))
+    assert run_main(merge_main, ["--shards", *parts, "--index", str(tmp_path / "merged"),
+                                 "--quiet"]) == 2
+    assert f"error: {damaged}: 9 documents, but the shard records 10" in capsys.readouterr().err
+    assert not (tmp_path / "merged").exists()
