@@ -202,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m pyserini_moe.analyze",
         description="Analyses of Mixture-of-Experts retrievers: TASER's expert shares per "
                     "block, SB-MoE's experts won and activated, SB-MoE against its number of "
-                    "experts, CoT-MoTE's query-passage divergences, CAME's experts compared.")
+                    "experts, CoT-MoTE's query-passage divergences, CAME's experts compared. "
+                    "An existing --output or --plot file is replaced only when an earlier "
+                    "analysis wrote it.")
     sub = parser.add_subparsers(dest="command", required=True)
     # Flags every model-routing subcommand takes.
     encoding = ArgumentParser(add_help=False)

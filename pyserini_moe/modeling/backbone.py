@@ -40,9 +40,16 @@ def resolve_backbone(name_or_path: str | os.PathLike = DEFAULT_BACKBONE) -> str:
     if Path(text).exists():
         if not (Path(text) / "config.json").is_file():
             raise BackboneNotFoundError(f"{text} exists but has no config.json: not a Hugging Face "
-                                        "model folder")
+                                        f"model folder{training_run_hint(Path(text))}")
         return text
     return text
+
+
+def training_run_hint(folder: Path) -> str:
+    """A training run's folder named where a model is wanted (its models are its best/ and
+    last/ sub-folders): the clause that says so, else ""."""
+    kept = [name for name in ("best", "last") if (folder / name / "config.json").is_file()]
+    return f" (a training run? give its {kept[0]}/: {folder / kept[0]})" if kept else ""
 
 
 def _load(loader: Any, name: str, what: str, **kwargs: Any) -> Any:

@@ -38,7 +38,12 @@ from transformers import AutoTokenizer
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path, read_json
 from pyserini_moe.modeling.args import ModelArgs
-from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer, read_config
+from pyserini_moe.modeling.backbone import (
+    DEFAULT_BACKBONE,
+    load_tokenizer,
+    read_config,
+    training_run_hint,
+)
 from pyserini_moe.modeling.losses import contrastive_loss
 from pyserini_moe.modeling.pooling import encoder_from_config, pretrained_encoder
 from pyserini_moe.representation import INDEX_KINDS, REPRESENTATIONS, Representation
@@ -463,7 +468,8 @@ def load_model(path: str | os.PathLike, device: str | torch.device | None = None
 
     path = Path(path)
     if not is_saved_model(path):
-        raise FileNotFoundError(f"{path} is not a saved pyserini-moe model (no {MODEL_FILE})")
+        raise FileNotFoundError(f"{path} is not a saved pyserini-moe model (no {MODEL_FILE})"
+                                f"{training_run_hint(path)}")
 
     meta = read_json(path / MODEL_FILE, "model metadata")
     check_model_files(path)
@@ -547,7 +553,9 @@ TOKENIZER_VOCABULARIES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.m
 
 def check_model_files(path: Path) -> None:
     if not (path / "config.json").is_file():
-        raise UserError(f"{path}: no config.json: the model folder is incomplete; save or copy "
+        hint = training_run_hint(path)
+        raise UserError(f"{path}: no config.json{hint}" if hint else
+                        f"{path}: no config.json: the model folder is incomplete; save or copy "
                         "it again")
     if not (path / "tokenizer_config.json").is_file() or not any(
             (path / name).is_file() for name in TOKENIZER_VOCABULARIES):

@@ -4,6 +4,7 @@ precision cannot match the index refused before its ONNX export (H7-50)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -294,3 +295,21 @@ def test_fusion_weights_all_zero_are_refused(weights) -> None:
     with pytest.raises(UserError, match="not all 0 \\(every document would score 0\\)"):
         SearchSettings(retriever="fused", index=["a", "b", "c"][:len(weights)], fusion="wsum",
                        fusion_weights=weights)
+
+
+# H9-43: a training run's folder named as the model -----------------------------------------------
+
+def test_a_training_folder_named_as_a_model_points_at_its_best(ws, tmp_path) -> None:
+    import shutil
+
+    from pyserini_moe.modeling.backbone import resolve_backbone
+    from pyserini_moe.modeling.base import load_model
+
+    run = tmp_path / "run"
+    shutil.copytree(ws["model"], run / "best")
+    (run / "recipe.yaml").write_text("model: {type: siamese}\n")
+    said = f"(a training run? give its best/: {run / 'best'})"
+    with pytest.raises(FileNotFoundError, match=re.escape(said)):
+        load_model(run)
+    with pytest.raises(ValueError, match=re.escape(said)):
+        resolve_backbone(run)
