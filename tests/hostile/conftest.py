@@ -30,3 +30,28 @@ def _model_index_run(root: Path, tiny_bert: Path, tiny_corpus: Path) -> dict[str
     (root / "run.trec").write_text("q0 Q0 d0 1 3.0 t\nq1 Q0 d1 1 2.0 t\n")
     (root / "qrels.txt").write_text("q0 0 d0 1\nq1 0 d1 1\n")
     return {"root": root, "model": model, "index": index, "corpus": tiny_corpus}
+
+
+@pytest.fixture
+def smoked(monkeypatch) -> list:
+    """The regressions ``regress --smoke`` would run, recorded instead of run."""
+    from pyserini_moe.eval import smoke as smoke_module
+
+    calls: list = []
+    monkeypatch.setattr(smoke_module, "smoke", lambda regs, work: calls.append(regs) or 0)
+    return calls
+
+
+@pytest.fixture
+def error_line() -> Callable[..., str]:
+    """``error_line(main, argv, capsys)``: the one error line a refused command prints (exit
+    2)."""
+    from pyserini_moe.cli import run_main
+
+    def line(main: Callable[[list[str]], int], argv: list[str],
+             capsys: pytest.CaptureFixture) -> str:
+        assert run_main(main, argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1, err
+        return err[0]
+    return line

@@ -9,23 +9,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pyserini_moe.cli import run_main
 from pyserini_moe.cli.analyze import main as analyze_main
 from pyserini_moe.cli.regress import main as regress_main
-from pyserini_moe.eval import smoke as smoke_module
 from pyserini_moe.train.config import from_dict
 from pyserini_moe.validate import ConfigError
 
 
-def _error(main, argv: list[str], capsys: pytest.CaptureFixture) -> str:
-    """The one error line a refused command prints (exit 2)."""
-    assert run_main(main, argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1, err
-    return err[0]
-
-
-def _usage_error(main, argv: list[str], capsys: pytest.CaptureFixture) -> str:
+def _usageerror_line(main, argv: list[str], capsys: pytest.CaptureFixture) -> str:
     """The last line of argparse's refusal (usage, then one error line; exit 2)."""
     with pytest.raises(SystemExit) as stop:
         main(argv)
@@ -86,18 +76,12 @@ def _regression(folder: Path, scale: str = "paper") -> Path:
     return path
 
 
-@pytest.fixture
-def smoked(monkeypatch) -> list:
-    """The regressions ``--smoke`` would run, recorded instead of run."""
-    calls: list = []
-    monkeypatch.setattr(smoke_module, "smoke", lambda regs, work: calls.append(regs) or 0)
-    return calls
 
 
 @pytest.mark.parametrize("flags", [["--dry-run"], ["--evaluate-only"], ["--seed", "1"],
                                    ["--results-dir", "elsewhere"]])
-def test_smoke_refuses_a_flag_it_cannot_honour(flags, smoked, tmp_path, capsys) -> None:
-    error = _error(regress_main, [str(_regression(tmp_path)), "--smoke", *flags,
+def test_smoke_refuses_a_flag_it_cannot_honour(flags, smoked, tmp_path, capsys, error_line) -> None:
+    error = error_line(regress_main, [str(_regression(tmp_path)), "--smoke", *flags,
                                   "--work-dir", str(tmp_path / "w")], capsys)
     assert error == (f"error: --smoke runs every step for real on stand-ins: {flags[0]} cannot "
                      "go with it; run without --smoke for that")
@@ -111,18 +95,18 @@ def test_smoke_runs_only_the_conditions_named(smoked, tmp_path) -> None:
     assert [[c.name for c in reg.conditions] for reg in regs] == [["plain"]]
 
 
-def test_smoke_refuses_an_unknown_condition_and_scale_local(smoked, tmp_path, capsys) -> None:
+def test_smoke_refuses_an_unknown_condition_and_scale_local(smoked, tmp_path, capsys, error_line) -> None:
     path = str(_regression(tmp_path))
-    assert "--condition nope: no such condition" in _error(
+    assert "--condition nope: no such condition" in error_line(
         regress_main, [path, "--smoke", "--condition", "nope"], capsys)
-    assert _error(regress_main, [path, "--smoke", "--scale", "local"], capsys) == (
+    assert error_line(regress_main, [path, "--smoke", "--scale", "local"], capsys) == (
         "error: --smoke runs paper-scale files: --scale local leaves none; drop --scale")
     assert smoked == []
 
 
-def test_a_seed_no_selected_condition_reads_is_refused(tmp_path, capsys) -> None:
+def test_a_seed_no_selected_condition_reads_is_refused(tmp_path, capsys, error_line) -> None:
     path = str(_regression(tmp_path, scale="local"))
-    error = _error(regress_main, [path, "--evaluate-only", "--seed", "1", "--condition", "plain",
+    error = error_line(regress_main, [path, "--evaluate-only", "--seed", "1", "--condition", "plain",
                                   "--work-dir", str(tmp_path / "w")], capsys)
     assert error == ("error: --seed 1: no condition selected (plain) trains with it (their "
                      "seeds: none)")
@@ -133,12 +117,12 @@ def test_a_seed_no_selected_condition_reads_is_refused(tmp_path, capsys) -> None
 
 # H7-27: analyze checkpoints -------------------------------------------------------------------
 
-def test_two_folders_of_one_training_seed_are_refused(tmp_path, capsys) -> None:
+def test_two_folders_of_one_training_seed_are_refused(tmp_path, capsys, error_line) -> None:
     for name in ("s1", "s1-copy"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "recipe.yaml").write_text(
             f"data:\n  collection: {tmp_path / 'tc'}\ntraining:\n  seed: 1\n")
-    error = _error(analyze_main, ["checkpoints", "--train-dir", str(tmp_path / "s1"),
+    error = error_line(analyze_main, ["checkpoints", "--train-dir", str(tmp_path / "s1"),
                                   str(tmp_path / "s1-copy"), "--corpus", str(tmp_path / "tc"),
                                   "--quiet"], capsys)
     assert error == (f"error: --train-dir s1={tmp_path / 's1'} and s1-copy={tmp_path / 's1-copy'}"
@@ -160,7 +144,7 @@ ENCODING = {"experts": ["--model", "m", "--topics", "t"],
     ("experts", "--query-max-length"), ("divergence", "--query-max-length"),
     ("experts", "--batch-size"), ("experts", "--min-docs")])
 def test_a_count_below_one_is_refused_by_argparse(command, flag, value, capsys) -> None:
-    error = _usage_error(analyze_main, [command, *ENCODING[command], flag, value], capsys)
+    error = _usageerror_line(analyze_main, [command, *ENCODING[command], flag, value], capsys)
     assert error.endswith(f"argument {flag}: must be >= 1, got {value}")
 
 
@@ -168,31 +152,31 @@ def test_a_count_below_one_is_refused_by_argparse(command, flag, value, capsys) 
     (["came", "--expert-runs", "lexical=a", "local=b", "--qrels", "q"], "--depth"),
     (["came-competition", "--log", "x=a"], "--bins")])
 def test_came_counts_below_one_are_refused_by_argparse(argv, flag, capsys) -> None:
-    assert _usage_error(analyze_main, [*argv, flag, "0"], capsys).endswith(
+    assert _usageerror_line(analyze_main, [*argv, flag, "0"], capsys).endswith(
         f"argument {flag}: must be >= 1, got 0")
 
 
 # H7-34, H7-35: one run file in two places, overlap of short lists ------------------------------
 
-def test_expert_count_refuses_one_run_for_two_counts_or_as_the_baseline(tmp_path, capsys) -> None:
+def test_expert_count_refuses_one_run_for_two_counts_or_as_the_baseline(tmp_path, capsys, error_line) -> None:
     run = tmp_path / "dense.trec"
     run.write_text("q1 Q0 d1 1 3.0 t\n")
     same = f"{tmp_path}/./dense.trec"
-    assert _error(analyze_main, ["expert-count", "--runs", f"3={run}", f"6={same}", "--qrels",
+    assert error_line(analyze_main, ["expert-count", "--runs", f"3={run}", f"6={same}", "--qrels",
                                  "q"], capsys) == (
         f"error: --runs 3={run} and --runs 6={same} are one run file: give each once")
-    assert _error(analyze_main, ["expert-count", "--runs", f"3={run}", "--baseline", same,
+    assert error_line(analyze_main, ["expert-count", "--runs", f"3={run}", "--baseline", same,
                                  "--qrels", "q"], capsys) == (
         f"error: --runs 3={run} and --baseline {same} are one run file: give each once")
 
 
-def test_came_refuses_one_run_as_two_experts_or_as_a_fused_run(tmp_path, capsys) -> None:
+def test_came_refuses_one_run_as_two_experts_or_as_a_fused_run(tmp_path, capsys, error_line) -> None:
     run = tmp_path / "ex.impact.trec"
     run.write_text("q1 Q0 d1 1 3.0 t\n")
-    assert _error(analyze_main, ["came", "--expert-runs", f"lexical={run}", f"local={run}",
+    assert error_line(analyze_main, ["came", "--expert-runs", f"lexical={run}", f"local={run}",
                                  "--qrels", "q"], capsys) == (
         f"error: --expert-runs lexical={run} and --expert-runs local={run} are one run file: "
         "give each once")
-    assert "are one run file" in _error(
+    assert "are one run file" in error_line(
         analyze_main, ["came", "--expert-runs", f"lexical={run}", f"local={tmp_path / 'b'}",
                        "--fused", f"sum={run}", "--qrels", "q"], capsys)

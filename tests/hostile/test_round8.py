@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from pyserini_moe.cli import run_main
 from pyserini_moe.cli.search import main as search_main
 from pyserini_moe.index.meta import meta_path
 
@@ -19,12 +18,6 @@ def ws(model_index_run, tmp_path_factory) -> dict[str, Path]:
     return model_index_run(tmp_path_factory.mktemp("round8"))
 
 
-def _error(main, argv: list[str], capsys: pytest.CaptureFixture) -> str:
-    """The one error line a refused command prints (exit 2)."""
-    assert run_main(main, argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1, err
-    return err[0]
 
 
 def _topics(root: Path) -> Path:
@@ -35,8 +28,8 @@ def _topics(root: Path) -> Path:
 
 # H7-50: --backend onnx-int8 on an index the fp32 model built --------------------------------
 
-def test_int8_queries_on_an_fp32_index_are_refused_before_the_export(ws, capsys) -> None:
-    message = _error(search_main, ["--index", str(ws["index"]), "--topics", str(_topics(ws["root"])),
+def test_int8_queries_on_an_fp32_index_are_refused_before_the_export(ws, capsys, error_line) -> None:
+    message = error_line(search_main, ["--index", str(ws["index"]), "--topics", str(_topics(ws["root"])),
                                    "--output", str(ws["root"] / "out.trec"),
                                    "--backend", "onnx-int8"], capsys)
     assert message.endswith(f"{ws['index']} was built by the fp32 model (PyTorch or --backend "
@@ -47,7 +40,8 @@ def test_int8_queries_on_an_fp32_index_are_refused_before_the_export(ws, capsys)
     assert not (ws["root"] / "out.trec").exists()
 
 
-def test_fp32_queries_on_an_int8_index_are_refused_before_the_export(ws, tmp_path, capsys) -> None:
+def test_fp32_queries_on_an_int8_index_are_refused_before_the_export(ws, tmp_path, capsys,
+                                                                     error_line) -> None:
     index = tmp_path / "int8"
     index.mkdir()
     for path in ws["index"].iterdir():
@@ -56,7 +50,7 @@ def test_fp32_queries_on_an_int8_index_are_refused_before_the_export(ws, tmp_pat
     meta = json.loads(meta_path(ws["index"]).read_text())
     meta["encoder_fingerprint"] += "-int8-matmul-per-channel"
     meta_path(index).write_text(json.dumps(meta))
-    message = _error(search_main, ["--index", str(index), "--topics", str(_topics(tmp_path)),
+    message = error_line(search_main, ["--index", str(index), "--topics", str(_topics(tmp_path)),
                                    "--output", str(tmp_path / "out.trec"), "--backend", "onnx"],
                      capsys)
     assert "was built by an int8 ONNX encoder, so a --backend onnx query encoder cannot match " \

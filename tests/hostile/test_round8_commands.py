@@ -24,15 +24,6 @@ from pyserini_moe.cli.regress import main as regress_main
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
-from pyserini_moe.eval import smoke as smoke_module
-
-
-def _error(main, argv: list[str], capsys: pytest.CaptureFixture) -> str:
-    """The one error line a refused command prints (exit 2)."""
-    assert run_main(main, argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1, err
-    return err[0]
 
 
 @pytest.fixture
@@ -53,8 +44,8 @@ def _runs(ws: Path) -> list[str]:
 # H8-13: one measure under several spellings ---------------------------------------------------
 
 @pytest.mark.parametrize("other", ["nDCG@10", "ndcg@010", "ndcg_cut.10"])
-def test_eval_refuses_one_measure_spelt_twice(ws, capsys, other) -> None:
-    error = _error(eval_cli.main, ["--run", str(ws / "a.trec"), "--qrels", str(ws / "qrels.txt"),
+def test_eval_refuses_one_measure_spelt_twice(ws, capsys, other, error_line) -> None:
+    error = error_line(eval_cli.main, ["--run", str(ws / "a.trec"), "--qrels", str(ws / "qrels.txt"),
                                    "--metrics", "ndcg@10", other], capsys)
     assert error == (f"error: --metrics: 'ndcg@10' and {other!r} are one measure (ndcg@10); "
                      "give it once")
@@ -69,8 +60,8 @@ def test_a_metric_repeated_as_written_is_still_one_row() -> None:
 # H8-21, H8-22: --norm with rrf ----------------------------------------------------------------
 
 @pytest.mark.parametrize("norm", ["min-max", "borda"])
-def test_fuse_refuses_a_normalisation_for_rrf(ws, capsys, norm) -> None:
-    error = _error(fuse_cli.main, [*_runs(ws), "--method", "rrf", "--norm", norm], capsys)
+def test_fuse_refuses_a_normalisation_for_rrf(ws, capsys, norm, error_line) -> None:
+    error = error_line(fuse_cli.main, [*_runs(ws), "--method", "rrf", "--norm", norm], capsys)
     assert error == ("error: --method rrf does not use --norm (rrf reads ranks only: no "
                      "normalisation of the scores can change it)")
     assert not (ws / "f.trec").exists()
@@ -95,8 +86,8 @@ def test_fuse_says_when_the_hybrid_cannot_fill_the_hits(ws, capsys) -> None:
 
 # H8-25: tuning on the runs fused -----------------------------------------------------------------
 
-def test_fuse_refuses_dev_runs_that_are_the_runs_fused(ws, capsys) -> None:
-    error = _error(fuse_cli.main, [*_runs(ws), "--method", "wsum", "--dev-runs",
+def test_fuse_refuses_dev_runs_that_are_the_runs_fused(ws, capsys, error_line) -> None:
+    error = error_line(fuse_cli.main, [*_runs(ws), "--method", "wsum", "--dev-runs",
                                    f"{ws}/./a.trec", str(ws / "b.trec"), "--dev-qrels",
                                    str(ws / "qrels.txt")], capsys)
     assert error == (f"error: --dev-runs {ws}/./a.trec is also fused (--runs {ws / 'a.trec'}): "
@@ -183,10 +174,10 @@ def test_a_file_beside_its_gzipped_twin_is_refused(tmp_path, name) -> None:
     (["--train", "nq=F", "trivia=./F"], "--train trivia=./F"),
     (["--train", "nq=F", "--dev", "nq=./F"], "--dev nq=./F")])
 def test_dpr_train_refuses_one_file_as_two_sets(tmp_path, monkeypatch, capsys, sets,
-                                                second) -> None:
+                                                second, error_line) -> None:
     monkeypatch.chdir(tmp_path)
     Path("F").write_text("[]")
-    error = _error(dpr_cli.main, ["train", *sets, "--output", "coll"], capsys)
+    error = error_line(dpr_cli.main, ["train", *sets, "--output", "coll"], capsys)
     assert error == f"error: --train nq=F and {second} are one DPR file: give each once"
     assert not Path("coll").exists()
 
@@ -196,10 +187,10 @@ def test_dpr_train_refuses_one_file_as_two_sets(tmp_path, monkeypatch, capsys, s
 @pytest.mark.parametrize("what, name, usual", [("--topics", "t.jsonl", "t.tsv"),
                                                ("--topics", "t.json.gz", "t.tsv.gz"),
                                                ("--qrels", "q.jsonl", "q.txt")])
-def test_convert_refuses_an_output_named_for_json(ws, capsys, what, name, usual) -> None:
+def test_convert_refuses_an_output_named_for_json(ws, capsys, what, name, usual, error_line) -> None:
     (ws / "topics.tsv").write_text("q1\tcat\n")
     source = str(ws / ("topics.tsv" if what == "--topics" else "qrels.txt"))
-    error = _error(convert_cli.main, [what, source, "--output", str(ws / name)], capsys)
+    error = error_line(convert_cli.main, [what, source, "--output", str(ws / name)], capsys)
     assert error.startswith(f"error: --output {ws / name}: convert writes ")
     assert error.endswith(f", not JSON; name it {ws / usual}")
     assert not (ws / name).exists()
@@ -219,10 +210,10 @@ def _training(folder: Path, seed: int, rate: float, **more) -> str:
     (0.05, {}, "training.learning_rate (0.001 vs 0.05)"),
     (0.001, {"pooling": "cls"}, "model.args.pooling (unset vs 'cls')")])
 def test_checkpoints_refuses_two_recipes_as_two_seeds(tmp_path, capsys, rate, args,
-                                                      field) -> None:
+                                                      field, error_line) -> None:
     one = _training(tmp_path / "s1", 1, 0.001)
     other = _training(tmp_path / "lr", 3, rate, **args)
-    error = _error(analyze_main, ["checkpoints", "--train-dir", one, other, "--corpus", "tc",
+    error = error_line(analyze_main, ["checkpoints", "--train-dir", one, other, "--corpus", "tc",
                                   "--quiet"], capsys)
     assert error == (f"error: --train-dir {one} and {other}: their recipes differ in {field}, "
                      "not only in the seed: two conditions, not seeds of one; analyse each on "
@@ -257,7 +248,7 @@ def saved_models(tiny_bert, tmp_path_factory) -> dict[str, Path]:
                                            ("routing", "--max-length"),
                                            ("divergence", "--max-length")])
 def test_analyze_refuses_a_length_past_the_positions(saved_models, tiny_corpus, capsys, command,
-                                                     flag) -> None:
+                                                     flag, error_line) -> None:
     model = str(saved_models[command])
     argv = {"experts": ["--model", model, "--corpus", str(tiny_corpus), "--min-docs", "1"],
             "routing": ["--model", model, "--corpus", str(tiny_corpus), "--topics",
@@ -265,7 +256,7 @@ def test_analyze_refuses_a_length_past_the_positions(saved_models, tiny_corpus, 
             "divergence": ["--model", f"m={model}", "--corpus", str(tiny_corpus), "--topics",
                            f"{tiny_corpus}:test", "--qrels", f"{tiny_corpus}:test"]}[command]
     extra = ["--topics", f"{tiny_corpus}:test"] if command == "experts" else []
-    error = _error(analyze_main, [command, *argv, *extra, flag, "1000", "--device", "cpu"],
+    error = error_line(analyze_main, [command, *argv, *extra, flag, "1000", "--device", "cpu"],
                    capsys)
     assert error == (f"error: {flag} 1000 is above the 512 token positions this model has: use "
                      f"{flag} 512 or less")
@@ -273,9 +264,9 @@ def test_analyze_refuses_a_length_past_the_positions(saved_models, tiny_corpus, 
 
 # H8-63: analyze divergence, one model under two names -------------------------------------------
 
-def test_divergence_refuses_one_model_under_two_names(tmp_path, capsys) -> None:
+def test_divergence_refuses_one_model_under_two_names(tmp_path, capsys, error_line) -> None:
     (tmp_path / "m").mkdir()
-    error = _error(analyze_main, ["divergence", "--model", f"a={tmp_path / 'm'}",
+    error = error_line(analyze_main, ["divergence", "--model", f"a={tmp_path / 'm'}",
                                   f"b={tmp_path}/./m", "--corpus", "c", "--topics", "t",
                                   "--qrels", "q"], capsys)
     assert error == (f"error: --model a={tmp_path / 'm'} and --model b={tmp_path}/./m are one "
@@ -296,28 +287,22 @@ def _paper_file(folder: Path, name: str = "mix") -> Path:
     return path
 
 
-@pytest.fixture
-def smoked(monkeypatch) -> list:
-    """The regressions ``--smoke`` would run, recorded instead of run."""
-    calls: list = []
-    monkeypatch.setattr(smoke_module, "smoke", lambda regs, work: calls.append(regs) or 0)
-    return calls
 
 
 @pytest.mark.parametrize("smoke", [["--smoke"], []])
 def test_regress_refuses_one_file_twice_with_or_without_smoke(smoked, tmp_path, capsys,
-                                                              smoke) -> None:
+                                                              smoke, error_line) -> None:
     path = _paper_file(tmp_path)
-    error = _error(regress_main, [str(path), f"{tmp_path}/./{path.name}", *smoke, "--work-dir",
+    error = error_line(regress_main, [str(path), f"{tmp_path}/./{path.name}", *smoke, "--work-dir",
                                   str(tmp_path / "w")], capsys)
     assert error == (f"error: {path} and {tmp_path}/./{path.name} are one regression file: give "
                      "each once")
     assert smoked == [] and not (tmp_path / "w").exists()
 
 
-def test_smoke_refuses_two_files_of_one_name(smoked, tmp_path, capsys) -> None:
+def test_smoke_refuses_two_files_of_one_name(smoked, tmp_path, capsys, error_line) -> None:
     first, second = _paper_file(tmp_path), _paper_file(tmp_path)
-    error = _error(regress_main, [str(first), str(second), "--smoke", "--work-dir",
+    error = error_line(regress_main, [str(first), str(second), "--smoke", "--work-dir",
                                   str(tmp_path / "w")], capsys)
     assert error.startswith("error: several files are named mix:")
     assert smoked == []

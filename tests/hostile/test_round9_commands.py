@@ -21,14 +21,6 @@ from pyserini_moe.cli.regress import main as regress_main
 from pyserini_moe.eval import smoke as smoke_module
 
 
-def _error(main, argv: list[str], capsys: pytest.CaptureFixture) -> str:
-    """The one error line a refused command prints (exit 2)."""
-    assert run_main(main, argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1, err
-    return err[0]
-
-
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
     """Two runs over two judged queries, a run of other queries, and the qrels."""
@@ -59,10 +51,10 @@ def _training(folder: Path, seed: int, **negatives) -> str:
                                                ("model", "work/model", "work/sbmoe/best"),
                                                ("run", "work/s1.trec", "work/s1-b.trec")])
 def test_checkpoints_refuses_negatives_of_another_condition(tmp_path, capsys, field, one,
-                                                            other) -> None:
+                                                            other, error_line) -> None:
     first = _training(tmp_path / "s1", 1, **{field: one})
     second = _training(tmp_path / "s2", 2, **{field: other})
-    error = _error(analyze_main, ["checkpoints", "--train-dir", first, second, "--corpus", "tc",
+    error = error_line(analyze_main, ["checkpoints", "--train-dir", first, second, "--corpus", "tc",
                                   "--quiet"], capsys)
     assert error.startswith(f"error: --train-dir {first} and {second}: their recipes differ in "
                             f"data.negatives.{field} ({one!r} vs {other!r}), not only in the seed")
@@ -83,12 +75,12 @@ def test_checkpoints_takes_each_seeds_own_round_one_negatives(tmp_path) -> None:
 
 # H9-40: analyze checkpoints of a training without held-out queries -------------------------------
 
-def test_checkpoints_says_a_training_held_out_no_queries(tmp_path, capsys) -> None:
+def test_checkpoints_says_a_training_held_out_no_queries(tmp_path, capsys, error_line) -> None:
     folder = tmp_path / "t"
     folder.mkdir()
     recipe = {"data": {"collection": "tc", "validation_fraction": 0.0}, "training": {"seed": 1}}
     (folder / "recipe.yaml").write_text(yaml.safe_dump(recipe))
-    error = _error(analyze_main, ["checkpoints", "--train-dir", str(folder), "--corpus", "tc",
+    error = error_line(analyze_main, ["checkpoints", "--train-dir", str(folder), "--corpus", "tc",
                                   "--quiet"], capsys)
     assert error == (f"error: {folder} was trained with data.validation_fraction 0: it held out "
                      "no queries, so neither the validation-loss nor the dev rule can pick a step; "
@@ -99,11 +91,11 @@ def test_checkpoints_says_a_training_held_out_no_queries(tmp_path, capsys) -> No
 
 @pytest.mark.parametrize("ones, baseline, name", [("other.trec", [], "the 1-expert"),
                                                   ("a.trec", ["other.trec"], "the baseline")])
-def test_expert_count_refuses_a_run_of_other_queries(ws, capsys, ones, baseline, name) -> None:
+def test_expert_count_refuses_a_run_of_other_queries(ws, capsys, ones, baseline, name, error_line) -> None:
     argv = ["expert-count", "--runs", f"1={ws / ones}", f"3={ws / 'b.trec'}", "--qrels",
             str(ws / "qrels.txt"), "--quiet", *[f for b in baseline for f in ("--baseline",
                                                                               str(ws / b))]]
-    error = _error(analyze_main, argv, capsys)
+    error = error_line(analyze_main, argv, capsys)
     assert error == (f"error: {name} run {ws / 'other.trec'}: none of its 2 queries is in the "
                      f"qrels {ws / 'qrels.txt'} (wrong --qrels?)")
 
@@ -121,11 +113,11 @@ def test_expert_count_shows_a_metric_given_twice_once(ws, capsys) -> None:
 
 @pytest.mark.parametrize("flag, name", [("--output", "notes.md"), ("--plot", "notes.md"),
                                         ("--plot", "picture.png")])
-def test_analyze_refuses_to_replace_a_users_file(ws, capsys, flag, name) -> None:
+def test_analyze_refuses_to_replace_a_users_file(ws, capsys, flag, name, error_line) -> None:
     target = ws / name
     target.write_bytes(b"my precious notes\n" if name.endswith(".md")
                        else b"\x89PNG\r\n\x1a\n" + b"\0" * 64)
-    error = _error(analyze_main, _count(ws, flag, str(target)), capsys)
+    error = error_line(analyze_main, _count(ws, flag, str(target)), capsys)
     assert error == (f"error: {flag} {target} exists and is not a file analyze wrote: analyze "
                      "replaces only its own earlier output; name another file or move this one")
     assert target.read_bytes().startswith((b"my precious", b"\x89PNG"))
@@ -141,13 +133,13 @@ def test_analyze_replaces_its_own_outputs(ws, capsys) -> None:
 # H9-47: analyze divergence of one model in two folders --------------------------------------------
 
 def test_divergence_refuses_one_model_in_two_folders(tiny_bert, tiny_corpus, tmp_path,
-                                                     capsys) -> None:
+                                                     capsys, error_line) -> None:
     from pyserini_moe.modeling import SiameseBiEncoder
 
     best = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(tmp_path / "best")
     last = tmp_path / "last"
     shutil.copytree(best, last)
-    error = _error(analyze_main, ["divergence", "--model", f"a={best}", f"b={last}", "--corpus",
+    error = error_line(analyze_main, ["divergence", "--model", f"a={best}", f"b={last}", "--corpus",
                                   str(tiny_corpus), "--topics", f"{tiny_corpus}:test", "--qrels",
                                   f"{tiny_corpus}:test", "--device", "cpu"], capsys)
     assert error.startswith(f"error: --model a={best} and --model b={last} hold the same model "
@@ -161,16 +153,16 @@ def test_divergence_refuses_one_model_in_two_folders(tiny_bert, tiny_corpus, tmp
                                           (["--max-p", "0.01", "--stat-test", "tukey"],
                                            "--stat-test, --max-p set"),
                                           (["--baseline", "a.trec"], "--baseline sets")])
-def test_eval_refuses_comparison_settings_with_one_run(ws, capsys, extra, flags) -> None:
-    error = _error(eval_cli.main, ["--run", str(ws / "a.trec"), "--qrels", str(ws / "qrels.txt"),
+def test_eval_refuses_comparison_settings_with_one_run(ws, capsys, extra, flags, error_line) -> None:
+    error = error_line(eval_cli.main, ["--run", str(ws / "a.trec"), "--qrels", str(ws / "qrels.txt"),
                                    *extra], capsys)
     assert error.startswith(f"error: {flags} how runs are compared, but a.trec is the only run "
                             "given: nothing is compared; add the runs to compare it with")
 
 
 @pytest.mark.parametrize("value", ["0", "1", "1.5"])
-def test_eval_max_p_says_its_range(ws, capsys, value) -> None:
-    error = _error(eval_cli.main, ["--run", str(ws / "a.trec"), str(ws / "b.trec"), "--qrels",
+def test_eval_max_p_says_its_range(ws, capsys, value, error_line) -> None:
+    error = error_line(eval_cli.main, ["--run", str(ws / "a.trec"), str(ws / "b.trec"), "--qrels",
                                    str(ws / "qrels.txt"), "--max-p", value], capsys)
     assert error == f"error: --max-p {float(value):g}: must be above 0 and below 1 (e.g. 0.05)"
 
@@ -188,12 +180,12 @@ def _regression(folder: Path, name: str, scale: str, condition: str) -> Path:
     return path
 
 
-def test_smoke_names_the_local_file_of_a_condition(tmp_path, capsys, monkeypatch) -> None:
+def test_smoke_names_the_local_file_of_a_condition(tmp_path, capsys, monkeypatch, error_line) -> None:
     calls: list = []
     monkeypatch.setattr(smoke_module, "smoke", lambda regs, work: calls.append(regs) or 0)
     local = _regression(tmp_path, "loc", "local", "flat.test")
     paper = _regression(tmp_path, "pap", "paper", "big.test")
-    error = _error(regress_main, [str(local), str(paper), "--smoke", "--condition", "flat.test",
+    error = error_line(regress_main, [str(local), str(paper), "--smoke", "--condition", "flat.test",
                                   "--work-dir", str(tmp_path / "w")], capsys)
     assert error == (f"error: --condition flat.test is in {local}, a local-scale file, which "
                      "--smoke skips (it runs paper-scale files only): run it without --smoke, or "
@@ -213,10 +205,10 @@ def test_smoke_names_the_local_file_of_a_condition(tmp_path, capsys, monkeypatch
     ("--topics", "t.trec", "a TREC run", "t.tsv"),
     ("--topics", "t.csv", "comma-separated values", "t.tsv")])
 def test_convert_refuses_an_output_named_for_another_format(ws, capsys, what, name, meaning,
-                                                            usual) -> None:
+                                                            usual, error_line) -> None:
     (ws / "topics.tsv").write_text("q1\tcat\n")
     source = str(ws / ("topics.tsv" if what == "--topics" else "qrels.txt"))
-    error = _error(convert_cli.main, [what, source, "--output", str(ws / name)], capsys)
+    error = error_line(convert_cli.main, [what, source, "--output", str(ws / name)], capsys)
     assert error.startswith(f"error: --output {ws / name}: convert writes ")
     assert error.endswith(f", not {meaning}; name it {ws / usual}")
     assert not (ws / name).exists()
@@ -226,12 +218,12 @@ def test_convert_refuses_an_output_named_for_another_format(ws, capsys, what, na
                                                   ("qa", "q.trec", "q.jsonl"),
                                                   ("merge-runs", "m.jsonl", "m.trec")])
 def test_dpr_refuses_an_output_named_for_another_format(tmp_path, capsys, command, name,
-                                                        usual) -> None:
+                                                        usual, error_line) -> None:
     (tmp_path / "in.csv").write_text("who?\t['x']\n")
     (tmp_path / "in.trec").write_text("q1 Q0 d1 1 1.0 t\n")
     source = ["--input", str(tmp_path / "in.csv")] if command == "qa" else \
         ["--runs", str(tmp_path / "in.trec")]
-    error = _error(dpr_cli.main, [command, *source, "--output", str(tmp_path / name)], capsys)
+    error = error_line(dpr_cli.main, [command, *source, "--output", str(tmp_path / name)], capsys)
     assert error.startswith(f"error: --output {tmp_path / name}: dpr {command} writes ")
     assert error.endswith(f"; name it {tmp_path / usual}")
     assert not (tmp_path / name).exists()
@@ -239,13 +231,13 @@ def test_dpr_refuses_an_output_named_for_another_format(tmp_path, capsys, comman
 
 # H9-14: dpr wiki, a gzipped corpus beside a plain one ---------------------------------------------
 
-def test_dpr_wiki_refuses_a_corpus_beside_another(tmp_path, capsys) -> None:
+def test_dpr_wiki_refuses_a_corpus_beside_another(tmp_path, capsys, error_line) -> None:
     (tmp_path / "psgs_w100.tsv").write_text("id\ttext\ttitle\n1\tsome text\tT\n")
     folder = tmp_path / "beir"
     folder.mkdir()
     (folder / "corpus.jsonl").write_text('{"_id": "d1", "text": "x"}\n')
     target = folder / "corpus.jsonl.gz"
-    error = _error(dpr_cli.main, ["wiki", "--quiet", "--input", str(tmp_path / "psgs_w100.tsv"),
+    error = error_line(dpr_cli.main, ["wiki", "--quiet", "--input", str(tmp_path / "psgs_w100.tsv"),
                                   "--output", str(target)], capsys)
     assert error == (f"error: --output {target}: {folder} already holds corpus.jsonl, and a "
                      "folder with both corpus.jsonl and corpus.jsonl.gz is refused by index "
