@@ -299,11 +299,16 @@ _INDEX = _IndexKind(what="an index",
 class _ExportKind(_OutputKind):
     """An ONNX export: the files its ``pyserini_moe_onnx.json`` says it wrote (a user's
     ``notes.onnx`` or ``merges.txt`` put in it is not the export's); an export written before
-    that record may hold any graph and any tokenizer's files."""
+    that record holds the graphs its ``files`` names and any tokenizer's files."""
 
     def recorded(self, folder: Path) -> _Contents | None:
-        written = (self._record(folder) or {}).get("written")
-        return _Contents(files=frozenset(map(str, written))) if isinstance(written, list) else None
+        record = self._record(folder) or {}
+        written, graphs = record.get("written"), record.get("files")
+        if isinstance(written, list):
+            return _Contents(files=frozenset(map(str, written)))
+        if isinstance(graphs, dict):  # an export from before "written": its graphs by name
+            return _Contents(files=_TOKENIZER_FILES | set(map(str, graphs.values())))
+        return None
 
 
 _ONNX_EXPORT = _ExportKind(what="an ONNX export", markers=("pyserini_moe_onnx.json",),

@@ -12,13 +12,16 @@ diagnosis may (the table and the plot of test nDCG@10 against the step). The rul
   (ties: the earlier step);
 * ``last``: the end of the recipe's schedule.
 
-Per training the evaluation is cached in ``snapshots/evaluation.json`` (keyed by the settings),
-so adding a seed re-evaluates only that seed.
+Per training the evaluation is cached in ``snapshots/evaluation.json``, keyed by the settings and
+by the contents of what it depends on (the corpus, topics and qrels by SHA-256, each snapshot by
+its files), so adding a seed re-evaluates only that seed and an edited file is never served the
+old numbers.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import re
 import shutil
@@ -32,7 +35,7 @@ from typing import Any
 from pyserini_moe.analyze.common import emit, figure, save_png
 from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
-from pyserini_moe.eval.metrics import evaluate, format_table
+from pyserini_moe.eval.metrics import evaluate, format_table, parse_metric
 from pyserini_moe.eval.seeds import SeedSummary
 from pyserini_moe.io import atomic_path, read_yaml
 
@@ -76,26 +79,81 @@ def evaluate_training(train_dir: Path, corpus: str, test_sets: list[str], metric
                       progress: bool = True,
                       searcher: Callable[..., dict[str, dict[str, float]]] | None = None
                       ) -> list[Snapshot]:
-    """Every snapshot of ``train_dir`` on its dev split and on ``test_sets`` (cached)."""
-    settings = {"corpus": corpus, "test_sets": test_sets, "metrics": metrics, "kind": kind,
-                "max_length": max_length}
-    cache_path = train_dir / "snapshots" / CACHE_FILE
-    cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
-    if cache.get("settings") != settings:
-        cache = {"settings": settings, "steps": {}}
-    losses = validation_losses(train_dir)
+    """Every snapshot of ``train_dir`` on its dev split and on ``test_sets`` (cached: see
+    :func:`_read_cache` for what a cached evaluation is keyed by)."""
     topic_sets = {DEV: (train_dir / "dev_topics.tsv", train_dir / "dev_qrels.txt")}
     topic_sets.update({name: (name, name) for name in test_sets})
+    settings = {"corpus": corpus, "corpus_sha256": _corpus_digest(corpus),
+                "test_sets": test_sets, "metrics": metrics, "kind": kind,
+                "max_length": max_length, "data": _topic_digests(topic_sets)}
+    cache_path = train_dir / "snapshots" / CACHE_FILE
+    cache = _read_cache(cache_path, settings)
+    losses = validation_losses(train_dir)
     evaluate = searcher or _index_and_search
     out = []
     for step, folder in snapshot_folders(train_dir).items():
-        key = str(step)
-        if key not in cache["steps"]:
-            cache["steps"][key] = evaluate(folder, corpus, topic_sets, metrics, kind, max_length,
-                                           progress)
+        key, stamp = str(step), _snapshot_stamp(folder)
+        entry = cache["steps"].get(key)
+        if not isinstance(entry, dict) or entry.get("snapshot") != stamp \
+                or not isinstance(entry.get("metrics"), dict):
+            entry = {"snapshot": stamp, "metrics": evaluate(
+                folder, corpus, topic_sets, metrics, kind, max_length, progress)}
+            cache["steps"][key] = entry
             _write_json(cache_path, cache)
-        out.append(Snapshot(step, losses.get(step), cache["steps"][key]))
+        out.append(Snapshot(step, losses.get(step), entry["metrics"]))
     return out
+
+
+def _read_cache(path: Path, settings: dict[str, Any]) -> dict[str, Any]:
+    """The cached evaluations of ``path`` when they were made with ``settings`` (which hold the
+    SHA-256 of the corpus and of every topics and qrels set: a file edited under the same name
+    is evaluated again, as is a snapshot whose files changed, see :func:`_snapshot_stamp`),
+    else an empty cache. A cache that cannot be read (empty, cut short by a full disk, edited)
+    is only a cache: said in one line, dropped, and rewritten as the snapshots are evaluated."""
+    empty: dict[str, Any] = {"settings": settings, "steps": {}}
+    if not path.is_file():
+        return empty
+    try:
+        cache = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        print(f"notice: {path} is not a readable evaluation cache ({e.__class__.__name__}); "
+              "evaluating the snapshots again and rewriting it", file=sys.stderr)
+        return empty
+    if not isinstance(cache, dict) or cache.get("settings") != settings \
+            or not isinstance(cache.get("steps"), dict):
+        return empty
+    return cache
+
+
+def _digest(value: Any) -> str:
+    """SHA-256 of a loaded mapping (topics, qrels) in a canonical JSON form: the same content
+    gives the same digest however the file spells it."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _topic_digests(topic_sets: dict[str, tuple[Any, Any]]) -> dict[str, dict[str, str]]:
+    """``{set: {"topics": sha256, "qrels": sha256}}`` of what each topic set loads now."""
+    return {name: {"topics": _digest(load_topics(str(topics))),
+                   "qrels": _digest(load_qrels(str(qrels)))}
+            for name, (topics, qrels) in topic_sets.items()}
+
+
+def _corpus_digest(corpus: str) -> str:
+    """SHA-256 of the corpus's files (``index.encoded.corpus_identity``): the documents the
+    snapshots are searched over (seconds per GB, next to a snapshot's indexing)."""
+    from pyserini_moe.data.corpus import open_corpus  # noqa: PLC0415 - `analyze --help` stays light
+    from pyserini_moe.index.encoded import corpus_identity  # noqa: PLC0415 - `analyze --help` stays light
+
+    return corpus_identity(open_corpus(corpus))["sha256"]
+
+
+def _snapshot_stamp(folder: Path) -> list[list[Any]]:
+    """Each file of a snapshot folder as (name, size, modification time in ns): rewritten
+    weights (a training run again into the same folder) change it, so their step is evaluated
+    again rather than served the old model's numbers."""
+    return [[str(p.relative_to(folder)), (st := p.stat()).st_size, st.st_mtime_ns]
+            for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.relative_to(folder).parts[0] != "onnx"]  # export cache: not weights
 
 
 def _index_and_search(model: Path, corpus: str, topic_sets: dict[str, tuple[Any, Any]],
@@ -417,6 +475,18 @@ class CheckpointsAnalysis:
         training_folders(self.train_dir)
         if self.kind not in KINDS:
             raise UserError(f"--kind {self.kind!r}: choose from {', '.join(KINDS)}")
+        for flag, name in (("--metric", self.metric), ("--dev-metric", self.dev_metric)):
+            _check_metric(flag, name)
+
+
+def _check_metric(flag: str, name: str) -> None:
+    """An unknown metric name is refused when the settings are made, not after every snapshot
+    has been indexed and searched (the metric names are part of the cache's key, so a typo also
+    dropped the cache)."""
+    try:
+        parse_metric(name)
+    except UserError as e:
+        raise UserError(f"{flag}: {e}") from None
 
 
 def run_checkpoints(analysis: CheckpointsAnalysis) -> int:

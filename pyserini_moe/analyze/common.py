@@ -17,15 +17,16 @@ REPORT_OPENINGS = ("Routing of ", "Experts won at inference", "SB-MoE against th
                    "Query-passage divergences", "# CAME: experts and fusion on",
                    "# CAME's competition during training")
 CHECKPOINTS_SUMMARY = "training seed(s); each rule's kept step"
-# Written into every plot's PNG text chunks (save_png); plots from before this mark carry only
-# Matplotlib's own ``Software`` entry, which is known too, so that the results pages' plots are
-# regenerated in place.
+# Written into every plot's PNG text chunks as its ``Source`` entry (save_png), the one sign of a
+# plot of ours: Matplotlib's own ``Software`` entry is in every figure a user saves with it (the
+# results pages' plots from before this entry were stamped with it once).
+PLOT_KEY = "Source"
 PLOT_MARK = "python -m pyserini_moe.analyze"
 _OUTPUT_SIGNS: dict[str, Sign] = {
     "--output": text_sign(lambda lines: lines[0].startswith(REPORT_OPENINGS)
                           or (lines[0].startswith("### ") and len(lines) > 2
                               and CHECKPOINTS_SUMMARY in lines[2])),
-    "--plot": png_sign(PLOT_MARK.encode(), b"Matplotlib"),
+    "--plot": png_sign(PLOT_KEY, PLOT_MARK),
 }
 
 
@@ -57,7 +58,7 @@ def save_png(fig: Any, path: str | Path) -> None:
     """Write ``fig`` as a PNG, atomically."""
 
     with atomic_path(path) as tmp:  # the temporary name has no .png suffix: say the format
-        fig.savefig(tmp, format="png", dpi=150, metadata={"Source": PLOT_MARK})
+        fig.savefig(tmp, format="png", dpi=150, metadata={PLOT_KEY: PLOT_MARK})
 
 
 
@@ -69,6 +70,17 @@ def refuse_run_without_judged_queries(name: str, path: str, run: Mapping[str, An
     if not set(run) & set(qrels):
         raise UserError(f"{name} run {path}: none of its {len(run)} queries is in the qrels "
                         f"{qrels_name} (wrong --qrels?)")
+
+
+
+
+def refuse_unread_seed(seed: int, readers: Mapping[str, bool]) -> None:
+    """``--seed`` (default 0) given where nothing is drawn at random: ``readers`` names each
+    flag that would draw with it and whether it is given. A seed read by nothing changes no
+    number; accepted, it reads as a seeded (sampled) analysis that was in fact exhaustive."""
+    if seed != 0 and not any(readers.values()):
+        raise UserError(f"--seed {seed}: nothing in this analysis is drawn at random (only "
+                        f"{' or '.join(readers)} would); leave --seed out")
 
 
 def refuse_past_positions(model: Any, lengths: dict[str, int]) -> None:

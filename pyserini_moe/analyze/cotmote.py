@@ -22,7 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from pyserini_moe.analyze.common import emit, figure, refuse_past_positions, save_png
+from pyserini_moe.analyze.common import (
+    emit,
+    figure,
+    refuse_past_positions,
+    refuse_unread_seed,
+    save_png,
+)
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
@@ -150,6 +156,8 @@ class DivergenceAnalysis:
         _named(self.model)
         if self.sample < 0:
             raise UserError(f"--sample must be >= 0 (0 = all), got {self.sample}")
+        refuse_unread_seed(self.seed, {"--sample N": self.sample > 0,
+                                       "--plot (t-SNE)": bool(self.plot)})
 
 
 def run_divergence(analysis: DivergenceAnalysis) -> int:

@@ -17,12 +17,13 @@ from pyserini_moe.analyze.common import (
     figure,
     refuse_past_positions,
     refuse_run_without_judged_queries,
+    refuse_unread_seed,
     save_png,
 )
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
-from pyserini_moe.eval.metrics import distinct_metrics, evaluate
+from pyserini_moe.eval.metrics import check_coverage, distinct_metrics, evaluate
 from pyserini_moe.io import refuse_one_file_twice
 from pyserini_moe.runs import read_trec_run
 
@@ -191,6 +192,7 @@ class ExpertsAnalysis:
             raise UserError(f"--min-docs must be >= 1, got {self.min_docs}")
         if self.sample < 0:
             raise UserError(f"--sample must be >= 0 (0 = all), got {self.sample}")
+        refuse_unread_seed(self.seed, {"--sample N": self.sample > 0})
 
 
 def run_experts(analysis: ExpertsAnalysis) -> int:
@@ -288,6 +290,8 @@ def run_expert_count(analysis: ExpertCountAnalysis) -> int:
         runs[label] = read_trec_run(path)
         name = "the baseline" if label == "fine-tuned" else f"the {label}-expert"
         refuse_run_without_judged_queries(name, path, runs[label], qrels, analysis.qrels)
+    check_coverage({f"--runs {label}={path}" if label != "fine-tuned" else f"--baseline {path}":
+                    runs[label] for label, path in analysis.run_files().items()}, qrels)
     scores = {label: evaluate(run, qrels, metrics)
               for label, run in tqdm(runs.items(), desc="evaluate", disable=analysis.quiet)}
     baseline = scores.pop("fine-tuned") if analysis.baseline else None

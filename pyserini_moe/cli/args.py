@@ -118,7 +118,7 @@ def backend_encoder(spec: str, backend: str, options: dict[str, Any] | None = No
     root = Path(spec) / "onnx" if is_saved_model(spec) else \
         Path.home() / ".cache" / "pyserini_moe" / "onnx" / re.sub(r"[^\w.-]+", "_", spec)
     out = root / name
-    if is_onnx_export(out) and _exported_from(out, spec, options):
+    if is_onnx_export(out) and _exported_from(out, spec, options, int8):
         return str(out)
     command = [sys.executable, "-m", "pyserini_moe.export", "--encoder", spec, "--output",
                str(out), "--overwrite", *(["--int8"] if int8 else []),
@@ -131,13 +131,17 @@ def backend_encoder(spec: str, backend: str, options: dict[str, Any] | None = No
     return str(out)
 
 
-def _exported_from(export_dir: Path, spec: str, options: dict[str, Any]) -> bool:
-    """Whether ``export_dir`` is what exporting ``spec``'s current weights would write now: same
-    weights and, for int8, the current quantisation scheme (both are in its fingerprint)."""
+def _exported_from(export_dir: Path, spec: str, options: dict[str, Any], int8: bool) -> bool:
+    """Whether ``export_dir`` is what exporting ``spec``'s current weights would write now: the
+    precision asked for (an fp32 export written by hand into ``onnx/int8`` once served int8
+    searches), the same weights and, for int8, the current quantisation scheme (both are in its
+    fingerprint)."""
     from pyserini_moe.modeling.auto import load_encoder
     from pyserini_moe.modeling.base import fingerprint
     from pyserini_moe.modeling.onnx import ONNX_FILE, export_fingerprint
 
     exported = json.loads((export_dir / ONNX_FILE).read_text())  # the export's, not an index's
+    if bool(exported.get("int8")) != int8:
+        return False
     current = fingerprint(load_encoder(spec, device="cpu", options=options))
     return exported.get("fingerprint") == export_fingerprint(current, bool(exported.get("int8")))

@@ -30,6 +30,7 @@ from pyserini_moe.eval.metrics import (
     DEFAULT_METRICS,
     STAT_TESTS,
     VALID_METRICS,
+    check_coverage,
     compare,
     distinct_metrics,
     evaluate,
@@ -229,20 +230,6 @@ def run_names(paths: list[str]) -> list[str]:
     return names if len(set(names)) == len(names) else list(paths)
 
 
-def _check_coverage(runs: dict[str, Run], qrels: dict[str, dict[str, int]]) -> None:
-    """Judged queries a run lacks are said, since they count as 0 in every mean (trec_eval -c);
-    so is a run none of whose documents is judged at all: the qrels of another collection whose
-    query ids happen to match (Cranfield's and CISI's are both 1, 2, ...) score 0 in silence."""
-    judged = {doc for docs in qrels.values() for doc in docs}
-    for name, run in runs.items():
-        missing = [q for q in qrels if not run.get(q)]
-        if missing:
-            print(f"warning: {name}: {len(missing)} of {len(qrels)} judged queries have no results "
-                  f"(e.g. {missing[0]}); they count as 0", file=sys.stderr)
-        retrieved = {doc for qid in qrels for doc in run.get(qid, {})}
-        if retrieved and not retrieved & judged:
-            print(f"warning: {name}: none of its {len(retrieved)} documents for the judged queries "
-                  "is judged in these qrels: are they another collection's?", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyserini_moe.data.topics import load_qrels, qrels_file
 
     qrels = load_qrels(args.qrels)
-    _check_coverage(runs, qrels)
+    check_coverage(runs, qrels)
 
     means = {name: evaluate(run, qrels, metrics) for name, run in runs.items()}
     result: dict[str, Any] = {"qrels": args.qrels, "queries": len(qrels), "metrics": metrics,

@@ -33,12 +33,32 @@ from pyserini_moe.cli.args import (
     zero_shot_settings,
 )
 from pyserini_moe.errors import UserError
+from pyserini_moe.index.readers import MODEL_FLAGS, READERS, unread_problem
 from pyserini_moe.representation import INDEX_KINDS
 
 if TYPE_CHECKING:
     from pyserini_moe.index.encoded import BuildSettings
 
 RETRIEVERS = ("bm25", *INDEX_KINDS)
+
+_NOT_SHARDED = "BM25 indexes are not sharded: Lucene indexes the whole corpus itself (use --threads)"
+# Why a flag is not read, where that says more than the kinds that read it.
+_WHY = {"layout": "a model encodes title + ' ' + text", "shard_id": _NOT_SHARDED,
+        "shard_num": _NOT_SHARDED,
+        **{name: "BM25 has none (Lucene indexes the text itself)" for name in MODEL_FLAGS
+           if name not in ("shard_id", "shard_num")}}
+# A flag's name where it is not its dest's.
+_FLAG_NAMES = {"normalize": "l2-norm"}
+
+
+def refuse_unread_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """A flag given (away from its default) that no ``--retriever`` kind of this build reads,
+    per :data:`READERS`: refused before anything is read or built."""
+    given = [name for name in READERS if getattr(args, name) != parser.get_default(name)]
+    names = {**_FLAG_NAMES, "precision": args.precision}
+    problem = unread_problem(given, args.retriever, READERS, _WHY, names)
+    if problem:
+        raise UserError(problem)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,7 +159,8 @@ def _build_settings(args: argparse.Namespace) -> BuildSettings:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.threads < 1:  # the one count a BM25 build takes (a model's: BuildSettings)
         raise UserError("--threads must be >= 1")
     if (args.shard_id is None) != (args.shard_num is None):
@@ -153,13 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     if "bm25" in kinds and len(kinds) > 1:
         raise UserError("a BM25 index is built by Lucene from the text, not from an encoder: "
                         "build it in its own command")
-    if args.shard_num is not None and "bm25" in kinds:
-        raise UserError("BM25 indexes are not sharded: Lucene indexes the whole corpus itself "
-                        "(use --threads)")
-    if args.layout != "flat" and kinds != ["bm25"]:
-        raise UserError("--layout applies to BM25 indexes: a model encodes title + ' ' + text")
-    if args.precision != "fp32" and kinds == ["bm25"]:
-        raise UserError(f"--{args.precision} applies to model encoders; BM25 has none")
+    refuse_unread_flags(parser, args)
     settings = None if kinds == ["bm25"] else _build_settings(args)
     refuse_input_as_output(args.index, [args.corpus, args.encoder])
     start = time.perf_counter()

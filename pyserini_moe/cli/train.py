@@ -20,7 +20,7 @@ from pyserini_moe.cli.args import add_device_arg
 from pyserini_moe.errors import UserError
 
 if TYPE_CHECKING:
-    from pyserini_moe.train.config import TrainConfig
+    from pyserini_moe.train.config import ModelConfig, TrainConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -135,10 +135,36 @@ def _check_init_output(config: TrainConfig, overwrite: bool) -> None:
     refuse_foreign_folder(out, RECIPE_FILE)
     if (out / RECIPE_FILE).is_file():
         trained = read_yaml(out / RECIPE_FILE, "training recipe", UserError)
-        model = config.to_dict()["model"]
-        if not isinstance(trained, dict) or trained.get("model") != model:
+        if not _same_model(trained.get("model") if isinstance(trained, dict) else None,
+                           config.model):
             raise UserError(f"{out} holds a training of another model (its {RECIPE_FILE} "
                             "differs in model): --init-only saves the start of the model "
                             "trained there; name another --output-dir")
     if (out / INIT_DIR).exists() and not overwrite:
         raise FileExistsError(f"{out / INIT_DIR} already exists; pass --overwrite to replace it")
+
+
+def _same_model(trained: object, model: ModelConfig) -> bool:
+    """Whether a training's recorded ``model`` section builds ``model``: the same type, the
+    same backbone however its path is spelt (``bert/`` and ``bert``), and the same arguments
+    once the model's defaults fill in the unwritten ones (``pooling: mean`` written out)."""
+    import os
+
+    from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE
+    from pyserini_moe.modeling.base import model_class
+
+    if not isinstance(trained, dict) or trained.get("type") != model.type:
+        return False
+
+    def place(backbone: object) -> str:
+        text = str(backbone)
+        return os.path.realpath(text) if os.path.exists(text) else text
+
+    def arguments(args: object) -> object:
+        try:
+            return model_class(model.type).Args(**dict(args or {}))
+        except (TypeError, ValueError):
+            return args
+
+    return (place(trained.get("backbone", DEFAULT_BACKBONE)) == place(model.backbone)
+            and arguments(trained.get("args")) == arguments(model.args))

@@ -24,6 +24,7 @@ import io
 import math
 import os
 import shutil
+import sys
 import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -460,3 +461,19 @@ def answer_accuracy(run: Run, answers: Mapping[str, list[str]], passages: str | 
         raise UserError(f"{passages}: the run ranks passage {min(missing)!r} that is not in it "
                         f"({len(missing)} missing): wrong passages file for this run?")
     return topk_accuracy(run, answers, texts, ks, regex)
+
+
+def check_coverage(runs: Mapping[str, Run], qrels: Mapping[str, Mapping[str, int]]) -> None:
+    """Judged queries a run lacks are said, since they count as 0 in every mean (trec_eval -c);
+    so is a run none of whose documents is judged at all: the qrels of another collection whose
+    query ids happen to match (Cranfield's and CISI's are both 1, 2, ...) score 0 in silence."""
+    judged = {doc for docs in qrels.values() for doc in docs}
+    for name, run in runs.items():
+        missing = [q for q in qrels if not run.get(q)]
+        if missing:
+            print(f"warning: {name}: {len(missing)} of {len(qrels)} judged queries have no results "
+                  f"(e.g. {missing[0]}); they count as 0", file=sys.stderr)
+        retrieved = {doc for qid in qrels for doc in run.get(qid, {})}
+        if retrieved and not retrieved & judged:
+            print(f"warning: {name}: none of its {len(retrieved)} documents for the judged queries "
+                  "is judged in these qrels: are they another collection's?", file=sys.stderr)

@@ -15,6 +15,7 @@ import gzip
 import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 from pyserini_moe.errors import UserError
 
@@ -57,14 +58,38 @@ def head_lines(path: Path, count: int = 3) -> list[str]:
         return ["\0"]
 
 
-def png_sign(*marks: bytes) -> Sign:
-    """A sign of PNG files carrying one of ``marks`` in their text chunks, which come before
-    the image data: a picture of the user's, or a text file, is not known."""
-    def known(path: Path) -> bool:
-        try:
-            with path.open("rb") as handle:
-                head = handle.read(1 << 16)
-        except OSError:
-            return False
-        return head.startswith(PNG_MAGIC) and any(mark in head for mark in marks)
-    return known
+def png_sign(keyword: str, text: str) -> Sign:
+    """A sign of PNG files whose text chunks (``tEXt``, before the image data) hold ``keyword``
+    = ``text``: the entry the command itself writes. Matplotlib's own ``Software`` entry is in
+    every figure a user saves with it, so it is no sign; a picture of the user's, or a text
+    file, is not known."""
+    return lambda path: png_text(path).get(keyword) == text
+
+
+def png_text(path: Path) -> dict[str, str]:
+    """The ``tEXt`` entries of a PNG file read up to its image data ({} for a file that is not
+    a PNG or cannot be read): the chunks are walked by their lengths, so a keyword that merely
+    occurs inside another entry's text is not taken for one."""
+    try:
+        with path.open("rb") as handle:
+            if handle.read(len(PNG_MAGIC)) != PNG_MAGIC:
+                return {}
+            return _text_chunks(handle)
+    except OSError:
+        return {}
+
+
+def _text_chunks(handle: BinaryIO) -> dict[str, str]:
+    """``tEXt`` keyword -> text of the chunks before the first ``IDAT`` (``handle`` just past
+    the PNG signature); a truncated file gives what was read."""
+    found: dict[str, str] = {}
+    while len(header := handle.read(8)) == 8:
+        size, kind = int.from_bytes(header[:4], "big"), header[4:]
+        if kind == b"IDAT" or size > 1 << 24:
+            break
+        data = handle.read(size)
+        handle.seek(4, 1)  # the chunk's CRC
+        if kind == b"tEXt" and b"\0" in data:
+            keyword, _, text = data.partition(b"\0")
+            found[keyword.decode("latin-1")] = text.decode("latin-1")
+    return found

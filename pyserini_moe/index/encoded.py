@@ -38,6 +38,7 @@ from pyserini_moe.index.doc_vectors import DOC_VECTORS, write_doc_vectors
 from pyserini_moe.index.lucene import run_index_collection
 from pyserini_moe.index.meta import META_FILE, write_meta
 from pyserini_moe.index.multivector import MultiVectorIndexWriter, faiss_factory_string
+from pyserini_moe.index.readers import READERS, unread_problem
 from pyserini_moe.io import atomic_path, refuse_to_rebuild
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.base import Encoded, Side
@@ -206,6 +207,11 @@ class _MultiVectorSink(_Sink):
         pass  # the writer finishes (token index, metadata) when the stack closes it
 
 
+# The settings only some index kinds read (faiss, compression, doc_max_terms, quantization,
+# threads): the one table, :data:`pyserini_moe.index.readers.READERS`.
+BUILD_KIND_SETTINGS = ("faiss", "compression", "doc_max_terms", "quantization", "threads")
+
+
 # Build settings that count something (documents, tokens, processes): at least one.
 _COUNTS = ("batch_size", "max_length", "quantization", "threads", "tokenizer_workers",
            "length_bucket")
@@ -263,16 +269,23 @@ class BuildSettings:
             raise UserError("each index kind needs its own output folder, none inside another")
         if "dense" in self.outputs:
             check_dense_faiss(self.faiss)
-        if self.compressed and "multivector" not in self.outputs:
-            raise UserError("--compression applies to multivector indexes")
+        problem = unread_problem(self._given(), list(self.outputs), READERS)
+        if problem:
+            raise UserError(problem)
         if "multivector" in self.outputs:
 
             faiss_factory_string(self.faiss)
             if self.compressed and self.shard is not None:
                 raise UserError("--compression applies to whole indexes, not to shards (merged "
                                 "indexes are float16)")
-        if self.doc_max_terms is not None and "impact" not in self.outputs:
-            raise UserError("--doc-max-terms applies to impact indexes")
+
+    def _given(self) -> list[str]:
+        """The :data:`BUILD_KIND_SETTINGS` set away from their defaults (``compression``
+        ``none`` is the default spelt out)."""
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        return [name for name in BUILD_KIND_SETTINGS
+                if (self.compressed if name == "compression"
+                    else getattr(self, name) != defaults[name])]
 
     @property
     def compressed(self) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -196,7 +197,7 @@ def fuse(runs: Sequence[Run], method: str, norm: str | None = None,
         if norm is not None:
             raise UserError(f"{method} defines its own normalisation; "
                             f"pass norm=None, not {norm!r}")
-        return _CAME_FUSIONS[method](runs, k=k, **params)
+        return _finite(_CAME_FUSIONS[method](runs, k=k, **params), method)
     import ranx
 
     if len(runs) < 2:
@@ -208,7 +209,17 @@ def fuse(runs: Sequence[Run], method: str, norm: str | None = None,
     with _quiet_ranx():
         fused = ranx.fuse(_ranx_runs(runs, _query_ids(runs)), norm=norm,
                           method=_ranx_method(method), params=params)
-    return top_k({qid: dict(hits) for qid, hits in fused.to_dict().items()}, k)
+    return _finite(top_k({qid: dict(hits) for qid, hits in fused.to_dict().items()}, k), method)
+
+
+def _finite(run: Run, method: str) -> Run:
+    """The fused run, refused when a score overflowed (weights of 1e308 made every score inf,
+    ranked by docid), rather than written as a ranking nobody asked for."""
+    for qid, hits in run.items():
+        if not all(math.isfinite(score) for score in hits.values()):
+            raise UserError(f"{method}: the fused scores of query {qid!r} are not finite (weights "
+                            "too large?): scale the weights down")
+    return run
 
 
 def optimize_weights(dev_runs: Sequence[Run], dev_qrels: Qrels, method: str = "wsum",

@@ -286,6 +286,10 @@ def mine_candidates(config: DataConfig, collection: BeirCollection, queries: dic
 
 def bm25_index_dir(collection: BeirCollection) -> Path:
     """Cached BM25 index of a collection, shared by every recipe trained on it; keyed by the
-    collection's folder so two collections with the same folder name do not collide."""
-    digest = hashlib.sha1(str(collection.root.resolve()).encode()).hexdigest()[:10]
+    collection's folder so two collections with the same folder name do not collide, and by its
+    corpus file's size and modification time so an edited corpus is indexed again (its old
+    index once mined negatives from the old text)."""
+    stat = collection.corpus_path.stat()
+    key = f"{collection.root.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}"
+    digest = hashlib.sha1(key.encode()).hexdigest()[:10]
     return cache_root() / "bm25-indexes" / f"{collection.name}-{digest}"

@@ -265,9 +265,14 @@ def test_an_export_holds_only_the_files_it_records(tmp_path) -> None:
         with pytest.raises(FileExistsError, match=f"did not write \\(e.g. {name}\\)"):
             refuse_foreign_folder(export, "pyserini_moe_onnx.json")
         (export / name).unlink()
-    (export / "pyserini_moe_onnx.json").write_text("{}")  # an export from before the record
+    # an export from before the record (H10-02): its graphs by the names it records
+    (export / "pyserini_moe_onnx.json").write_text(json.dumps(
+        {"files": {"query/dense": "query-dense.onnx", "passage/dense": "passage-dense.onnx"}}))
     (export / "merges.txt").write_text("x")
     refuse_foreign_folder(export, "pyserini_moe_onnx.json")
+    (export / "my-distilled.onnx").write_text("the user's")
+    with pytest.raises(FileExistsError, match="did not write \\(e.g. my-distilled.onnx\\)"):
+        refuse_foreign_folder(export, "pyserini_moe_onnx.json")
 
 
 # H9-25, H9-26: settings a search would not honour ------------------------------------------------
@@ -307,3 +312,26 @@ def test_a_training_folder_named_as_a_model_points_at_its_best(ws, tmp_path) -> 
         load_model(run)
     with pytest.raises(ValueError, match=re.escape(said)):
         resolve_backbone(run)
+
+
+def test_a_cached_export_of_the_other_precision_is_not_reused(tmp_path) -> None:
+    """H10-03: an fp32 export written into <model>/onnx/int8 served int8 searches."""
+    from pyserini_moe.cli.args import _exported_from
+
+    export = tmp_path / "model" / "onnx" / "int8"
+    export.mkdir(parents=True)
+    (export / "pyserini_moe_onnx.json").write_text(json.dumps({"int8": False}))
+    assert not _exported_from(export, str(tmp_path / "model"), {}, int8=True)
+
+
+@pytest.mark.parametrize("method", ["wsum", "linear"])
+def test_weights_that_overflow_the_fused_scores_are_refused(method) -> None:
+    """H10-27/28: weights of 1e308 gave every document the score inf, ranked by docid."""
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.search.fusion import fuse
+
+    runs = [{"q": {"a": 3.0, "b": 2.0}}, {"q": {"a": 1.0, "c": 0.5}}]
+    assert fuse(runs, method, params={"weights": [1.0, 2.0]})["q"]
+    with pytest.raises(UserError, match=f"^{method}: the fused scores of query 'q' are not "
+                                        "finite"):
+        fuse(runs, method, params={"weights": [1e308, 1e308]})

@@ -201,6 +201,20 @@ def test_a_run_of_other_queries_is_refused(collection, tmp_path):
     assert "wrong run for this collection or split?" in str(err.value)
 
 
+def test_an_edited_corpus_gets_another_bm25_cache(collection, tmp_path):
+    """Hostile pass 10, H10-74: the cache was keyed by the folder only, and an edited corpus
+    was mined from its old index."""
+    import os
+
+    from pyserini_moe.data.beir import BeirCollection
+
+    before = bm25_index_dir(BeirCollection.load(str(collection)))
+    corpus = BeirCollection.load(str(collection)).corpus_path
+    stat = corpus.stat()
+    os.utime(corpus, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert bm25_index_dir(BeirCollection.load(str(collection))) != before
+
+
 def test_bm25_negatives_are_mined_through_pyserini(collection, tmp_path, monkeypatch):
     monkeypatch.setenv("PYSERINI_MOE_CACHE", str(tmp_path / "cache"))
     cfg = config(collection, num_negatives=2, negatives={"source": "bm25", "depth": 5})

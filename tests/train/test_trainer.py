@@ -331,6 +331,13 @@ def test_cli_init_only_refuses_an_index_and_keeps_an_earlier_init(toy, tiny_bert
     from pyserini_moe.train.config import load_config
     (out / "recipe.yaml").write_text(yaml.safe_dump(load_config(path, out).to_dict()))
     assert run_main(train_cli.main, [*argv, "--output-dir", str(out), "--overwrite"]) == 0
+    # the same model, its backbone spelt with a slash and a default argument written out (H10-73)
+    recipe = load_config(path, out).to_dict()
+    recipe["model"]["backbone"] = str(recipe["model"]["backbone"]) + "/"
+    recipe["model"]["args"] = {"pooling": "mean"}
+    (out / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    assert run_main(train_cli.main, [*argv, "--output-dir", str(out), "--overwrite"]) == 0, \
+        capsys.readouterr().err
 
 
 def test_held_out_queries_are_written_as_a_dev_split(toy, tiny_bert, tmp_path):
