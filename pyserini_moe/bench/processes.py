@@ -70,9 +70,10 @@ class Indexes:
         if key not in self.built:
             paths = [self.work / name for name in names]
             args = ["--retriever", *kinds, "--corpus", corpus, "--index", *map(str, paths),
-                    "--overwrite", "--quiet", "--max-length", str(self.max_length), *extra]
-            if encoder is not None:
-                args += ["--encoder", encoder, "--device", self.device]
+                    "--overwrite", "--quiet", *extra]
+            if encoder is not None:  # BM25 reads no passage length (refused if given)
+                args += ["--encoder", encoder, "--device", self.device, "--max-length",
+                         str(self.max_length)]
             self.built[key] = (paths, run_process("pyserini_moe.index", args))
         return self.built[key]
 

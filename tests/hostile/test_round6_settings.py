@@ -280,6 +280,9 @@ def test_cut_queries_are_one_warning_that_names_no_missing_flag(tiny_bert, tmp_p
         return {name: dict.fromkeys(metrics, 0.5) for name in topic_sets}
 
     monkeypatch.setattr(checkpoints, "_index_and_search", search)
+    # no collection 'tc' to digest for the evaluation cache: the search is faked too
+    monkeypatch.setattr(checkpoints, "_corpus_digest", lambda corpus: "x")
+    monkeypatch.setattr(checkpoints, "_topic_digests", lambda sets: {})
     folders = [snapshots_folder(tmp_path / name) for name in ("s1", "s2")]
     with caplog.at_level(logging.WARNING):
         assert run_main(analyze_main, ["checkpoints", "--train-dir", f"1={folders[0]}",
