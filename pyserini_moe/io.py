@@ -109,6 +109,13 @@ _SPECIAL_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISCHR, "a character
                   (stat.S_ISSOCK, "a socket"))
 
 
+def same_file_key(path: str) -> str:
+    """What tells one input from another: an existing file's resolved path (``a.trec``,
+    ``./a.trec`` and a link to it are one), else the value as written (a name)."""
+    file = Path(path).expanduser()
+    return str(file.resolve()) if file.exists() else path
+
+
 def refuse_one_file_twice(places: Iterable[tuple[str, str]], what: str = "run file") -> None:
     """``places``: (the flag and value as given, the file). One input in two places (``a.trec``
     and ``./a.trec``, a link, two patterns matching one file) would count twice: a run fused
@@ -116,8 +123,7 @@ def refuse_one_file_twice(places: Iterable[tuple[str, str]], what: str = "run fi
     value that is no file (a collection's name) is compared as written."""
     seen: dict[str, str] = {}
     for given, path in places:
-        file = Path(path).expanduser()
-        key = str(file.resolve()) if file.exists() else path
+        key = same_file_key(path)
         if key in seen:
             same = (f"{given} is given twice" if seen[key] == given
                     else f"{seen[key]} and {given} are one {what}")

@@ -42,7 +42,7 @@ from pyserini_moe.eval.metrics import (
 from pyserini_moe.eval.outputs import refuse_foreign_outputs as refuse_outputs_of_others
 from pyserini_moe.eval.outputs import text_sign
 from pyserini_moe.eval.seeds import compare_groups, format_seeded
-from pyserini_moe.io import atomic_path, open_text_output, refuse_one_file_twice
+from pyserini_moe.io import atomic_path, open_text_output, refuse_one_file_twice, same_file_key
 from pyserini_moe.runs import Run, read_nonempty_run
 
 # trec_eval prints 4 decimals: a larger gap than its rounding means the two disagree.
@@ -191,19 +191,13 @@ def _baseline(given: str | None, groups: dict[str, list[str]]) -> str:
     """The condition named by ``--baseline`` (its name, or the path of its one run)."""
     if given is None:
         return next(iter(groups))
-    target = _resolved(given)
+    target = same_file_key(given)
     matches = [n for n, files in groups.items()
-               if given == n or any(target == _resolved(f) for f in files)]
+               if given == n or any(target == same_file_key(f) for f in files)]
     if not matches:
         raise UserError(f"--baseline {given!r} is none of the runs: {', '.join(groups)}")
     return matches[0]
 
-
-def _resolved(path: str) -> str:
-    """A file's resolved path (``r1.trec``, ``./r1.trec`` and a link to it are one run, as
-    ``--run`` itself finds them), else the value as written (a condition's name)."""
-    file = Path(path).expanduser()
-    return str(file.resolve()) if file.is_file() else path
 
 
 # The first line (or lines) by which each output is known as one this command wrote: only such

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from pyserini_moe.cli import (
     ArgumentParser,
@@ -33,7 +32,7 @@ from pyserini_moe.cli import (
 )
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import parse_metric
-from pyserini_moe.io import refuse_one_file_twice
+from pyserini_moe.io import refuse_one_file_twice, same_file_key
 from pyserini_moe.runs import (
     Run,
     check_run_tag,
@@ -194,19 +193,14 @@ def _refuse_tuning_on_the_fused_runs(runs: list[str], dev_runs: list[str]) -> No
     the very queries being fused: the dev qrels then judge the test queries, and the fused run
     is fitted to its own evaluation. ``fuse`` cannot see which qrels judge ``--runs``, so the
     files are what it can compare."""
-    fused = {_resolved(path): path for path in runs}
+    fused = {same_file_key(path): path for path in runs}
     for path in dev_runs:
-        same = fused.get(_resolved(path))
+        same = fused.get(same_file_key(path))
         if same is not None:
             raise UserError(f"--dev-runs {path} is also fused (--runs {same}): tuning on the runs "
                             "being fused fits them to their own queries; give the same systems' "
                             "runs on dev queries")
 
-
-def _resolved(path: str) -> str:
-    """A file's resolved path, so that ``a.trec`` and ``./a.trec`` are one; else as written."""
-    file = Path(path).expanduser()
-    return str(file.resolve()) if file.exists() else path
 
 
 def _say_if_short(candidates: int, hits: int) -> None:
