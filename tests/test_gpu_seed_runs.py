@@ -121,6 +121,34 @@ def test_plan_settings_after_the_bar_say_how_to_search(tmp_path: Path) -> None:
     plan.write_text("mote 43 encoders/cotmote-protocol-minilm.yaml | kinds=dense,bm25\n")
     with pytest.raises(SystemExit, match="kinds=dense,bm25: choose from dense,impact,hybrid"):
         tool.parse_plan(plan)
+    plan.write_text("came 42 encoders/came-minilm.yaml | kinds=came topics=scifact:test,dev\n")
+    (came,) = tool.parse_plan(plan)
+    assert came["topics"] == ["scifact:test", "dev"] and came["evaluation"] == ["--kinds=came"]
+    assert mote["topics"] is None  # run's --topics
+    plan.write_text("came 42 encoders/came-minilm.yaml | topics=scifact\n")
+    with pytest.raises(SystemExit, match="topics=scifact: comma-separated COLLECTION:SPLIT"):
+        tool.parse_plan(plan)
+
+
+def test_packer_fills_tars_by_size_and_keeps_what_would_not_come_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """Jobs go into tars in the order they finish, a new tar where one would pass TAR_BYTES;
+    a job past TARS tars is left in scratch and said (a call brings back 8 files)."""
+    monkeypatch.setattr(tool, "TAR_BYTES", 250)
+    monkeypatch.setattr(tool, "TARS", 2)
+    jobs = []
+    for i in range(5):
+        (tmp_path / f"j{i}.npz").write_bytes(b"x" * 100)
+        jobs.append(tmp_path / f"j{i}.npz")
+    out = tmp_path / "out"
+    out.mkdir()
+    packer = tool.Packer(out)
+    assert [packer.add(i, [job]) for i, job in enumerate(jobs)] == [True] * 4 + [False]
+    with tarfile.open(out / "runs-0.tar") as tar:
+        assert tar.getnames() == ["j0.npz", "j1.npz"]
+    with tarfile.open(out / "runs-1.tar") as tar:
+        assert tar.getnames() == ["j2.npz", "j3.npz"]
+    assert "job 4: 0.0 MiB of runs do not fit" in capsys.readouterr().out
 
 
 def test_quantized_weights_are_the_impact_index_terms() -> None:
@@ -222,3 +250,23 @@ def test_came_local_and_fused_runs_are_the_multivector_and_came_sum_runs(
             if kind == "local":
                 assert [s for _, s in ranked(hits)] == pytest.approx(
                     [s for _, s in ranked(device[qid])][:10], abs=1e-4), qid
+
+
+def test_arguana_queries_are_searched_at_512_tokens_whatever_the_plan_says(
+        tiny_bert: Path, tiny_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ArguAna's queries are whole arguments: a plan's 64-token cut must not reach them."""
+    spec = f"{tiny_corpus}:test"
+    monkeypatch.setitem(tool.LONG_QUERY_TOPICS, spec, 512)
+    lengths = []
+    real = tool.encode_fields
+
+    def spy(model, texts, side, max_length, batch, fields):
+        lengths.append((side.name, max_length))
+        return real(model, texts, side, max_length, batch, fields)
+
+    monkeypatch.setattr(tool, "encode_fields", spy)
+    tool.evaluate(argparse.Namespace(
+        checkpoint=[f"last={tiny_bert}"], option=[], dev_topics="", topics=[spec],
+        output=str(tmp_path / "j.npz"), device="cpu", batch=7, doc_length=32, query_length=16,
+        kinds="dense"))
+    assert ("QUERY", 512) in lengths and ("QUERY", 16) not in lengths

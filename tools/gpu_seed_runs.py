@@ -63,9 +63,14 @@ TOPICS = {
 }
 
 
+# ArguAna's queries are whole arguments (194 words on average): they are searched at 512
+# tokens, the most a BERT-style backbone takes, whatever the plan's query_length (a 64-token
+# cut keeps about a third of a query; the ArguAna regression rows search at 512 too).
+LONG_QUERY_TOPICS = {"arguana:test": 512}
 # Plan settings after "|" that say how to search (not encoder options): document and query
-# tokens (the protocol's index --max-length / search --query-max-length) and the run kinds.
-EVALUATION = ("doc_length", "query_length", "kinds")
+# tokens (the protocol's index --max-length / search --query-max-length), the run kinds and
+# the topics (comma-separated specs of TOPICS; default: run's --topics).
+EVALUATION = ("doc_length", "query_length", "kinds", "topics")
 # dense: inner product; impact: quantised term weights as Lucene scores them (sum of query x
 # document integers, ties in index order); hybrid: the two summed exactly over the union of both
 # top-1000 lists (search --retriever fused --fusion exact), impact scores dequantised; local:
@@ -95,7 +100,8 @@ LAST_ONLY = ("arguana:test", "cranfield:test", "cisi:test", "vaswani:test")
 # device's driver cannot import the package: it runs as a script from tools/).
 NEGATIVES = "negatives.trec"
 CARRY_MARK = "plan.txt"  # a carry folder this tool built (prepare replaces only such a folder)
-JOBS_PER_TAR = 7  # 47 jobs -> 7 tars + log.tsv: the 8 files a call brings back
+# What a call brings back: 8 files of at most 16 MiB, 64 MiB together; log.tsv is one of them.
+TARS, TAR_BYTES, ALL_BYTES = 7, 15 * 2**20, 62 * 2**20
 
 
 def fail(message: str) -> None:
@@ -183,11 +189,16 @@ def parse_plan(path: Path) -> list[dict]:
             key, value = setting.split("=", 1)
             if key == "kinds" and not set(value.split(",")) <= set(KINDS):
                 fail(f"{path}:{number}: kinds={value}: choose from {','.join(KINDS)}")
-            if key != "kinds" and not value.isdigit():
+            if key == "topics" and not all(":" in t or t == "dev" for t in value.split(",")):
+                fail(f"{path}:{number}: topics={value}: comma-separated COLLECTION:SPLIT or dev")
+            if key not in ("kinds", "topics") and not value.isdigit():
                 fail(f"{path}:{number}: {setting}: a number of tokens")
+        topics = [o.split("=", 1)[1].split(",") for o in settings if o.startswith("topics=")]
         jobs.append({"name": f"{name}-s{seed}", "seed": seed, "recipe": recipe,
                      "sets": sets, "options": [o for o in options if o not in settings],
-                     "evaluation": [f"--{o.replace('_', '-')}" for o in settings]})
+                     "topics": topics[0] if topics else None,
+                     "evaluation": [f"--{o.replace('_', '-')}" for o in settings
+                                    if not o.startswith("topics=")]})
     if not jobs:
         fail(f"{path}: no jobs")
     return jobs
@@ -208,23 +219,36 @@ def restore_backbone(carry: Path, target: Path) -> Path:
 
 
 class Packer:
-    """Adds each finished job's npz to tar ``runs-<k>.tar`` (k = job index // JOBS_PER_TAR),
-    rewritten whole and renamed into place, so what comes back is never half a tar."""
+    """Adds each finished job's files to tar ``runs-<k>.tar``, filled in the order jobs finish
+    up to TAR_BYTES, rewritten whole and renamed into place, so what comes back is never half a
+    tar. A job that would pass TARS tars or ALL_BYTES is left in the scratch folder, said on
+    stdout (a CAME job's runs are ~5 MB: 15 jobs of every topics would not come back)."""
 
     def __init__(self, out: Path) -> None:
         self.out = out
         self.lock = threading.Lock()
         self.members: dict[int, list[Path]] = {}
+        self.sizes: dict[int, int] = {}
 
-    def add(self, index: int, files: list[Path]) -> None:
+    def add(self, index: int, files: list[Path]) -> bool:
+        """Packs one job's ``files``; False where they would not come back."""
         with self.lock:
-            group = index // JOBS_PER_TAR
+            size = sum(f.stat().st_size for f in files)
+            group = max(self.members, default=0)
+            if self.sizes.get(group, 0) and self.sizes[group] + size > TAR_BYTES:
+                group += 1
+            if group >= TARS or sum(self.sizes.values()) + size > ALL_BYTES:
+                print(f"job {index}: {size / 2**20:.1f} MiB of runs do not fit in what a call "
+                      f"brings back; left in {files[0].parent}", flush=True)
+                return False
+            self.sizes[group] = self.sizes.get(group, 0) + size
             self.members.setdefault(group, []).extend(files)
             tmp = self.out / f".runs-{group}.tar.tmp"
             with tarfile.open(tmp, "w") as tar:
                 for f in self.members[group]:
                     tar.add(f, arcname=f.name)
             os.replace(tmp, self.out / f"runs-{group}.tar")
+            return True
 
 
 def run(args: argparse.Namespace) -> None:
@@ -276,7 +300,7 @@ def run(args: argparse.Namespace) -> None:
                "--dev-topics", str(model_dir / "dev_topics.tsv"),
                *[f"--checkpoint={c}={p}" for c, p in checkpoints],
                *[f"--option={o}" for o in job["options"]], *job["evaluation"],
-               "--topics", *args.topics]
+               "--topics", *(job["topics"] or args.topics)]
         if stage(cmd, name, "evaluate"):
             kept = [npz]
             for log_name in ("train_log.jsonl", "train_summary.json"):
@@ -426,17 +450,18 @@ def maxsim(q: dict, d: dict, chunk: int = 1024):
     return scores
 
 
-def came_run(q: dict, d: dict, qids: list[str], doc_ids: list[str], hits: int,
-             remove_query: bool):
+def came_run(scores_of, qids: list[str], doc_ids: list[str], hits: int, remove_query: bool):
     """CAME's fused run as ``search --retriever fused --fusion came_sum`` writes it: each
     expert's top 1,000 in model units (the impact index's integers divided by the squared
-    quantisation), summed by the package's own ``came_sum``; (positions, scores) as top_hits."""
+    quantisation), summed by the package's own ``came_sum``; (positions, scores) as top_hits.
+    ``scores_of(kind)``: that expert's [Q, D] scores (see ``kind_scores``), computed once for
+    the expert's own run and this one."""
     from pyserini_moe.runs import ranked
     from pyserini_moe.search.fusion import came_sum
 
     runs = []
     for kind, scale in (("impact", QUANTIZATION ** -2), ("local", 1.0), ("dense", 1.0)):
-        positions, scores = top_hits(kind_scores(kind, q, d), qids, doc_ids, FUSED_CANDIDATES,
+        positions, scores = top_hits(scores_of(kind), qids, doc_ids, FUSED_CANDIDATES,
                                      remove_query, index_order=kind == "impact")
         runs.append({qid: {doc_ids[p]: float(x) * scale for p, x in zip(positions[r], scores[r])}
                      for r, qid in enumerate(qids)})
@@ -499,15 +524,23 @@ def evaluate(args: argparse.Namespace) -> None:
                 queries = load_topics(args.dev_topics if topics == "dev" else topics)
                 qids = list(queries)
                 q = encode_fields(model, [queries[i] for i in qids], Side.QUERY,
-                                  args.query_length, args.batch, fields)
+                                  LONG_QUERY_TOPICS.get(topics, args.query_length), args.batch,
+                                  fields)
+                computed: dict = {}
+
+                def scores_of(kind: str, q: dict = q, d: dict = vectors[collection],
+                              computed: dict = computed):
+                    if kind not in computed:
+                        computed[kind] = kind_scores(kind, q, d)
+                    return computed[kind]
+
                 for kind in kinds:
                     if kind == "came":
-                        positions, scores = came_run(q, vectors[collection], qids, doc_ids,
-                                                     hits, remove_query)
+                        positions, scores = came_run(scores_of, qids, doc_ids, hits,
+                                                     remove_query)
                     else:
-                        positions, scores = top_hits(kind_scores(kind, q, vectors[collection]),
-                                                     qids, doc_ids, hits, remove_query,
-                                                     index_order=kind == "impact")
+                        positions, scores = top_hits(scores_of(kind), qids, doc_ids, hits,
+                                                     remove_query, index_order=kind == "impact")
                     key = run_key(label if kind == "dense" else f"{label}+{kind}", topics)
                     dtype = np.int16 if len(doc_ids) < 2**15 else np.int32
                     arrays[key + ".pos"] = positions.astype(dtype)

@@ -12,11 +12,9 @@ import torch
 
 from pyserini_moe.bench import __doc__ as PACKAGE_DOC
 from pyserini_moe.bench import pipeline
-from pyserini_moe.bench.encoding import bench_encoding, bench_onnx, sentence_transformer, sparse_encoder
 from pyserini_moe.bench.processes import Indexes
 from pyserini_moe.bench.report import Report, cpu_description, device_name
 from pyserini_moe.bench.scaling import SCALED, bench_scaling, earlier_scaling, scaling_size
-from pyserini_moe.bench.search import bench_approximate, bench_latency
 from pyserini_moe.cli import HelpFormatter
 from pyserini_moe.cli.args import add_device_arg
 from pyserini_moe.data.beir import BeirCollection, local_collections
@@ -123,6 +121,16 @@ def main(argv: list[str] | None = None) -> int:
                                         .corpus())]
     report = Report()
     indexes = Indexes(work, args.max_length, args.device)
+    # the sections that search import Faiss, Pyserini and ranx only when they run: the pipeline
+    # section needs torch alone (a bare GPU node)
+    if args.sections != ["pipeline"]:
+        from pyserini_moe.bench.encoding import (  # noqa: PLC0415
+            bench_encoding,
+            bench_onnx,
+            sentence_transformer,
+            sparse_encoder,
+        )
+        from pyserini_moe.bench.search import bench_approximate, bench_latency  # noqa: PLC0415
     if "encoding" in args.sections:
         models = {t: load_encoder(p, device=args.device) for t, p in paths.items()}
         models["sentence-transformers"] = sentence_transformer(paths["siamese"], args.max_length,

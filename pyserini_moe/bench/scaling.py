@@ -11,7 +11,6 @@ from typing import Any
 from pyserini_moe.bench.corpora import num_docs, pooled_corpus, subset
 from pyserini_moe.bench.processes import Indexes, folder_mb
 from pyserini_moe.bench.report import Report, cpu_description
-from pyserini_moe.bench.search import open_index, retriever_builds, single_query_times
 from pyserini_moe.data.topics import load_topics
 from pyserini_moe.errors import UserError
 
@@ -39,6 +38,10 @@ def bench_scaling(report: Report, work: Path, indexes: Indexes, paths: dict[str,
     their rows join the fit where this run did not measure their size, so the largest points can
     be run in a sitting of their own. ``on_point`` is called after each point (the command writes its
     files then, so a long sitting cut short keeps what it measured)."""
+
+    # imported here: the search layer needs Faiss, which a GPU node that runs only the pipeline
+    # section may lack (bench.run imports this module for its flags)
+    from pyserini_moe.bench.search import open_index, retriever_builds, single_query_times  # noqa: PLC0415
 
     builds = retriever_builds(args)
     first_size = num_docs(args.corpus)

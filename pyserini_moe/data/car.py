@@ -6,8 +6,6 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from trec_car.read_data import iter_paragraphs
-
 from pyserini_moe.data.beir import Document
 from pyserini_moe.errors import DataFormatError
 
@@ -34,6 +32,10 @@ def read_car_paragraphs(path: str | os.PathLike) -> Iterator[Document]:
 
 
 def _iter_paragraphs(path: Path) -> Iterator[Document]:
+    # imported here: every corpus reader imports this module, and a GPU node that trains or
+    # encodes BEIR collections need not have the CAR reader installed
+    from trec_car.read_data import iter_paragraphs  # noqa: PLC0415
+
     count = 0
     with path.open("rb") as f:
         try:

@@ -34,7 +34,6 @@ from pyserini_moe.errors import UserError
 from pyserini_moe.index.lucene import build_bm25_index
 from pyserini_moe.runs import Run, ranked, read_trec_run, write_trec_run
 from pyserini_moe.search.bm25 import Bm25Searcher
-from pyserini_moe.search.mining import retrieve
 from pyserini_moe.train.config import DataConfig
 
 log = logging.getLogger(__name__)
@@ -279,6 +278,9 @@ def mine_candidates(config: DataConfig, collection: BeirCollection, queries: dic
                 if not index.is_dir():
                     raise
         return Bm25Searcher(index).search(queries, hits=negatives.depth, progress=progress)
+
+    # imported here: training from BM25 or a run needs no Faiss (a bare GPU node has none)
+    from pyserini_moe.search.mining import retrieve  # noqa: PLC0415
 
     return retrieve(encoder=negatives.model, corpus=str(collection.root), topics=queries,
                     kind=negatives.kind, hits=negatives.depth, workdir=workdir / "mining")
