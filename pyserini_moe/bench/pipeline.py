@@ -22,7 +22,7 @@ import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -173,7 +173,7 @@ def bench_padding(report: Report, tokenizer: Any, max_length: int, batch_size: i
 
 def bench_throughput(report: Report, models: dict[str, Any], texts: list[str], max_length: int,
                      batch_size: int, repeats: int, device: str, workers: int,
-                     bucket: int = BUCKET) -> None:
+                     bucket: int = BUCKET, on_model: Callable[[], object] = lambda: None) -> None:
     """Batch by batch in one thread (the loop before the pipeline), the pipeline with one
     tokenizer thread, with ``workers`` tokenizer processes, and with length buckets too (steady
     state: see ``_stream_rate``), and the device alone on the last one's own batches."""
@@ -214,6 +214,7 @@ def bench_throughput(report: Report, models: dict[str, Any], texts: list[str], m
                           best / rates["loop"], goal)
             report.target(f"{label}: the device is busy >= {GPU_BUSY:.0%} of the pipeline's "
                           "wall time", busy, GPU_BUSY)
+        on_model()
 
 
 def _device_alone(model: Any, batches: list[list[str]], max_length: int, workers: int,

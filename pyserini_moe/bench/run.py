@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -140,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         bench_encoding(report, models, texts, args.max_length, args.batch_size, args.repeats,
                        args.device)
     if "pipeline" in args.sections:
-        bench_pipeline(report, args, paths)
+        bench_pipeline(report, args, paths,
+                       on_model=lambda: save(report, work, args, started, complete=False))
     if "onnx" in args.sections and args.device == "cpu":
         bench_onnx(report, work, indexes, paths["siamese"], texts, args, came=paths["came"])
     if "latency" in args.sections:
@@ -154,8 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def bench_pipeline(report: Report, args: argparse.Namespace, paths: dict[str, str]) -> None:
-    """The pipeline section (see :mod:`pyserini_moe.bench.pipeline`)."""
+def bench_pipeline(report: Report, args: argparse.Namespace, paths: dict[str, str],
+                   on_model: Callable[[], object] = lambda: None) -> None:
+    """The pipeline section (see :mod:`pyserini_moe.bench.pipeline`); ``on_model`` runs after
+    each part and each timed model, so a run stopped at a lent GPU's time limit keeps the rows it
+    measured (a GPU session lost a whole table that way)."""
 
     corpus = [d.contents for _, d in zip(range(args.pipeline_docs),
                                          BeirCollection.load(args.corpus).corpus())]
@@ -163,10 +168,11 @@ def bench_pipeline(report: Report, args: argparse.Namespace, paths: dict[str, st
     siamese = load_encoder(paths["siamese"], device="cpu")
     pipeline.bench_host(report, siamese, texts, args.max_length, args.batch_size, args.repeats)
     pipeline.bench_padding(report, siamese.tokenizer, args.max_length, args.batch_size)
+    on_model()
     models = pipeline.throughput_models(args.backbone, paths, args.device)
     pipeline.bench_throughput(report, models, texts, args.max_length, args.batch_size,
                               args.repeats, args.device, args.tokenizer_workers,
-                              args.length_bucket)
+                              args.length_bucket, on_model=on_model)
 
 
 def save(report: Report, work: Path, args: argparse.Namespace, started: float, *,

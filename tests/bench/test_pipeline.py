@@ -27,8 +27,12 @@ def test_host_and_throughput_rows_and_targets(tiny_bert: Path) -> None:
     model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").eval()
     report = Report()
     pipeline.bench_host(report, model, TEXTS * 4, 16, 4, repeats=1)
+    saved = []  # what a run stopped mid-table keeps: the rows of every model timed so far
     pipeline.bench_throughput(report, {"tiny siamese fp32": model}, TEXTS * 4, 16, 4, 1, "cpu",
-                              workers=2, bucket=2)
+                              workers=2, bucket=2,
+                              on_model=lambda: saved.append(len(report.sections[
+                                  "pipeline: throughput"])))
+    assert saved == [5]
     host = report.sections["pipeline: host"]
     assert [row["what"] for row in host] == ["tokenizer alone", "pipeline, 1 worker",
                                              "pipeline, 2 workers"]
