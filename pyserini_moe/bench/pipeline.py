@@ -95,6 +95,9 @@ def _stream_rate(stream: Iterator[tuple[list[str], Any]], device: str) -> tuple[
             continue
         docs += len(batch)
     _sync(device)
+    if first is None or not docs:  # the command refuses --pipeline-docs under 2 batches
+        raise ValueError("an encoding stream of fewer than two batches has no rate after its "
+                         "first batch")
     return docs / (time.perf_counter() - first), first - start
 
 

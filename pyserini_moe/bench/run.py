@@ -16,16 +16,19 @@ from pyserini_moe.bench import pipeline
 from pyserini_moe.bench.processes import Indexes
 from pyserini_moe.bench.report import Report, cpu_description, device_name
 from pyserini_moe.bench.scaling import SCALED, bench_scaling, earlier_scaling, scaling_size
-from pyserini_moe.cli import HelpFormatter
+from pyserini_moe.cli import HelpFormatter, positive_int
 from pyserini_moe.cli.args import add_device_arg
 from pyserini_moe.data.beir import BeirCollection, local_collections
+from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path
 from pyserini_moe.modeling.auto import load_encoder
+from pyserini_moe.modeling.backbone import load_config
 from pyserini_moe.modeling.base import (
     check_device,
     model_class,
     model_types,
 )
+from pyserini_moe.modeling.taser import TaserArgs
 
 
 def build_models(backbone: str, out: Path) -> dict[str, str]:
@@ -36,9 +39,30 @@ def build_models(backbone: str, out: Path) -> dict[str, str]:
         path = out / model_type
         if not path.exists():
             torch.manual_seed(0)
-            model_class(model_type).from_backbone(backbone, device="cpu").save(path)
+            try:
+                model = model_class(model_type).from_backbone(backbone, device="cpu")
+            except UserError as e:
+                # the model's own words name its arguments, which bench has no flags for
+                raise UserError(f"--backbone {backbone}: bench builds an untrained model of "
+                                f"every type from it, and its {model_type} model cannot be "
+                                f"built ({e}); give another backbone") from None
+            model.save(path)
         paths[model_type] = str(path)
     return paths
+
+
+def check_backbone(backbone: str) -> None:
+    """Refuse, before anything is built, a backbone too shallow for the models bench builds from
+    it: TASER's default block pattern (a specialised block after every ``every`` shared ones)
+    needs ``every`` + 1 layers; bench has no flag for ``every``, so the message says the depth."""
+
+    layers = getattr(load_config(backbone), "num_hidden_layers", None)
+    every = TaserArgs().every
+    if isinstance(layers, int) and layers < every + 1:
+        raise UserError(f"--backbone {backbone} has {layers} layer(s): bench builds an untrained "
+                        f"model of every type from it, TASER among them (a specialised block "
+                        f"after every {every} shared ones), which needs a backbone of at least "
+                        f"{every + 1} layers")
 
 
 SECTIONS = ("encoding", "pipeline", "onnx", "latency", "scaling", "approximate")
@@ -74,25 +98,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scaling-pool", nargs="*", default=None,
                         help="collections that follow --corpus in the scaling corpora "
                              "(default: every other local collection)")
-    parser.add_argument("--docs", type=int, default=128, help="documents timed per encoder")
-    parser.add_argument("--max-length", type=int, default=128,
+    parser.add_argument("--docs", type=positive_int, default=128, help="documents timed per encoder")
+    parser.add_argument("--max-length", type=positive_int, default=128,
                         help="document tokens of every index and timing (the local "
                              "regressions' length)")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--pipeline-docs", type=int, default=1024,
+    parser.add_argument("--batch-size", type=positive_int, default=32)
+    parser.add_argument("--pipeline-docs", type=positive_int, default=1024,
                         help="passages of the pipeline section's timings (--corpus repeated "
-                             "where it has fewer)")
-    parser.add_argument("--tokenizer-workers", type=int, default=2,
+                             "where it has fewer); at least 2 x --batch-size, as a pipeline's "
+                             "rate is timed from its first batch on")
+    parser.add_argument("--tokenizer-workers", type=positive_int, default=2,
                         help="tokenizer processes of the pipeline section's throughput rows")
-    parser.add_argument("--length-bucket", type=int, default=16,
+    parser.add_argument("--length-bucket", type=positive_int, default=16,
                         help="batches sorted together in the pipeline section's bucketed row "
                              "(keep --pipeline-docs at 10 windows of --batch-size x this or "
                              "more, or the pipeline has nothing to overlap)")
-    parser.add_argument("--repeats", type=int, default=2, help="interleaved timing rounds")
-    parser.add_argument("--latency-docs", type=int, default=1000)
-    parser.add_argument("--latency-queries", type=int, default=50,
+    parser.add_argument("--repeats", type=positive_int, default=2, help="interleaved timing rounds")
+    parser.add_argument("--latency-docs", type=positive_int, default=1000)
+    parser.add_argument("--latency-queries", type=positive_int, default=50,
                         help="queries timed one at a time (p50, p95)")
-    parser.add_argument("--batched-queries", type=int, default=128,
+    parser.add_argument("--batched-queries", type=positive_int, default=128,
                         help="queries of the batched throughput (batches of 64)")
     parser.add_argument("--multivector-faiss", default="ivf64,pq16",
                         help="the approximate token index of the approximate section (the "
@@ -106,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
                         "skips the onnx section, whose onnxruntime here is the CPU build")
     parser.add_argument("--output-dir", type=Path, default=Path("work/bench"))
     args = parser.parse_args(argv)
+    if "pipeline" in args.sections and args.pipeline_docs < 2 * args.batch_size:
+        parser.error(f"--pipeline-docs {args.pipeline_docs}: the pipeline section needs at least "
+                     f"2 x --batch-size = {2 * args.batch_size} passages (a pipeline's rate is "
+                     "timed from its first batch on, so it needs a second batch)")
     if args.scaling_pool is None:
 
         args.scaling_pool = [name for name in local_collections() if name != args.corpus]
@@ -113,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     # one error line when CUDA is asked for and absent; "auto" becomes the device it means
     args.device = str(check_device(args.device))
     earlier = {path: earlier_scaling(path) for path in args.scaling_from}  # bad files fail first
+    check_backbone(args.backbone)
 
     work = args.output_dir
     work.mkdir(parents=True, exist_ok=True)

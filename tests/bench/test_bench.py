@@ -9,12 +9,14 @@ import json
 
 import pytest
 
+from pyserini_moe.bench import pipeline
 from pyserini_moe.bench.corpora import pooled_corpus, subset
 from pyserini_moe.bench.processes import run_process
 from pyserini_moe.bench.report import Report, cpu_description, percentile
-from pyserini_moe.bench.run import main
+from pyserini_moe.bench.run import build_models, main
 from pyserini_moe.bench.scaling import affine, earlier_scaling, join_earlier, scaling_fit
 from pyserini_moe.cli import run_main
+from pyserini_moe.errors import UserError
 
 
 def test_targets_say_met_or_by_how_much() -> None:
@@ -132,6 +134,77 @@ def test_a_bad_scaling_from_file_fails_before_anything_is_built(tmp_path, capsys
         assert message in capsys.readouterr().err and not out.exists()
 
 
+COUNTS = ("--docs", "--max-length", "--batch-size", "--pipeline-docs", "--tokenizer-workers",
+          "--length-bucket", "--repeats", "--latency-docs", "--latency-queries",
+          "--batched-queries")
+
+
+@pytest.mark.parametrize("value", ["0", "-3"])
+@pytest.mark.parametrize("flag", COUNTS)
+def test_a_count_under_one_is_refused_at_parsing(flag, value, tmp_path, capsys) -> None:
+    """0 or a negative count was a ZeroDivisionError or a ValueError traceback, some after
+    minutes of timing with bench.json left incomplete."""
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_:
+        main([flag, value, "--output-dir", str(out)])
+    assert exit_.value.code == 2 and not out.exists()
+    assert f"argument {flag}: must be >= 1, got {value}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("given", "least"), [([], 64), (["--batch-size", "2"], 4)])
+def test_pipeline_docs_under_two_batches_are_refused_at_parsing(given, least, tmp_path,
+                                                                capsys) -> None:
+    """A pipeline's rate is timed from its first batch on: one batch gave 0 passages/s and a
+    ZeroDivisionError after every model was built."""
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_:
+        main([*given, "--pipeline-docs", str(least - 1), "--output-dir", str(out)])
+    assert exit_.value.code == 2 and not out.exists()
+    [line] = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert f"--pipeline-docs {least - 1}: the pipeline section needs at least 2 x --batch-size = " \
+           f"{least} passages" in line and "first batch" in line
+    # two batches pass the parser (a bad --scaling-from then stops the run before any work),
+    # and so does a small --pipeline-docs when the pipeline section does not run
+    for argv in ([*given, "--pipeline-docs", str(least)],
+                 [*given, "--pipeline-docs", "1", "--sections", "encoding"]):
+        assert run_main(main, [*argv, "--scaling-from", str(tmp_path / "missing.json"),
+                               "--output-dir", str(out)]) == 2
+        assert "not a readable bench.json" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_stream_of_one_batch_has_no_rate() -> None:
+    with pytest.raises(ValueError, match="fewer than two batches"):
+        pipeline._stream_rate(iter([(["a", "b"], None)]), "cpu")
+    assert pipeline._stream_rate(iter([(["a"], None), (["b", "c"], None)]), "cpu")[0] > 0
+
+
+def test_a_backbone_too_shallow_for_taser_is_refused_before_anything_is_built(
+        tiny_bert, tmp_path, capsys) -> None:
+    """The 2-layer tiny BERT: the message named TASER's ``every``, which bench has no flag for,
+    after several models were built into --output-dir."""
+    out = tmp_path / "out"
+    assert run_main(main, ["--backbone", str(tiny_bert), "--sections", "pipeline",
+                           "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"--backbone {tiny_bert} has 2 layer(s)" in err and "at least 3 layers" in err
+    assert "every=" not in err and not out.exists()
+
+
+def test_a_model_bench_cannot_build_is_named_with_the_backbone(tiny_bert, tmp_path,
+                                                               monkeypatch) -> None:
+    import pyserini_moe.bench.run as run
+
+    def refuse(model_type: str):
+        raise UserError("every=2 leaves no specialised block in 2 layers")
+
+    monkeypatch.setattr(run, "model_types", lambda: ["taser"])
+    monkeypatch.setattr(run, "model_class", lambda model_type: type(
+        "Refusing", (), {"from_backbone": staticmethod(lambda *a, **k: refuse(model_type))}))
+    with pytest.raises(UserError, match=rf"--backbone {tiny_bert}: .* its taser model cannot be "
+                                        r"built \(every=2 .*\); give another backbone"):
+        build_models(str(tiny_bert), tmp_path / "models")
+
+
 def test_child_processes_report_their_own_peak_memory(tmp_path, monkeypatch) -> None:
     (tmp_path / "hog.py").write_text("import sys\nblock = bytearray(int(sys.argv[1]) * 2 ** 20)\n"
                                      "block[::4096] = b'x' * len(block[::4096])\n"
@@ -149,9 +222,10 @@ def test_a_scaling_sitting_cut_short_keeps_the_points_it_measured(bert3, tiny_co
     """bench.json is written after each scaling point, marked incomplete, and an interrupted
     100k sitting's points can join a later run through --scaling-from; --scaling-retrievers
     measures only the retrievers it names."""
-    import pyserini_moe.bench.scaling as scaling
+    # the scaling section imports the search layer when it runs (Faiss): patch it there
+    import pyserini_moe.bench.search as search
 
-    timed = scaling.single_query_times
+    timed = search.single_query_times
     calls = []
 
     def stop_at_the_second(*args, **kwargs):
@@ -160,7 +234,7 @@ def test_a_scaling_sitting_cut_short_keeps_the_points_it_measured(bert3, tiny_co
             raise KeyboardInterrupt
         return timed(*args, **kwargs)
 
-    monkeypatch.setattr(scaling, "single_query_times", stop_at_the_second)
+    monkeypatch.setattr(search, "single_query_times", stop_at_the_second)
     out = tmp_path / "out"
     with pytest.raises(KeyboardInterrupt):
         main(["--backbone", str(bert3), "--corpus", str(tiny_corpus), "--topics",
