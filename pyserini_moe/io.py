@@ -460,14 +460,14 @@ def _sweep_dead_writers(target: Path) -> None:
     kept, so two writers never delete each other's work."""
     for leftover in target.parent.glob(f".{glob.escape(target.name)}.*"):
         match = _LEFTOVER.fullmatch(leftover.name)
-        if match and match.group(1) == target.name and not _alive(int(match.group(2))):
+        if match and match.group(1) == target.name and not process_alive(int(match.group(2))):
             if leftover.is_dir() and not leftover.is_symlink():
                 shutil.rmtree(leftover, ignore_errors=True)
             else:
                 leftover.unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -113,6 +113,10 @@ def run_groups(specs: list[str]) -> dict[str, list[str]]:
     plain_names = dict(zip(plain, run_names(plain)))
     groups: dict[str, list[str]] = {}
     for spec in specs:
+        label, sep, _ = spec.partition("=")
+        if sep and not label.strip() and not Path(spec).is_file():
+            raise UserError(f"--run {spec}: the label before '=' is empty: name the condition, "
+                            "e.g. --run 'NAME=PATTERN'")
         if spec in plain_names:
             name, files = plain_names[spec], [spec]
         else:
@@ -141,6 +145,28 @@ def seed_names(groups: dict[str, list[str]]) -> list[str]:
     if clash:  # a plain run's path spelt as a seed's name: one would replace the other
         raise UserError(f"--run: two runs are named {clash!r}; rename the condition")
     return names
+
+
+def _refuse_seeds_of_other_queries(groups: dict[str, list[str]], names: list[str],
+                                   runs: dict[str, Run], qrels: dict[str, Any]) -> None:
+    """The seeds of one condition are runs of the same topics: a run of another query set given
+    as a seed would count 0 on the queries it lacks and pull the mean down (a coverage warning
+    only). A seed that retrieved nothing for a few queries stays a seed: refused are two runs
+    that share fewer than half of the judged queries either answers."""
+    by_name = iter(names)
+    for label, files in groups.items():
+        seeds = [next(by_name) for _ in files]
+        if len(seeds) < 2:
+            continue
+        answered = {seed: {q for q in qrels if runs[seed].get(q)} for seed in seeds}
+        first = seeds[0]
+        for other in seeds[1:]:
+            a, b = answered[first], answered[other]
+            if a | b and 2 * len(a & b) < len(a | b):
+                raise UserError(
+                    f"--run {label}: its seeds {first} and {other} answer different queries "
+                    f"({len(a - b)} judged queries only in the first, {len(b - a)} only in the "
+                    "second): the seeds of one condition must be runs of the same topics")
 
 
 def _stat_test(given: str | None, groups: dict[str, list[str]]) -> str:
@@ -248,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyserini_moe.data.topics import load_qrels, qrels_file
 
     qrels = load_qrels(args.qrels)
+    _refuse_seeds_of_other_queries(groups, names, runs, qrels)
     check_coverage(runs, qrels)
 
     means = {name: evaluate(run, qrels, metrics) for name, run in runs.items()}

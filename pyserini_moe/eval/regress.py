@@ -46,7 +46,8 @@ with the per-seed values beside them::
 
 The runner checks the mean over the seeds it measures against ``expected``; ``tolerance: spread``
 derives the tolerance from the recorded per-seed values (``pyserini_moe.eval.seeds.TOLERANCE_RULE``).
-``expected`` and ``sd`` must be the mean and standard deviation of ``seeds`` (to 4 decimals).
+``expected`` and ``sd`` must be the mean and standard deviation of ``seeds`` (to 4 decimals); a
+condition of one seed records no ``sd`` (a spread needs at least 2 seeds).
 
 A metric whose expected value is ``null`` has not been measured yet: the runner reports what it
 measures with status ``UNSET`` (neither pass nor fail), so a new condition can be run once and its
@@ -273,8 +274,11 @@ def _metric_check(metric: str, spec: Any, default_tol: float | str, n_seeds: int
                                   f"(known: {', '.join(sorted(METRIC_KEYS))})")
     expected = _expected(spec.get("expected"), f"{where}.expected")
     values = _seed_values(spec.get("seeds"), f"{where}.seeds")
-    if "sd" in spec and n_seeds < 2:  # it would be read nowhere
+    if "sd" in spec and n_seeds == 0:  # it would be read nowhere
         raise RegressionSpecError(f"{where}.sd: only a condition with 'seeds' records an sd")
+    if "sd" in spec and n_seeds == 1:  # eval's tables too give one seed no sd
+        raise RegressionSpecError(f"{where}.sd: a condition of one seed has no sd (a spread "
+                                  "needs at least 2 seeds): leave 'sd' out")
     if values and len(values) != n_seeds:
         raise RegressionSpecError(f"{where}.seeds: {len(values)} value(s) for the condition's "
                                   f"{n_seeds} seed(s)")
@@ -287,7 +291,7 @@ def _metric_check(metric: str, spec: Any, default_tol: float | str, n_seeds: int
             raise RegressionSpecError(f"{where}.expected: {expected} is not the mean of its seeds "
                                       f"({summary.mean:.4f})")
         sd = _expected(spec.get("sd"), f"{where}.sd")
-        if sd is None or round(abs(summary.sd - sd), 6) > DEFAULT_TOLERANCE:
+        if len(values) > 1 and (sd is None or round(abs(summary.sd - sd), 6) > DEFAULT_TOLERANCE):
             raise RegressionSpecError(f"{where}.sd: {sd} is not the standard deviation of its "
                                       f"seeds ({summary.sd:.4f})")
     tolerance = spec.get("tolerance", default_tol)

@@ -230,6 +230,13 @@ class TrainConfig:
             if given.setdefault(key.strip(), text.strip()) != text.strip():
                 raise ConfigError(f"--set {key.strip()} is given twice ({given[key.strip()]} and "
                                   f"{text.strip()}): give it once", key.strip())
+            inside = next((f"{k}={v}" for k, v in given.items() if k.startswith(f"{key.strip()}.")),
+                          None)
+            if inside is not None:  # applied in order, this one would drop the earlier one
+                raise ConfigError(f"--set {setting.strip()} replaces the whole of {key.strip()}, "
+                                  f"which the earlier --set {inside} sets inside: the earlier one "
+                                  "would be lost; give the field in the section's value, or drop "
+                                  "one of them", key.strip())
             *parents, leaf = key.strip().split(".")
             node = raw
             for i, part in enumerate(parents):
@@ -247,6 +254,10 @@ class TrainConfig:
             if e.field in given:
                 problem = str(e).split(f"{e.field}: ", 1)[-1]
                 raise ConfigError(f"--set {given[e.field]}: {problem}", e.field) from None
+            section = max((k for k in given if e.field.startswith(f"{k}.")), key=len, default=None)
+            if section is not None:  # a field of a section --set replaced whole: not the file's
+                problem = str(e).split(f"{e.field}: ", 1)[-1]
+                raise ConfigError(f"--set {given[section]}: {e.field}: {problem}", e.field) from None
             raise
 
 

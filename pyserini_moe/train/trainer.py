@@ -23,6 +23,7 @@ it exactly) and ``train_summary.json`` (recipe + final metrics).
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import logging
 import math
@@ -47,6 +48,7 @@ from pyserini_moe.errors import UserError
 from pyserini_moe.io import (
     SAFE_LOAD_REFUSAL,
     atomic_path,
+    process_alive,
     read_json,
     refuse_foreign_folder,
     refused_by_safe_load,
@@ -223,6 +225,8 @@ class Trainer:
         already holds an earlier training is refused unless ``overwrite`` (then training starts
         afresh), and one holding anything else always (:meth:`_check_output_dir`).
         """
+        if self.is_main:
+            self._say_earlier_runs_aside()
         self._check_folders(resume, overwrite)
         with self._replacing_earlier(overwrite and not resume and self.is_main):
             return self._train(self._prepare(resume), resume)
@@ -291,12 +295,34 @@ class Trainer:
         finally:
             self._drop_earlier()
 
+    def _aside_prefix(self) -> str:
+        return f".{self.out.name}.old-"
+
+    def _say_earlier_runs_aside(self) -> None:
+        """An ``--overwrite`` killed before its first checkpoint (SIGKILL runs no clean-up) left
+        the earlier run in the hidden ``.<output>.old-<pid>``: said on every later start, never
+        deleted here (it may be the only copy of a finished training)."""
+        prefix = self._aside_prefix()
+        if not self.out.parent.is_dir():
+            return
+        for aside in sorted(self.out.parent.glob(f"{glob.escape(prefix)}*")):
+            pid = aside.name[len(prefix):].partition("-")[0]
+            if (pid.isdigit() and aside.is_dir() and not aside.is_symlink()  # a running
+                    and (int(pid) == os.getpid() or not process_alive(int(pid)))):  # one's is its own
+                log.warning("%s holds an earlier run of %s, set aside by an --overwrite that was "
+                            "killed: move its contents back into %s to keep it, or delete it",
+                            aside, self.out, self.out)
+
     def _set_aside(self) -> Path | None:
         earlier = [e for e in self.out.iterdir() if e.name not in self._own] \
             if self.out.is_dir() else []
         if not earlier:
             return None
-        aside = self.out.parent / f".{self.out.name}.old-{os.getpid()}"
+        aside = self.out.parent / f"{self._aside_prefix()}{os.getpid()}"
+        for n in range(2, 1000):  # a killed run of the same process id (a container's) left one
+            if not aside.exists():
+                break
+            aside = aside.with_name(f"{self._aside_prefix()}{os.getpid()}-{n}")
         aside.mkdir()
         for entry in earlier:
             entry.rename(aside / entry.name)
