@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import io
+import json
+import os
+import shutil
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -67,7 +72,8 @@ def test_evaluate_pack_unpack_gives_the_runs_of_an_exact_search(
     with tarfile.open(tmp_path / "runs-0.tar") as tar:
         assert tar.getnames() == ["job-s42.npz"]
     out = tmp_path / "runs"
-    tool.unpack(argparse.Namespace(tars=[str(tmp_path / "runs-0.tar")], output=str(out)))
+    tool.unpack(argparse.Namespace(tars=[str(tmp_path / "runs-0.tar")], output=str(out),
+                                    overwrite=False))
     run = read_trec_run(out / f"job-s42.zeroshot.{tiny_corpus.name}-test.trec")
 
     collection = BeirCollection.load(str(tiny_corpus))
@@ -101,6 +107,22 @@ def test_prepare_never_deletes_a_folder_it_did_not_build(tmp_path: Path) -> None
     ("a 42 encoders/none.yaml", "recipe encoders/none.yaml not found"),
     ("a 42 'unclosed", "expected NAME SEED RECIPE"),
     ("a 42 encoders/siamese-minilm.yaml --set nokey", "overrides are --set KEY=VALUE"),
+    # H11-16: a dangling --set, a value without its --set
+    ("a 42 encoders/siamese-minilm.yaml --set", "overrides are --set KEY=VALUE"),
+    ("a 42 encoders/siamese-minilm.yaml --set a=1 b=2", "overrides are --set KEY=VALUE"),
+    # H11-10, H11-11: a setting given twice (argparse kept the last, topics the first)
+    ("a 42 encoders/siamese-minilm.yaml | topics=scifact:test topics=dev",
+     "topics= is given twice"),
+    ("a 42 encoders/siamese-minilm.yaml | kinds=dense kinds=impact", "kinds= is given twice"),
+    ("a 42 encoders/siamese-minilm.yaml | inference=all inference=all",
+     "inference= is given twice"),
+    # H11-13: a collection the carry does not hold, a path climbing out of its data/
+    ("a 42 encoders/siamese-minilm.yaml | topics=nosuch:test", "nosuch is not a collection"),
+    ("a 42 encoders/siamese-minilm.yaml | topics=../../etc:test",
+     "../../etc is not a collection"),
+    # H11-14: no tokens
+    ("a 42 encoders/siamese-minilm.yaml | doc_length=0", "doc_length=0: a number of tokens"),
+    ("a 42 encoders/siamese-minilm.yaml | query_length=00", "query_length=00: a number of tokens"),
 ])
 def test_a_malformed_plan_line_is_named_before_any_device_time(line, message, tmp_path) -> None:
     plan = tmp_path / "plan.txt"
@@ -173,7 +195,7 @@ def _device_runs(model: Path, corpus: Path, kinds: str, tmp_path: Path) -> dict[
         checkpoint=[f"last={model}"], option=[], dev_topics="", topics=[f"{corpus}:test"],
         output=str(npz), device="cpu", batch=7, doc_length=32, query_length=16, kinds=kinds))
     tool.Packer(tmp_path).add(0, [npz])
-    tool.unpack(argparse.Namespace(tars=[str(tmp_path / "runs-0.tar")], output=str(tmp_path / "r")))
+    _unpack([tmp_path / "runs-0.tar"], tmp_path / "r")
     label = {kind: "last" if kind == "dense" else f"last+{kind}" for kind in kinds.split(",")}
     return {kind: read_trec_run(tmp_path / "r" / f"job-s1.{name}.{corpus.name}-test.trec")
             for kind, name in label.items()}
@@ -270,3 +292,327 @@ def test_arguana_queries_are_searched_at_512_tokens_whatever_the_plan_says(
         output=str(tmp_path / "j.npz"), device="cpu", batch=7, doc_length=32, query_length=16,
         kinds="dense"))
     assert ("QUERY", 512) in lengths and ("QUERY", 16) not in lengths
+
+
+# ------------------------------------------------------------------- hostile pass 11 (H11-*)
+
+def _unpack(tars: list[Path], output: Path, overwrite: bool = False) -> None:
+    tool.unpack(argparse.Namespace(tars=[str(t) for t in tars], output=str(output),
+                                   overwrite=overwrite))
+
+
+def _npz(meta: dict | None, **arrays: np.ndarray) -> bytes:
+    """A job's npz as evaluate writes it (``meta`` None: none)."""
+    if meta is not None:
+        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def _tar(path: Path, members: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def _job(corpus: Path, key: str = "last.c-test", collection: str | None = None,
+         digests: bool = True) -> bytes:
+    """One run of query q0 (hits: the corpus's first two passages) over ``corpus``."""
+    collection = collection or str(corpus)
+    meta = {"topics": {key: {"qids": ["q0"], "collection": collection}}}
+    if digests:
+        meta["digests"] = {collection: tool.ids_digest(tool.read_corpus(str(corpus))[0])}
+    return _npz(meta, **{f"{key}.pos": np.array([[0, 1]], dtype=np.int16)})
+
+
+def test_the_same_job_twice_in_a_plan_is_refused_naming_both_lines(tmp_path: Path) -> None:
+    """H11-12: both would train into one scratch folder and write one npz."""
+    plan = tmp_path / "plan.txt"
+    plan.write_text("a 42 encoders/siamese-minilm.yaml\na 43 encoders/siamese-minilm.yaml\n"
+                    "# again\na 42 encoders/siamese-minilm.yaml | kinds=dense\n")
+    with pytest.raises(SystemExit, match=r"plan.txt:1 and 4: both are a seed 42"):
+        tool.parse_plan(plan)
+
+
+def test_plan_topics_of_a_carried_collection_are_known(tmp_path: Path) -> None:
+    """H11-13: COLLECTION:SPLIT is known where the carry holds the collection (prepare's
+    --collections; on the device its data/), TOPICS' specs always."""
+    plan = tmp_path / "plan.txt"
+    plan.write_text("a 42 encoders/siamese-minilm.yaml | topics=tc:test,scifact:test,dev\n")
+    (job,) = tool.parse_plan(plan, ["tc"])
+    assert job["topics"] == ["tc:test", "scifact:test", "dev"]
+    with pytest.raises(SystemExit, match="tc is not a collection the carry holds"):
+        tool.parse_plan(plan, ["cranfield"])
+
+
+def test_a_recipe_outside_the_repository_is_refused(tmp_path: Path) -> None:
+    """H11-15: only the repository travels to the device: an absolute path, or one climbing
+    out of it, would not be found there, even where it exists here."""
+    recipe = tmp_path / "mine.yaml"
+    shutil.copy(tool.ROOT / "encoders" / "siamese-minilm.yaml", recipe)
+    plan = tmp_path / "plan.txt"
+    for path in (recipe, os.path.relpath(recipe, tool.ROOT),
+                 tool.ROOT / "encoders" / "siamese-minilm.yaml"):
+        plan.write_text(f"a 42 {path}\n")
+        with pytest.raises(SystemExit, match="give a path inside the repository"):
+            tool.parse_plan(plan)
+
+
+def test_dev_is_searched_in_the_recipes_own_collection(
+        tiny_bert: Path, tiny_corpus: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """H11-18: the held-out queries are the recipe's data.collection's (recipe.yaml beside
+    dev_topics.tsv, as the trainer writes it), not SciFact's whatever the recipe."""
+    monkeypatch.setenv("PYSERINI_MOE_DATA", str(tmp_path))  # no SciFact here
+    train = tmp_path / "a-s42"
+    train.mkdir()
+    (train / "dev_topics.tsv").write_text("q0\tcat sat on the mat\nq1\tdense retrieval\n")
+    npz = tmp_path / "j.npz"
+    namespace = argparse.Namespace(
+        checkpoint=[f"last={tiny_bert}"], option=[], dev_topics=str(train / "dev_topics.tsv"),
+        topics=["dev"], output=str(npz), device="cpu", batch=7, doc_length=32,
+        query_length=16, kinds="dense")
+    with pytest.raises(SystemExit, match="recipe.yaml beside it"):
+        tool.evaluate(namespace)
+    (train / "recipe.yaml").write_text(
+        f"output_dir: {train}\nmodel: {{type: siamese}}\ndata: {{collection: {tiny_corpus}}}\n"
+        "training: {learning_rate: 1.0e-5}\n")
+    tool.evaluate(namespace)
+    meta = json.loads(bytes(np.load(npz)["meta"]).decode())
+    assert meta["topics"]["last.dev"] == {"qids": ["q0", "q1"], "collection": str(tiny_corpus)}
+    tool.Packer(tmp_path).add(0, [npz])
+    _unpack([tmp_path / "runs-0.tar"], tmp_path / "runs")
+    run = read_trec_run(tmp_path / "runs" / "j.last.dev.trec")
+    assert set(run) == {"q0", "q1"} and all(d.startswith("d") for h in run.values() for d in h)
+
+
+@pytest.fixture
+def prepare_setup(tiny_bert: Path, tiny_corpus: Path, tmp_path: Path,
+                  monkeypatch: pytest.MonkeyPatch) -> argparse.Namespace:
+    """prepare's arguments over a data root holding ``tc`` (the tiny corpus), the tiny BERT in
+    the packaged MiniLM's place, and a carry it built once."""
+    from pyserini_moe.modeling import backbone
+
+    monkeypatch.setattr(backbone, "resolve_backbone", lambda name: tiny_bert)
+    shutil.copytree(tiny_corpus, tmp_path / "data" / "tc")
+    monkeypatch.setenv("PYSERINI_MOE_DATA", str(tmp_path / "data"))
+    (tmp_path / "neg.trec").write_text("q0 Q0 d1 1 1.0 bm25\n")
+    (tmp_path / "plan.txt").write_text("a 42 encoders/siamese-minilm.yaml | topics=tc:test\n")
+    args = argparse.Namespace(carry=str(tmp_path / "carry"), plan=str(tmp_path / "plan.txt"),
+                              negatives=str(tmp_path / "neg.trec"), collections=["tc"])
+    tool.prepare(args)
+    return args
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_prepare_builds_a_marked_carry_the_device_parses(prepare_setup) -> None:
+    """H11-20: the carry holds the tool's mark; H11-13: on the device, its data/ is what the
+    plan's topics may name."""
+    carry = Path(prepare_setup.carry)
+    assert tool.is_carry(carry)
+    assert {"minilm/model.fp16.safetensors", "data/tc/corpus.jsonl", tool.NEGATIVES,
+            "plan.txt"} <= set(_tree(carry))
+    assert tool.parse_plan(carry / "plan.txt", ["tc"])[0]["topics"] == ["tc:test"]
+    tool.prepare(prepare_setup)  # its own carry is rebuilt
+    assert tool.is_carry(carry) and sorted(p.name for p in carry.parent.iterdir()) == [
+        "carry", "data", "neg.trec", "plan.txt"]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"env": "nodata"}, "no shared data folder"),  # H11-19
+    ({"collections": ["tc", "nosuch"]}, "--collections nosuch: no such collection"),  # H11-21
+    ({"collections": ["../data/tc"]}, "no such collection"),
+    ({"negatives": "nosuch.trec"}, "--negatives .*nosuch.trec not found"),  # H11-22
+    # H11-13: in the data root, but not carried
+    ({"plan": "a 42 encoders/siamese-minilm.yaml | topics=other:test\n"},
+     "other is not a collection the carry holds"),
+])
+def test_prepare_checks_every_input_before_it_touches_the_carry(
+        prepare_setup, change: dict, message: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """H11-19/21/22: a missing input is one error line, and the earlier carry stays whole."""
+    carry = Path(prepare_setup.carry)
+    before = _tree(carry)
+    if "env" in change:
+        monkeypatch.setenv("PYSERINI_MOE_DATA", str(tmp_path / change["env"]))
+    if "collections" in change:
+        prepare_setup.collections = change["collections"]
+    if "negatives" in change:
+        prepare_setup.negatives = str(tmp_path / change["negatives"])
+    if "plan" in change:
+        shutil.copytree(tmp_path / "data" / "tc", tmp_path / "data" / "other")
+        Path(prepare_setup.plan).write_text(change["plan"])
+    with pytest.raises(SystemExit, match=message):
+        tool.prepare(prepare_setup)
+    assert _tree(carry) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["carry", "data", "neg.trec",
+                                                          "plan.txt"]
+
+
+def test_a_failed_build_leaves_the_earlier_carry_whole(
+        prepare_setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """H11-19: the carry is built beside it and renamed into place: a failure midway leaves
+    neither half a carry nor the half-built folder."""
+    from pyserini_moe.modeling import backbone
+
+    carry = Path(prepare_setup.carry)
+    before = _tree(carry)
+    def gone(name: str) -> Path:
+        raise OSError("the backbone is gone")
+
+    monkeypatch.setattr(backbone, "resolve_backbone", gone)
+    with pytest.raises(OSError, match="the backbone is gone"):
+        tool.prepare(prepare_setup)
+    assert _tree(carry) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["carry", "data", "neg.trec",
+                                                          "plan.txt"]
+
+
+def test_only_the_tools_own_mark_makes_a_folder_its_carry(tmp_path: Path) -> None:
+    """H11-20: a user's folder with a plan.txt of their own (or a file named like the mark) is
+    not a carry: prepare would delete it."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("mine")
+    (mine / "plan.txt").write_text("my notes")
+    with pytest.raises(SystemExit, match="did not build"):
+        tool.check_carry(mine, [])
+    (mine / tool.CARRY_MARK).write_text("something else")
+    with pytest.raises(SystemExit, match="did not build"):
+        tool.check_carry(mine, [])
+    (mine / tool.CARRY_MARK).write_text(tool.CARRY_SIGNATURE)
+    tool.check_carry(mine, [])
+    assert (mine / "thesis.tex").read_text() == "mine"
+
+
+@pytest.mark.parametrize("kinds, topics, message", [
+    ("dense,bogus", "{corpus}:test", "--kinds dense,bogus: choose from dense,impact"),  # H11-24
+    ("impact", "{corpus}:test", r"needs sparse, which .* \(its representations: dense\)"),
+    ("hybrid", "{corpus}:test", r"needs sparse, which"),  # H11-25
+    ("dense", "nosuch:test", "collection nosuch: unknown collection"),  # H11-26
+])
+def test_evaluate_refuses_a_kind_or_collection_in_one_line(
+        kinds: str, topics: str, message: str, tiny_bert: Path, tiny_corpus: Path,
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYSERINI_MOE_DATA", str(tmp_path))
+    with pytest.raises(SystemExit, match=message):
+        tool.evaluate(argparse.Namespace(
+            checkpoint=[f"last={tiny_bert}"], option=[], dev_topics="",
+            topics=[topics.format(corpus=tiny_corpus)], output=str(tmp_path / "j.npz"),
+            device="cpu", batch=7, doc_length=32, query_length=16, kinds=kinds))
+    assert not (tmp_path / "j.npz").exists()
+
+
+def test_unpack_refuses_member_and_run_names_that_leave_the_output(
+        tiny_corpus: Path, tmp_path: Path) -> None:
+    """H11-27: a tar's names become paths here: '../../x.npz' wrote two folders above."""
+    out = tmp_path / "a" / "b" / "out"
+    for name, data in (("../../evil.npz", _job(tiny_corpus)),
+                       ("evil.npz", _job(tiny_corpus, key="../../last.c-test"))):
+        tar = _tar(tmp_path / "evil.tar", {name: data})
+        with pytest.raises(SystemExit, match="not a plain file name"):
+            _unpack([tar], out)
+    assert [p for p in tmp_path.rglob("*.trec")] == []
+
+
+@pytest.mark.parametrize("members, message", [
+    ({"j.npz": "no digests"}, r"j.npz is not a job's runs \(KeyError"),  # H11-28
+    ({"j.npz": "truncated"}, r"j.npz is not a job's runs \(BadZipFile"),  # H11-29
+    ({"j.npz": "not a zip"}, r"j.npz is not a job's runs"),
+    ({"j.npz": "no meta"}, r"j.npz is not a job's runs \(KeyError"),
+    (None, "nosuch.tar is not a tar file"),  # H11-30
+])
+def test_unpack_of_a_broken_tar_is_one_error_line(members, message, tiny_corpus: Path,
+                                                  tmp_path: Path) -> None:
+    good = _job(tiny_corpus)
+    payload = {"no digests": _job(tiny_corpus, digests=False), "truncated": good[:len(good) // 2],
+               "not a zip": b"x" * 100, "no meta": _npz(None, x=np.zeros(2))}
+    tar = (_tar(tmp_path / "t.tar", {name: payload[what] for name, what in members.items()})
+           if members else tmp_path / "nosuch.tar")
+    with pytest.raises(SystemExit, match=message):
+        _unpack([tar], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_unpack_where_the_collection_is_not_here_is_one_error_line(
+        tiny_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """H11-31: the device's collection 'tc' is not in this machine's data root."""
+    shutil.copytree(tiny_corpus, tmp_path / "data" / "tc")
+    monkeypatch.setenv("PYSERINI_MOE_DATA", str(tmp_path / "data"))
+    tar = _tar(tmp_path / "t.tar", {"j.npz": _job(tmp_path / "data" / "tc", collection="tc")})
+    _unpack([tar], tmp_path / "ok")
+    assert (tmp_path / "ok" / "j.last.c-test.trec").is_file()
+    monkeypatch.setenv("PYSERINI_MOE_DATA", str(tmp_path / "empty"))
+    with pytest.raises(SystemExit, match="collection tc: unknown collection 'tc'"):
+        _unpack([tar], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_unpack_replaces_a_file_in_the_output_only_with_overwrite(
+        tiny_corpus: Path, tmp_path: Path) -> None:
+    """H11-33: a same-named file in --output may be the user's own run."""
+    tar = _tar(tmp_path / "t.tar", {"j.npz": _job(tiny_corpus)})
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "j.last.c-test.trec").write_text("my run")
+    with pytest.raises(SystemExit, match="j.last.c-test.trec exists .*--overwrite"):
+        _unpack([tar], out)
+    assert (out / "j.last.c-test.trec").read_text() == "my run"
+    _unpack([tar], out, overwrite=True)
+    assert read_trec_run(out / "j.last.c-test.trec") == {"q0": {"d0": 2.0, "d1": 1.0}}
+
+
+def _run_args(tmp_path: Path, **changes) -> argparse.Namespace:
+    """run's arguments over a carry of one zero-shot job, its backbone already restored."""
+    carry = tmp_path / "carry"
+    (carry / "data").mkdir(parents=True, exist_ok=True)
+    (carry / "plan.txt").write_text("a 42 zero-shot\n")
+    (tmp_path / "scratch" / "minilm").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "scratch" / "minilm" / "model.safetensors").write_text("")
+    (tmp_path / "out").mkdir(exist_ok=True)
+    return argparse.Namespace(**{
+        "carry": str(carry), "out": str(tmp_path / "out"), "scratch": str(tmp_path / "scratch"),
+        "workers": 1, "threads": 1, "budget": 60.0, "topics": ["scifact:test"],
+        "evaluate_only": False, **changes})
+
+
+def test_run_exits_non_zero_saying_how_many_jobs_failed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture) -> None:
+    """H11-34: a call whose every job failed said "all done" and exited 0."""
+    def failing(cmd, **kwargs):
+        return subprocess.CompletedProcess(cmd, 1, "", "boom")
+
+    monkeypatch.setattr(tool.subprocess, "run", failing)
+    with pytest.raises(SystemExit, match=r"1 of 1 jobs failed \(see .*log.tsv\)"):
+        tool.run(_run_args(tmp_path))
+    assert "0 jobs searched, 1 failed" in capsys.readouterr().out
+    assert "a-s42\tevaluate\t" in (tmp_path / "out" / "log.tsv").read_text()
+
+
+@pytest.mark.parametrize("flag", ["workers", "threads"])
+def test_run_refuses_fewer_than_one_worker_or_thread(flag: str, tmp_path: Path) -> None:
+    """H11-35: --workers 0 was a ValueError traceback after the backbone was restored."""
+    args = _run_args(tmp_path, **{flag: 0})
+    with pytest.raises(SystemExit, match=f"--{flag} 0: at least 1"):
+        tool.run(args)
+    assert not (tmp_path / "out" / "log.tsv").exists()
+
+
+def test_only_recipes_that_mine_bm25_negatives_get_the_carried_run() -> None:
+    """The SB-MoE recipes train on in-batch negatives (num_negatives 0) and refuse any
+    negatives section: the device's training must not be given one."""
+    carry = Path("/carry")
+    sbmoe = {"recipe": "encoders/sbmoe-protocol-minilm.yaml", "sets": []}
+    came = {"recipe": "encoders/came-protocol-minilm.yaml", "sets": []}
+    assert tool.negatives_sets(sbmoe, carry) == []
+    assert tool.negatives_sets(came, carry) == [
+        "--set", "data.negatives.source=run", "--set", f"data.negatives.run={carry / 'negatives.trec'}"]

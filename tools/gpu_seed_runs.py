@@ -6,29 +6,40 @@ its working tree travels in 64 MiB (files back: 8, 16 MiB each). So this tool, i
 1. ``prepare`` (here): a carry folder (default ``.gpu/``, git-ignored) with the packaged MiniLM
    in float16 (cast back to float32 on the device), the collections, the BM25 training run the
    recipes' hard negatives come from (``data.negatives.source=run``: the same BM25 top 50 that
-   ``source: bm25`` mines here) and the job plan.
+   ``source: bm25`` mines here), the job plan and a mark (``.gpu_seed_runs``) that it is the
+   tool's own: only a folder holding that mark is ever deleted and rebuilt. Every input is
+   checked first and the carry is built beside it and renamed into place, so a failed call
+   leaves the earlier carry whole.
 2. ``run`` (device): trains every (condition, seed) job of the plan with
    ``python -m pyserini_moe.train``, several at once on the one GPU, and searches each
    checkpoint by exact inner product over the whole corpus (``torch.topk``: what Pyserini's flat
-   Faiss index computes) -- SciFact test and the held-out dev queries for every checkpoint, the
-   zero-shot collections for ``last`` only. Runs are stored as corpus positions (int16/int32) and
-   float32 scores in one ``.npz`` per job, packed into tars of a few jobs as each job ends, so a
-   call stopped at its limit still returns every finished job.
+   Faiss index computes) -- SciFact test and the held-out dev queries (searched in the recipe's
+   own ``data.collection``) for every checkpoint, the zero-shot collections for ``last`` only.
+   Runs are stored as corpus positions (int16/int32) and float32 scores in one ``.npz`` per
+   job, packed into tars of a few jobs as each job ends, so a call stopped at its limit still
+   returns every finished job. It exits 1 when any job failed (``log.tsv``: each stage's exit
+   code and error).
 3. ``unpack`` (here): the tars -> TREC runs (``work/gpu/runs/<job>.<checkpoint>.<topics>.trec``)
    that ``pyserini_moe.eval`` and ``fuse`` read; positions map back to the corpus's own ids.
+   Every member is checked before a file is written; a run file already there is replaced only
+   with ``--overwrite`` (it may be the user's own).
 4. ``check`` (here, before spending device time): ``evaluate`` on the CPU for one model against
    the Pyserini / Faiss route of the regressions (same rankings, scores within 1e-4).
 
 Plan lines (``--plan``): ``NAME SEED RECIPE [--set key=value ...] [| SETTING=VALUE ...]``;
-after ``|``, ``kinds=dense,impact,hybrid`` (the runs to write: see KINDS; default dense),
-``doc_length=N`` / ``query_length=N`` (default 256 / 512, the regressions' --max-length /
---query-max-length) and any other KEY=VALUE as an extra encoding of every checkpoint (SB-MoE's
-``inference=all``). Plans of the protocol files are in ``tools/gpu_plans/``. CAME's three experts
-are ``impact`` (lexical), ``local`` (multi-vector) and ``dense`` (global); ``came`` is their fusion.
+RECIPE a path from the repository root (only the repository travels), each NAME SEED once;
+after ``|``, each key once: ``kinds=dense,impact,hybrid`` (the runs to write: see KINDS;
+default dense), ``topics=SPEC,...`` (specs of TOPICS, ``dev``, or COLLECTION:SPLIT of a carried
+collection; default: run's --topics), ``doc_length=N`` / ``query_length=N`` (default 256 / 512,
+the regressions' --max-length / --query-max-length) and any other KEY=VALUE as an extra
+encoding of every checkpoint (SB-MoE's ``inference=all``). Plans of the protocol files are in
+``tools/gpu_plans/``. CAME's three experts are ``impact`` (lexical), ``local`` (multi-vector)
+and ``dense`` (global); ``came`` is their fusion.
 
     python tools/gpu_seed_runs.py prepare --plan tools/gpu_plans/sbmoe-protocol.txt
     # on the device machine, carrying .gpu (57 MiB with the local collections):
     python3 tools/gpu_seed_runs.py run --out $OUT --workers 8 --threads 2 --budget 400
+    # (CAME's 15 jobs all at once, --workers 15 --threads 1: 289 s on one H200, 2026-11-27)
     python tools/gpu_seed_runs.py unpack /work/.device/<N>/runs-*.tar   # then pyserini_moe.eval
 """
 
@@ -46,6 +57,8 @@ import sys
 import tarfile
 import threading
 import time
+import zipfile
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -55,7 +68,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # topics spec -> (collection, hits, remove the query's own id, keep scores)
 TOPICS = {
     "scifact:test": ("scifact", 100, False, True),
-    "dev": ("scifact", 100, False, True),  # the recipe's held-out queries (dev_topics.tsv)
+    # the recipe's held-out queries (dev_topics.tsv), searched in the recipe's data.collection
+    "dev": (None, 100, False, True),
     "arguana:test": ("arguana", 100, True, False),
     "cranfield:test": ("cranfield", 1000, False, False),
     "cisi:test": ("cisi", 1000, False, False),
@@ -84,10 +98,12 @@ FIELDS = {"dense": ("dense",), "impact": ("sparse",), "hybrid": ("dense", "spars
 QUANTIZATION, QUERY_MAX_TERMS, FUSED_CANDIDATES = 100, 1024, 1000
 
 
-def topics_settings(spec: str) -> tuple[str, int, bool, bool]:
+def topics_settings(spec: str, dev: str | None = None) -> tuple[str, int, bool, bool]:
     """(collection, hits, remove the query's own id, keep scores) of a topics spec; any other
-    ``COLLECTION:SPLIT`` is searched like SciFact test (100 hits with scores)."""
-    return TOPICS.get(spec) or (spec.rsplit(":", 1)[0], 100, False, True)
+    ``COLLECTION:SPLIT`` is searched like SciFact test (100 hits with scores). ``dev``: the
+    collection of the recipe's held-out queries (not SciFact's for every recipe)."""
+    collection, *rest = TOPICS.get(spec) or (spec.rsplit(":", 1)[0], 100, False, True)
+    return (collection or dev, *rest)
 
 
 def run_key(label: str, spec: str) -> str:
@@ -99,7 +115,9 @@ LAST_ONLY = ("arguana:test", "cranfield:test", "cisi:test", "vaswani:test")
 # The BM25 run in the carry; train.data.NEGATIVES_RUN is the name training writes it under (the
 # device's driver cannot import the package: it runs as a script from tools/).
 NEGATIVES = "negatives.trec"
-CARRY_MARK = "plan.txt"  # a carry folder this tool built (prepare replaces only such a folder)
+# A carry folder this tool built holds this file with this text: prepare replaces only such a
+# folder (a plan.txt alone proves nothing: a user's folder of notes may have one).
+CARRY_MARK, CARRY_SIGNATURE = ".gpu_seed_runs", "carry folder of tools/gpu_seed_runs.py prepare\n"
 # What a call brings back: 8 files of at most 16 MiB, 64 MiB together; log.tsv is one of them.
 TARS, TAR_BYTES, ALL_BYTES = 7, 15 * 2**20, 62 * 2**20
 
@@ -109,34 +127,90 @@ def fail(message: str) -> None:
     raise SystemExit(f"error: {message}")
 
 
+def plain_name(name: str) -> bool:
+    """A file name that stays in its folder (no ``/``, no ``..``): names read from a plan or a
+    tar become paths here."""
+    return bool(name) and "/" not in name and "\\" not in name and ".." not in name
+
+
 # ----------------------------------------------------------------------------- prepare (here)
 
 def check_carry(carry: Path, inputs: list[Path]) -> None:
-    """``prepare`` deletes and rebuilds ``carry``: only a folder it built before, never one that
+    """``prepare`` deletes and rebuilds ``carry``: only a folder holding its mark, never one that
     holds an input."""
-    if carry.exists() and not carry.is_dir():
-        fail(f"--carry {carry} is a file, not a folder")
-    if carry.is_dir() and any(carry.iterdir()) and not (carry / CARRY_MARK).is_file():
+    if carry.is_symlink() or (carry.exists() and not carry.is_dir()):
+        fail(f"--carry {carry} is a file or a link: name a folder")
+    if carry.is_dir() and any(carry.iterdir()) and not is_carry(carry):
         fail(f"--carry {carry} is a folder this tool did not build (no {CARRY_MARK}): it "
-             "would be deleted; name a new folder")
+             "would be deleted; name a new folder (a carry of an older version: delete it "
+             "yourself)")
     for path in inputs:
         if carry.resolve() in path.resolve().parents:
             fail(f"{path} is inside --carry {carry}, which prepare deletes first; move it out")
 
 
+def is_carry(folder: Path) -> bool:
+    mark = folder / CARRY_MARK
+    return mark.is_file() and mark.read_text(errors="replace") == CARRY_SIGNATURE
+
+
+def check_inputs(collections: list[str], negatives: str | None) -> Path:
+    """The data root, once every input prepare reads is known to be there: a missing one is one
+    error line before anything is built (not a traceback and half a carry)."""
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.paths import shared_data_root
+
+    try:
+        data = shared_data_root()
+    except UserError as e:
+        fail(str(e))
+    if data is None:
+        fail("no shared data folder (shared/data beside the checkout): set PYSERINI_MOE_DATA "
+             "to the folder that holds the collections")
+    there = sorted(p.name for p in data.iterdir() if p.is_dir())
+    for name in collections:
+        if not plain_name(name) or not (data / name).is_dir():
+            fail(f"--collections {name}: no such collection in {data} (there: "
+                 f"{', '.join(there) or 'none'})")
+        if collections.count(name) > 1:
+            fail(f"--collections {name} is given twice: give it once")
+    if negatives is not None and not Path(negatives).is_file():
+        fail(f"--negatives {negatives} not found")
+    if negatives is None and not (data / "scifact").is_dir():
+        fail(f"mining the BM25 negatives needs scifact in {data}: give --negatives")
+    return data
+
+
 def prepare(args: argparse.Namespace) -> None:
+    carry = Path(args.carry)
+    inputs = [Path(args.plan)] + ([Path(args.negatives)] if args.negatives else [])
+    check_carry(carry, inputs)
+    data = check_inputs(list(args.collections), args.negatives)
+    # a bad line fails here, not on the device (which carries args.collections only)
+    jobs = parse_plan(Path(args.plan), args.collections)
+    build = carry.resolve().with_name(f".{carry.resolve().name}.tmp-{os.getpid()}")
+    old = build.with_name(build.name + ".old")
+    try:
+        build_carry(build, args, data)
+        if carry.exists():
+            carry.rename(old)
+        build.rename(carry)
+    finally:
+        for leftover in (build, old):
+            if leftover.exists():
+                shutil.rmtree(leftover)
+    size = sum(p.stat().st_size for p in carry.rglob("*") if p.is_file())
+    print(f"{carry}: {size / 2**20:.1f} MiB, {len(jobs)} jobs")
+
+
+def build_carry(carry: Path, args: argparse.Namespace, data: Path) -> None:
+    """The carry's files, into the new folder ``carry`` (prepare renames it into place)."""
     import torch
     from safetensors.torch import load_file, save_file
 
     from pyserini_moe.modeling.backbone import resolve_backbone
-    from pyserini_moe.paths import shared_data_root
 
-    carry = Path(args.carry)
-    inputs = [Path(args.plan)] + ([Path(args.negatives)] if args.negatives else [])
-    check_carry(carry, inputs)
-    jobs = parse_plan(Path(args.plan))  # a bad line fails here, not on the device
-    if carry.exists():
-        shutil.rmtree(carry)
+    carry.mkdir(parents=True)
     minilm = carry / "minilm"
     shutil.copytree(resolve_backbone("all-minilm-l6-v2"), minilm,
                     ignore=shutil.ignore_patterns("model.safetensors", "README.md"))
@@ -144,7 +218,6 @@ def prepare(args: argparse.Namespace) -> None:
     weights = load_file(str(source))
     save_file({k: v.to(torch.float16) for k, v in weights.items()},
               str(minilm / "model.fp16.safetensors"))
-    data = shared_data_root()
     for name in args.collections:
         shutil.copytree(data / name, carry / "data" / name)
     if args.negatives:
@@ -153,55 +226,84 @@ def prepare(args: argparse.Namespace) -> None:
         from pyserini_moe.train.config import load_config
         from pyserini_moe.train.data import NEGATIVES_RUN, load_training_data
 
-        data = load_config(ROOT / "encoders" / "taser-detr-protocol-minilm.yaml").data
-        load_training_data(data, carry, progress=False)
+        recipe = load_config(ROOT / "encoders" / "taser-detr-protocol-minilm.yaml").data
+        load_training_data(recipe, carry, progress=False)
         (carry / NEGATIVES_RUN).replace(carry / NEGATIVES)
     shutil.copy(args.plan, carry / "plan.txt")
-    size = sum(p.stat().st_size for p in carry.rglob("*") if p.is_file())
-    print(f"{carry}: {size / 2**20:.1f} MiB, {len(jobs)} jobs")
+    (carry / CARRY_MARK).write_text(CARRY_SIGNATURE)
 
 
 # ----------------------------------------------------------------------------- run (device)
 
-def parse_plan(path: Path) -> list[dict]:
-    """The plan's jobs; a malformed line is one error naming it (before any device time)."""
+def parse_plan(path: Path, collections: Iterable[str] = ()) -> list[dict]:
+    """The plan's jobs; a malformed line is one error naming it (before any device time).
+    ``collections``: those the carry holds (prepare's --collections; on the device, its data/):
+    a ``topics=`` COLLECTION:SPLIT of any other would fail only after the training."""
     if not path.is_file():
         fail(f"plan {path} not found")
-    jobs = []
+    jobs, lines = [], {}
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip() or line.startswith("#"):
             continue
+        where = f"{path}:{number}"
         train, _, encodings = line.partition("|")
         try:
             name, seed, recipe, *sets = shlex.split(train)
             options = shlex.split(encodings)
             seed = int(seed)
         except ValueError as e:
-            fail(f"{path}:{number}: expected NAME SEED RECIPE [--set k=v ...] [| OPTION=VALUE "
-                 f"...] ({e})")
-        if recipe != "zero-shot" and not (ROOT / recipe).is_file():
-            fail(f"{path}:{number}: recipe {recipe} not found (paths are from the repository "
-                 "root)")
-        if any(s != "--set" and "=" not in s for s in sets) or any("=" not in o for o in options):
-            fail(f"{path}:{number}: overrides are --set KEY=VALUE, encodings OPTION=VALUE")
-        settings = [o for o in options if o.split("=", 1)[0] in EVALUATION]
-        for setting in settings:
-            key, value = setting.split("=", 1)
-            if key == "kinds" and not set(value.split(",")) <= set(KINDS):
-                fail(f"{path}:{number}: kinds={value}: choose from {','.join(KINDS)}")
-            if key == "topics" and not all(":" in t or t == "dev" for t in value.split(",")):
-                fail(f"{path}:{number}: topics={value}: comma-separated COLLECTION:SPLIT or dev")
-            if key not in ("kinds", "topics") and not value.isdigit():
-                fail(f"{path}:{number}: {setting}: a number of tokens")
-        topics = [o.split("=", 1)[1].split(",") for o in settings if o.startswith("topics=")]
-        jobs.append({"name": f"{name}-s{seed}", "seed": seed, "recipe": recipe,
-                     "sets": sets, "options": [o for o in options if o not in settings],
-                     "topics": topics[0] if topics else None,
-                     "evaluation": [f"--{o.replace('_', '-')}" for o in settings
-                                    if not o.startswith("topics=")]})
+            fail(f"{where}: expected NAME SEED RECIPE [--set k=v ...] [| OPTION=VALUE ...] ({e})")
+        if recipe != "zero-shot":
+            check_recipe(where, recipe)
+        if (len(sets) % 2 or any(s != "--set" for s in sets[::2])
+                or any("=" not in s for s in sets[1::2]) or any("=" not in o for o in options)):
+            fail(f"{where}: overrides are --set KEY=VALUE, encodings OPTION=VALUE")
+        pairs = [o.split("=", 1) for o in options]
+        keys = [key for key, _ in pairs]
+        for key in keys:
+            if keys.count(key) > 1:  # argparse would keep the last one, topics the first
+                fail(f"{where}: {key}= is given twice: give it once")
+        settings = {key: value for key, value in pairs if key in EVALUATION}
+        for key, value in settings.items():
+            check_setting(where, key, value, set(collections))
+        job = f"{name}-s{seed}"  # the model folder and the npz are named after it
+        if job in lines:
+            fail(f"{path}:{lines[job]} and {number}: both are {name} seed {seed}: give each "
+                 "NAME SEED once")
+        lines[job] = number
+        jobs.append({"name": job, "seed": seed, "recipe": recipe, "sets": sets,
+                     "options": [f"{k}={v}" for k, v in pairs if k not in EVALUATION],
+                     "topics": settings["topics"].split(",") if "topics" in settings else None,
+                     "evaluation": [f"--{k.replace('_', '-')}={v}" for k, v in settings.items()
+                                    if k != "topics"]})
     if not jobs:
         fail(f"{path}: no jobs")
     return jobs
+
+
+def check_recipe(where: str, recipe: str) -> None:
+    """A recipe path from the repository root: the device gets the repository, nothing else."""
+    if Path(recipe).is_absolute() or ROOT not in (ROOT / recipe).resolve().parents:
+        fail(f"{where}: recipe {recipe}: give a path inside the repository, from its root (only "
+             "the repository travels to the device)")
+    if not (ROOT / recipe).is_file():
+        fail(f"{where}: recipe {recipe} not found (paths are from the repository root)")
+
+
+def check_setting(where: str, key: str, value: str, collections: set[str]) -> None:
+    """One search setting after ``|`` (see EVALUATION)."""
+    if key == "kinds" and not set(value.split(",")) <= set(KINDS):
+        fail(f"{where}: kinds={value}: choose from {','.join(KINDS)}")
+    if key == "topics":
+        for spec in value.split(","):
+            if ":" not in spec and spec != "dev":
+                fail(f"{where}: topics={value}: comma-separated COLLECTION:SPLIT or dev")
+            if spec not in TOPICS and spec.rsplit(":", 1)[0] not in collections:
+                fail(f"{where}: topics={value}: {spec.rsplit(':', 1)[0]} is not a collection "
+                     f"the carry holds ({', '.join(sorted(collections)) or 'none'}); known "
+                     f"specs: {', '.join(TOPICS)}")
+    if key in ("doc_length", "query_length") and not (value.isdigit() and int(value) >= 1):
+        fail(f"{where}: {key}={value}: a number of tokens, at least 1")
 
 
 def restore_backbone(carry: Path, target: Path) -> Path:
@@ -251,14 +353,33 @@ class Packer:
             return True
 
 
+def negatives_sets(job: dict, carry: Path) -> list[str]:
+    """The carried BM25 run in place of mining (no Java on the device) for a recipe that draws
+    hard negatives from BM25; nothing for an in-batch-only recipe (num_negatives 0), which
+    refuses any negatives section (the SB-MoE recipes)."""
+    from pyserini_moe.train.config import load_config
+
+    data = load_config(ROOT / job["recipe"]).with_settings(job["sets"][1::2]).data
+    if not data.num_negatives or data.negatives.source != "bm25":
+        return []
+    return ["--set", "data.negatives.source=run", "--set", f"data.negatives.run={carry / NEGATIVES}"]
+
+
 def run(args: argparse.Namespace) -> None:
+    """Every job of the plan; exits 1 when any failed (a call whose jobs all failed must not
+    read as a success: only log.tsv holds each stage's exit code)."""
+    for flag in ("workers", "threads"):
+        if getattr(args, flag) < 1:
+            fail(f"--{flag} {getattr(args, flag)}: at least 1")
     carry, out, scratch = Path(args.carry).resolve(), Path(args.out), Path(args.scratch)
+    data = carry / "data"
+    jobs = parse_plan(carry / "plan.txt", [p.name for p in data.iterdir() if p.is_dir()]
+                      if data.is_dir() else [])
     scratch.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, PYSERINI_MOE_DATA=str(carry / "data"), PYTHONPATH=str(ROOT),
+    env = dict(os.environ, PYSERINI_MOE_DATA=str(data), PYTHONPATH=str(ROOT),
                OMP_NUM_THREADS=str(args.threads), TOKENIZERS_PARALLELISM="false",
                PYTHONUNBUFFERED="1")
     backbone = restore_backbone(carry, scratch / "minilm")
-    jobs = parse_plan(carry / "plan.txt")
     packer = Packer(out)
     log = open(out / "log.tsv", "a", buffering=1)
     deadline = time.monotonic() + args.budget
@@ -275,25 +396,26 @@ def run(args: argparse.Namespace) -> None:
             print(f"{name} {what} failed:\n{tail}", flush=True)
         return done.returncode == 0
 
-    def one(index: int, job: dict) -> None:
+    def one(index: int, job: dict) -> bool | None:
+        """True: searched; False: a stage failed; None: not started (budget, nothing to
+        evaluate)."""
         if time.monotonic() > deadline:
-            return
+            return None
         name, model_dir = job["name"], scratch / job["name"]
         if job["recipe"] == "zero-shot":
             checkpoints = [("zeroshot", backbone)]
         elif args.evaluate_only and not (model_dir / "last").is_dir():
-            return
+            return None
         elif args.evaluate_only:
             checkpoints = [("last", model_dir / "last"), ("best", model_dir / "best")]
         else:
             cmd = [sys.executable, "-m", "pyserini_moe.train", "--config",
                    str(ROOT / job["recipe"]), "--seed", str(job["seed"]), "--output-dir",
                    str(model_dir), "--overwrite", "--quiet",
-                   "--set", f"model.backbone={backbone}",
-                   "--set", "data.negatives.source=run",
-                   "--set", f"data.negatives.run={carry / NEGATIVES}", *job["sets"]]
+                   "--set", f"model.backbone={backbone}", *negatives_sets(job, carry),
+                   *job["sets"]]
             if not stage(cmd, name, "train"):
-                return
+                return False
             checkpoints = [("last", model_dir / "last"), ("best", model_dir / "best")]
         npz = scratch / f"{name}.npz"  # only the tars go to out: a call returns 8 files
         cmd = [sys.executable, __file__, "evaluate", "--output", str(npz),
@@ -301,18 +423,23 @@ def run(args: argparse.Namespace) -> None:
                *[f"--checkpoint={c}={p}" for c, p in checkpoints],
                *[f"--option={o}" for o in job["options"]], *job["evaluation"],
                "--topics", *(job["topics"] or args.topics)]
-        if stage(cmd, name, "evaluate"):
-            kept = [npz]
-            for log_name in ("train_log.jsonl", "train_summary.json"):
-                if (model_dir / log_name).is_file():
-                    kept.append(scratch / f"{name}.{log_name}")
-                    shutil.copy(model_dir / log_name, kept[-1])
-            packer.add(index, kept)
+        if not stage(cmd, name, "evaluate"):
+            return False
+        kept = [npz]
+        for log_name in ("train_log.jsonl", "train_summary.json"):
+            if (model_dir / log_name).is_file():
+                kept.append(scratch / f"{name}.{log_name}")
+                shutil.copy(model_dir / log_name, kept[-1])
+        packer.add(index, kept)
+        return True
 
     with ThreadPoolExecutor(args.workers) as pool:
-        for future in [pool.submit(one, i, job) for i, job in enumerate(jobs)]:
-            future.result()
-    print(f"all done in {time.monotonic() - start:.0f} s", flush=True)
+        results = [f.result() for f in [pool.submit(one, i, job) for i, job in enumerate(jobs)]]
+    log.close()
+    print(f"all done in {time.monotonic() - start:.0f} s: {results.count(True)} jobs searched, "
+          f"{results.count(False)} failed, {results.count(None)} not started", flush=True)
+    if False in results:
+        fail(f"{results.count(False)} of {len(jobs)} jobs failed (see {out / 'log.tsv'})")
 
 
 # ------------------------------------------------------------------------ evaluate (either)
@@ -321,8 +448,12 @@ def read_corpus(collection: str) -> tuple[list[str], list[str]]:
     """(ids, texts) of ``collection``: what ``evaluate`` encodes and ``unpack`` maps positions
     back through, read alike on both machines (their digests are compared)."""
     from pyserini_moe.data.corpus import open_corpus
+    from pyserini_moe.errors import UserError
 
-    docs = list(open_corpus(collection).corpus())
+    try:
+        docs = list(open_corpus(collection).corpus())
+    except (OSError, UserError) as e:  # not here, a failed download, a bad file
+        fail(f"collection {collection}: {e}")
     return [d.id for d in docs], [d.contents for d in docs]
 
 
@@ -494,6 +625,12 @@ def evaluate(args: argparse.Namespace) -> None:
     for checkpoint in args.checkpoint:
         if "=" not in checkpoint or not Path(checkpoint.split("=", 1)[1]).exists():
             fail(f"--checkpoint {checkpoint}: expected NAME=FOLDER of a saved model or backbone")
+    kinds = args.kinds.split(",")
+    if not set(kinds) <= set(KINDS):
+        fail(f"--kinds {args.kinds}: choose from {','.join(KINDS)}")
+    fields = tuple(dict.fromkeys(f for kind in kinds for f in FIELDS[kind]))
+    has_dev = "dev" in args.topics and Path(args.dev_topics).is_file()
+    dev = dev_collection(args.dev_topics) if has_dev else None
     for name, spec in (c.split("=", 1) for c in args.checkpoint):
         for option in [None, *args.option]:
             model = load_encoder(spec, device=device)
@@ -503,17 +640,20 @@ def evaluate(args: argparse.Namespace) -> None:
                 label = f"{name}+{key}-{value}"
             else:
                 label = name
+            missing = [f for f in fields if f not in model.representations]
+            if missing:
+                fail(f"--kinds {args.kinds} needs {', '.join(missing)}, which the model {spec} "
+                     f"does not produce (its representations: "
+                     f"{', '.join(model.representations)})")
             model.eval()
             # zero-shot collections for the last checkpoint, without extra encodings
             specs = [t for t in args.topics if t not in LAST_ONLY
                      or (name in ("last", "zeroshot") and not option)]
-            kinds = args.kinds.split(",")
-            fields = tuple(dict.fromkeys(f for kind in kinds for f in FIELDS[kind]))
             vectors: dict[str, dict] = {}
             for topics in specs:
-                collection, hits, remove_query, keep_scores = topics_settings(topics)
-                if topics == "dev" and not Path(args.dev_topics).is_file():
+                if topics == "dev" and not has_dev:
                     continue
+                collection, hits, remove_query, keep_scores = topics_settings(topics, dev)
                 if collection not in corpora:
                     corpora[collection] = read_corpus(collection)
                     meta["digests"][collection] = ids_digest(corpora[collection][0])
@@ -556,38 +696,85 @@ def evaluate(args: argparse.Namespace) -> None:
     os.replace(tmp, args.output)
 
 
+def dev_collection(dev_topics: str) -> str:
+    """The collection the recipe's held-out queries come from: ``data.collection`` of the
+    ``recipe.yaml`` the trainer wrote beside ``dev_topics.tsv`` (its --set overrides applied).
+    Searched in any other corpus (SciFact's, say) they would give runs of nonsense."""
+    from pyserini_moe.train.config import load_config
+
+    recipe = Path(dev_topics).parent / "recipe.yaml"
+    try:
+        return load_config(recipe).data.collection
+    except (OSError, ValueError) as e:  # ConfigError is a ValueError
+        fail(f"--dev-topics {dev_topics}: dev is searched in the collection of the training's "
+             f"recipe.yaml beside it: {e}")
+
+
 # ----------------------------------------------------------------------------- unpack (here)
 
 def unpack(args: argparse.Namespace) -> None:
+    """The tars' runs as TREC files. Every member is read and checked before any file is
+    written, and a run file already in --output is replaced only with --overwrite (it may be the
+    user's own): a refused call writes nothing."""
     out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
-    ids_cache: dict[str, list[str]] = {}
-    written = 0
+    if out.exists() and not out.is_dir():
+        fail(f"--output {out} is a file, not a folder")
+    runs: dict[Path, tuple] = {}  # file -> (job, qids, positions, scores, collection, digest)
     for tar_path in args.tars:
-        if not tarfile.is_tarfile(tar_path):
+        if not Path(tar_path).is_file() or not tarfile.is_tarfile(tar_path):
             fail(f"{tar_path} is not a tar file (run's runs-<k>.tar)")
         with tarfile.open(tar_path) as tar:
             for member in tar.getmembers():
                 if not member.name.endswith(".npz"):
                     continue
+                arrays, meta = read_job(tar_path, tar, member)
                 job = member.name[:-len(".npz")]
-                data = np.load(io.BytesIO(tar.extractfile(member).read()))
-                if "meta" not in data:
-                    fail(f"{tar_path}: {member.name} is not a job's runs (no meta)")
-                meta = json.loads(bytes(data["meta"]).decode())
-                written += len(meta["topics"])
                 for key, info in meta["topics"].items():
-                    collection = info["collection"]
-                    if collection not in ids_cache:
-                        ids_cache[collection] = read_corpus(collection)[0]
-                        if ids_digest(ids_cache[collection]) != meta["digests"][collection]:
-                            raise SystemExit(f"{collection}: corpus differs from the device's")
-                    write_run(out / f"{job}.{key}.trec", info["qids"], data[key + ".pos"],
-                              data[key + ".score"] if key + ".score" in data else None,
-                              ids_cache[collection], job)
-    if not written:
+                    path = out / f"{job}.{key}.trec"
+                    if path in runs:
+                        fail(f"{tar_path}: {path.name} comes twice: unpack each job once")
+                    runs[path] = (job, info["qids"], arrays[key + ".pos"],
+                                  arrays.get(key + ".score"), info["collection"],
+                                  meta["digests"][info["collection"]])
+    if not runs:
         fail(f"no runs in {', '.join(args.tars)}: not the tars of a run call")
-    print(f"{written} runs in {out}")
+    there = [path for path in runs if path.exists()]
+    if there and not args.overwrite:
+        fail(f"{there[0]} exists ({len(there)} of the {len(runs)} runs do): --overwrite "
+             "replaces them")
+    ids: dict[str, list[str]] = {}
+    for path, (_, qids, positions, _, collection, digest) in runs.items():
+        if collection not in ids:
+            ids[collection] = read_corpus(collection)[0]
+        if ids_digest(ids[collection]) != digest:
+            fail(f"{collection}: the corpus here differs from the device's")
+        if (positions.ndim != 2 or len(positions) != len(qids)
+                or ((positions < 0) | (positions >= len(ids[collection]))).any()):
+            fail(f"{path.name}: its positions do not fit {collection}'s queries and corpus")
+    out.mkdir(parents=True, exist_ok=True)
+    for path, (job, qids, positions, scores, collection, _) in runs.items():
+        write_run(path, qids, positions, scores, ids[collection], job)
+    print(f"{len(runs)} runs in {out}")
+
+
+def read_job(tar_path: str, tar: tarfile.TarFile, member: tarfile.TarInfo) -> tuple[dict, dict]:
+    """One job's arrays and meta, checked whole: a foreign, truncated or crafted member (a name
+    that climbs out of --output) is one error line, not a traceback or a file elsewhere."""
+    if not member.isfile() or not plain_name(member.name):
+        fail(f"{tar_path}: member {member.name!r} is not a plain file name: not a run's tar")
+    try:
+        with np.load(io.BytesIO(tar.extractfile(member).read())) as data:
+            arrays = {name: data[name] for name in data.files}
+        meta = json.loads(bytes(arrays.pop("meta")).decode())
+        for key, info in meta["topics"].items():
+            if not plain_name(key):
+                raise ValueError(f"run name {key!r} is not a plain file name")
+            # each run's positions, queries and corpus digest are there (a KeyError if not)
+            arrays[key + ".pos"], info["qids"], meta["digests"][info["collection"]]
+    except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError,
+            zipfile.BadZipFile) as e:
+        fail(f"{tar_path}: {member.name} is not a job's runs ({type(e).__name__}: {e})")
+    return arrays, meta
 
 
 def write_run(path: Path, qids: list[str], positions: np.ndarray, scores: np.ndarray | None,
@@ -635,6 +822,8 @@ def main() -> None:
     p = sub.add_parser("unpack", help="tars -> TREC runs (here)")
     p.add_argument("tars", nargs="+")
     p.add_argument("--output", default="work/gpu/runs")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace run files already in --output")
     args = parser.parse_args()
     {"prepare": prepare, "run": run, "evaluate": evaluate, "unpack": unpack}[args.command](args)
 
