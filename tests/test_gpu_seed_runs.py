@@ -616,3 +616,247 @@ def test_only_recipes_that_mine_bm25_negatives_get_the_carried_run() -> None:
     assert tool.negatives_sets(sbmoe, carry) == []
     assert tool.negatives_sets(came, carry) == [
         "--set", "data.negatives.source=run", "--set", f"data.negatives.run={carry / 'negatives.trec'}"]
+
+
+# ------------------------------------------------------------------- hostile pass 12 (H12-*)
+
+def _plan(tmp_path: Path, text: str) -> Path:
+    plan = tmp_path / "plan.txt"
+    plan.write_text(text)
+    return plan
+
+
+SIAMESE = "encoders/siamese-minilm.yaml"
+
+
+@pytest.mark.parametrize("line, message", [
+    # H12-01: NAME names the job's folder and files under --scratch
+    ("../../h12evil 42 zero-shot", r"NAME '../../h12evil': letters, digits"),
+    ("a/b 42 zero-shot", r"NAME 'a/b'"),
+    ("a..b 42 zero-shot", r"NAME 'a..b'"),
+    # H12-02: superscript digits pass str.isdigit
+    (f"a 42 {SIAMESE} | doc_length=²", "doc_length=²: a number of tokens"),
+    (f"a 42 {SIAMESE} | query_length=³", "query_length=³: a number of tokens"),
+    # H12-03: more than one bar
+    (f"a 42 {SIAMESE} | kinds=dense | topics=dev", "one | a line"),
+    # H12-07: an empty option key became --option==x
+    (f"a 42 {SIAMESE} | =x", "'=x': the settings after | are OPTION=VALUE, with a name"),
+    (f"a 42 {SIAMESE} --set =1", "overrides are --set KEY=VALUE"),
+    # H12-09: a trailing comment
+    (f"a 42 {SIAMESE} # first seed", "a comment goes on its own line"),
+    (f"a 42 {SIAMESE} | kinds=dense #note", "a comment goes on its own line"),
+])
+def test_hostile12_plan_lines_refused(line: str, message: str, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match=message):
+        tool.parse_plan(_plan(tmp_path, line + "\n"))
+
+
+@pytest.mark.parametrize("sets, message", [
+    # H12-04 / H12-05: what train refuses is refused here, naming the plan line
+    ("--set training.nosuch=1", r"plan.txt:1: --set training.nosuch=1: unknown field"),
+    ("--set training.max_steps=1 --set training.max_steps=2", "training.max_steps is given twice"),
+    ("--set training.max_steps=1 --set 'training={}'", "replaces the whole of training"),
+    ("--set training.max_steps=0", r"plan.txt:1: --set training.max_steps=0"),
+    # H12-06: run sets these itself; train on the device would refuse them as given twice
+    ("--set model.backbone=/x", "run sets model.backbone itself"),
+    ("--set 'model={type: siamese}'", "run sets model.backbone itself"),
+    ("--set data.negatives.source=bm25", "run sets data.negatives.source itself"),
+    ("--set data.negatives.run=x.trec --set data.negatives.source=bm25",
+     "--set data.negatives.run=x.trec: not read when source is 'bm25'"),
+])
+def test_hostile12_plan_sets_are_applied_to_the_recipe_at_prepare(
+        sets: str, message: str, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match=message):
+        tool.parse_plan(_plan(tmp_path, f"a 42 {SIAMESE} {sets} | topics=scifact:test\n"))
+
+
+def test_hostile12_plan_sets_run_does_not_give_are_kept(tmp_path: Path) -> None:
+    """H12-06: only the fields run sets clash: depth of the carried run, or a model-mined
+    recipe's own negatives (run then sets none), pass."""
+    (job,) = tool.parse_plan(_plan(tmp_path, f"a 42 {SIAMESE} --set data.negatives.depth=30\n"))
+    assert job["sets"] == ["--set", "data.negatives.depth=30"]
+    with pytest.raises(SystemExit, match="zero-shot trains nothing"):
+        tool.parse_plan(_plan(tmp_path, "a 42 zero-shot --set training.max_steps=1\n"))
+
+
+def test_hostile12_a_bar_inside_quotes_stays_in_its_value(tmp_path: Path) -> None:
+    """H12-03: the line was cut at the first '|', inside the quotes ("No closing quotation")."""
+    plan = _plan(tmp_path, f"a 42 {SIAMESE} --set 'training.note=a|b' | kinds=dense\n"
+                           f"b 42 {SIAMESE}|kinds=impact\n")
+    a, b = tool.parse_plan(plan, check_sets=False)
+    assert a["sets"] == ["--set", "training.note=a|b"] and a["evaluation"] == ["--kinds=dense"]
+    assert b["evaluation"] == ["--kinds=impact"]
+
+
+def test_hostile12_bom_crlf_and_indented_comments(tmp_path: Path) -> None:
+    """H12-08: a BOM began the first job's name; H12-09: an indented comment was a job line."""
+    plan = tmp_path / "plan.txt"
+    plan.write_bytes("\ufeffa 42 zero-shot\r\n  # my seeds\r\n\t# more\r\nb 1 zero-shot\r\n"
+                     .encode())
+    assert [j["name"] for j in tool.parse_plan(plan)] == ["a-s42", "b-s1"]
+
+
+def test_hostile12_shipped_plans_still_parse() -> None:
+    """The protocol plans pass the stricter checks (their --set applied to their recipes)."""
+    collections = ["scifact", "arguana", "cranfield", "cisi", "vaswani"]
+    for plan in sorted((tool.ROOT / "tools" / "gpu_plans").glob("*.txt")):
+        assert tool.parse_plan(plan, collections), plan
+
+
+def test_hostile12_run_logs_a_job_whose_setup_raises_as_failed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture) -> None:
+    """H12-04: a recipe refused with its --set on the device was a traceback: no summary, no
+    log line; the other jobs go on and the summary counts it."""
+    args = _run_args(tmp_path)
+    (Path(args.carry) / "plan.txt").write_text(
+        f"a 42 {SIAMESE} --set training.nosuch=1\nb 42 zero-shot\n")
+
+    def fake(cmd, **kwargs):
+        Path(cmd[cmd.index("--output") + 1]).write_bytes(b"npz")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(tool.subprocess, "run", fake)
+    with pytest.raises(SystemExit, match=r"1 of 2 jobs failed"):
+        tool.run(args)
+    assert "1 jobs searched, 1 failed" in capsys.readouterr().out
+    log = (tmp_path / "out" / "log.tsv").read_text()
+    assert "a-s42\tsetup\t" in log and "# ConfigError: --set training.nosuch=1" in log
+    assert (tmp_path / "out" / "runs-0.tar").is_file()
+
+
+@pytest.mark.parametrize("make, message", [
+    ("folder", "is a folder, not a file"),  # H12-11
+    ("missing", "not found"),
+    ("empty", "is empty"),  # H12-12
+    ("blank", "is empty"),
+    ("trec qrels", r"has 4 columns \(it looks like a qrels file\)"),
+    ("beir qrels", r"has 3 columns \(it looks like a qrels file\)"),
+])
+def test_hostile12_negatives_must_be_a_trec_run(make: str, message: str, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "data" / "tc").mkdir(parents=True)
+    monkeypatch.setenv("PYSERINI_MOE_DATA", str(tmp_path / "data"))
+    path = tmp_path / "neg"
+    content = {"empty": "", "blank": "\n  \n", "trec qrels": "q0 0 d1 1\n",
+               "beir qrels": "query-id\tcorpus-id\tscore\nq0\td1\t1\n"}
+    if make == "folder":
+        path.mkdir()
+    elif make in content:
+        path.write_text(content[make])
+    with pytest.raises(SystemExit, match=message):
+        tool.check_inputs(["tc"], str(path))
+    path.unlink(missing_ok=True) if not path.is_dir() else path.rmdir()
+    path.write_text("\nq0 Q0 d1 1 1.0 bm25\n")
+    assert tool.check_inputs(["tc"], str(path)) == tmp_path / "data"
+
+
+def _eval_args(tmp_path: Path, **changes) -> argparse.Namespace:
+    return argparse.Namespace(**{
+        "checkpoint": [], "option": [], "dev_topics": "", "topics": ["scifact:test"],
+        "output": str(tmp_path / "j.npz"), "device": "cpu", "batch": 7, "doc_length": 32,
+        "query_length": 16, "kinds": "dense", **changes})
+
+
+@pytest.mark.parametrize("change, message", [
+    # H12-13: the second checkpoint's runs replaced the first's
+    ({"checkpoint": ["last={bert}", "last={bert}"]}, "--checkpoint last= is given twice"),
+    # H12-14: ValueError unpacking
+    ({"option": ["inference"]}, "--option inference: expected KEY=VALUE"),
+    ({"option": ["=all"]}, "--option =all: expected KEY=VALUE"),
+    # H12-16: an empty path is the current folder; a collection is no model
+    ({"checkpoint": ["last="]}, "--checkpoint last=: expected NAME=FOLDER"),
+    ({"checkpoint": ["last={corpus}"]}, "is neither a saved model nor a backbone"),
+    ({"checkpoint": ["last={corpus}/corpus.jsonl"]}, "is not a folder"),
+    ({"checkpoint": ["../x={bert}"]}, "expected NAME=FOLDER"),
+    # H12-17: the npz's folder was found missing after the whole search
+    ({"output": "{tmp}/nodir/e.npz"}, "its folder .*nodir does not exist"),
+    ({"output": "{tmp}"}, "is a folder: name the npz file"),
+    # H12-18: range() arg 3 must not be zero
+    ({"batch": 0}, "--batch 0: at least 1"),
+    ({"doc_length": 0}, "--doc-length 0: at least 1"),
+])
+def test_hostile12_evaluate_refuses_flags_before_any_model_is_loaded(
+        change: dict, message: str, tiny_bert: Path, tiny_corpus: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyserini_moe.modeling import auto
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("a model was loaded before the flags were checked")
+
+    monkeypatch.setattr(auto, "load_encoder", no_load)
+    values = {"bert": tiny_bert, "corpus": tiny_corpus, "tmp": tmp_path}
+    change = {k: [x.format(**values) for x in v] if isinstance(v, list)
+              else v.format(**values) if isinstance(v, str) else v for k, v in change.items()}
+    args = _eval_args(tmp_path, **{"checkpoint": [f"last={tiny_bert}"], **change})
+    with pytest.raises(SystemExit, match=message):
+        tool.evaluate(args)
+    assert not (tmp_path / "j.npz").exists()
+
+
+@pytest.mark.parametrize("option, message", [
+    ("bogus=1", "--option bogus=1: siamese models have no encode-time option bogus"),
+    ("inference=all", "have no encode-time option inference"),
+])
+def test_hostile12_an_option_the_model_refuses_is_one_line(
+        option: str, message: str, tiny_bert: Path, tiny_corpus: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """H12-15: UserError traceback from configure, after the plain checkpoint was searched."""
+    encoded = []
+    monkeypatch.setattr(tool, "encode_fields", lambda *a, **k: encoded.append(1))
+    with pytest.raises(SystemExit, match=message):
+        tool.evaluate(_eval_args(tmp_path, checkpoint=[f"last={tiny_bert}"], option=[option],
+                                 topics=[f"{tiny_corpus}:test"]))
+    assert encoded == [] and not (tmp_path / "j.npz").exists()
+
+
+def test_hostile12_a_checkpoint_that_does_not_load_is_one_line(tmp_path: Path) -> None:
+    """H12-16: a folder with a config.json transformers cannot read."""
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{not json")
+    with pytest.raises(SystemExit, match=f"--checkpoint {broken}: "):
+        tool.evaluate(_eval_args(tmp_path, checkpoint=[f"last={broken}"]))
+
+
+def test_hostile12_dev_without_its_file_is_said_and_no_run_is_an_error(
+        tiny_bert: Path, tiny_corpus: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture) -> None:
+    """H12-19: --topics dev without a dev file wrote an npz of no runs, exit 0, silently."""
+    for dev in ("", str(tmp_path / "nosuch.tsv")):
+        with pytest.raises(SystemExit, match="--topics dev: nothing to search"):
+            tool.evaluate(_eval_args(tmp_path, checkpoint=[f"last={tiny_bert}"], topics=["dev"],
+                                     dev_topics=dev))
+        assert "--topics dev is not searched: no dev topics file" in capsys.readouterr().err
+    assert not (tmp_path / "j.npz").exists()
+    tool.evaluate(_eval_args(tmp_path, checkpoint=[f"best={tiny_bert}"],
+                             topics=[f"{tiny_corpus}:test", "dev"]))
+    assert "--topics dev is not searched" in capsys.readouterr().err
+    meta = json.loads(bytes(np.load(tmp_path / "j.npz")["meta"]).decode())
+    assert list(meta["topics"]) == [f"best.{tiny_corpus.name}-test"]
+    with pytest.raises(SystemExit, match="nothing to search"):  # zero-shot topics: last only
+        tool.evaluate(_eval_args(tmp_path, checkpoint=[f"best={tiny_bert}"],
+                                 topics=["arguana:test"]))
+
+
+@pytest.mark.parametrize("output", ["file", "file/sub", "file/sub/deeper"])
+def test_hostile12_unpack_output_under_a_file_is_one_line(output: str, tiny_corpus: Path,
+                                                          tmp_path: Path) -> None:
+    """H12-20: NotADirectoryError from mkdir."""
+    (tmp_path / "file").write_text("mine")
+    tar = _tar(tmp_path / "t.tar", {"j.npz": _job(tiny_corpus)})
+    with pytest.raises(SystemExit, match=f"--output .*{output}: .*file is a file, not a folder"):
+        _unpack([tar], tmp_path / output)
+    assert (tmp_path / "file").read_text() == "mine"
+
+
+def test_hostile12_unpack_refuses_a_run_name_that_is_a_folder_before_writing(
+        tiny_corpus: Path, tmp_path: Path) -> None:
+    """H12-21: with --overwrite, IsADirectoryError after the earlier runs were written."""
+    tar = _tar(tmp_path / "t.tar", {"j1.npz": _job(tiny_corpus), "j2.npz": _job(tiny_corpus)})
+    out = tmp_path / "out"
+    (out / "j2.last.c-test.trec").mkdir(parents=True)
+    for overwrite in (False, True):
+        with pytest.raises(SystemExit, match="j2.last.c-test.trec is a folder, not a run file"):
+            _unpack([tar], out, overwrite=overwrite)
+    assert sorted(p.name for p in out.iterdir()) == ["j2.last.c-test.trec"]

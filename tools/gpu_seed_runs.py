@@ -27,14 +27,17 @@ its working tree travels in 64 MiB (files back: 8, 16 MiB each). So this tool, i
    the Pyserini / Faiss route of the regressions (same rankings, scores within 1e-4).
 
 Plan lines (``--plan``): ``NAME SEED RECIPE [--set key=value ...] [| SETTING=VALUE ...]``;
-RECIPE a path from the repository root (only the repository travels), each NAME SEED once;
-after ``|``, each key once: ``kinds=dense,impact,hybrid`` (the runs to write: see KINDS;
-default dense), ``topics=SPEC,...`` (specs of TOPICS, ``dev``, or COLLECTION:SPLIT of a carried
-collection; default: run's --topics), ``doc_length=N`` / ``query_length=N`` (default 256 / 512,
-the regressions' --max-length / --query-max-length) and any other KEY=VALUE as an extra
-encoding of every checkpoint (SB-MoE's ``inference=all``). Plans of the protocol files are in
-``tools/gpu_plans/``. CAME's three experts are ``impact`` (lexical), ``local`` (multi-vector)
-and ``dense`` (global); ``came`` is their fusion.
+NAME letters, digits, ``.``, ``_``, ``-`` (it names the job's folder and files); RECIPE a path
+from the repository root (only the repository travels), its ``--set`` applied by ``prepare`` as
+``train`` will (``model.backbone``, and the BM25 negatives' ``source`` / ``run``, are ``run``'s
+own); each NAME SEED once; quote a value holding spaces or ``|``; comments on their own lines
+(``#`` first). After ``|``, each key once: ``kinds=dense,impact,hybrid`` (the runs to write:
+see KINDS; default dense), ``topics=SPEC,...`` (specs of TOPICS, ``dev``, or COLLECTION:SPLIT
+of a carried collection; default: run's --topics), ``doc_length=N`` / ``query_length=N``
+(default 256 / 512, the regressions' --max-length / --query-max-length) and any other
+KEY=VALUE as an extra encoding of every checkpoint (SB-MoE's ``inference=all``). Plans of the
+protocol files are in ``tools/gpu_plans/``. CAME's three experts are ``impact`` (lexical),
+``local`` (multi-vector) and ``dense`` (global); ``came`` is their fusion.
 
     python tools/gpu_seed_runs.py prepare --plan tools/gpu_plans/sbmoe-protocol.txt
     # on the device machine, carrying .gpu (57 MiB with the local collections):
@@ -50,6 +53,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -120,6 +124,11 @@ NEGATIVES = "negatives.trec"
 CARRY_MARK, CARRY_SIGNATURE = ".gpu_seed_runs", "carry folder of tools/gpu_seed_runs.py prepare\n"
 # What a call brings back: 8 files of at most 16 MiB, 64 MiB together; log.tsv is one of them.
 TARS, TAR_BYTES, ALL_BYTES = 7, 15 * 2**20, 62 * 2**20
+PLAN_LINE = "expected NAME SEED RECIPE [--set k=v ...] [| OPTION=VALUE ...]"
+# The --set fields run gives train itself (the restored MiniLM; the carried BM25 run for a recipe
+# that mines BM25 negatives): a plan line setting one would be refused by train as given twice.
+RUN_SETS = ("model.backbone",)
+NEGATIVE_SETS = ("data.negatives.source", "data.negatives.run")
 
 
 def fail(message: str) -> None:
@@ -174,11 +183,31 @@ def check_inputs(collections: list[str], negatives: str | None) -> Path:
                  f"{', '.join(there) or 'none'})")
         if collections.count(name) > 1:
             fail(f"--collections {name} is given twice: give it once")
-    if negatives is not None and not Path(negatives).is_file():
-        fail(f"--negatives {negatives} not found")
+    if negatives is not None:
+        check_negatives(Path(negatives))
     if negatives is None and not (data / "scifact").is_dir():
         fail(f"mining the BM25 negatives needs scifact in {data}: give --negatives")
     return data
+
+
+def check_negatives(path: Path) -> None:
+    """--negatives is copied as it is and read by every training on the device: a folder, an
+    empty file or a qrels file would fail there, once a job, after the device time is spent."""
+    if path.is_dir():
+        fail(f"--negatives {path} is a folder, not a file: give the BM25 run of the training "
+             "queries (TREC format)")
+    if not path.is_file():
+        fail(f"--negatives {path} not found")
+    with open(path, errors="replace") as f:
+        first = next((line for line in iter(lambda: f.readline(1 << 16), "") if line.strip()),
+                     None)
+    if first is None:
+        fail(f"--negatives {path} is empty: give the BM25 run of the training queries")
+    columns = len(first.split())
+    if columns != 6:
+        like = " (it looks like a qrels file)" if columns in (3, 4) else ""
+        fail(f"--negatives {path}: its first line has {columns} columns{like}; a TREC run has "
+             "6 (query Q0 document rank score tag)")
 
 
 def prepare(args: argparse.Namespace) -> None:
@@ -235,34 +264,22 @@ def build_carry(carry: Path, args: argparse.Namespace, data: Path) -> None:
 
 # ----------------------------------------------------------------------------- run (device)
 
-def parse_plan(path: Path, collections: Iterable[str] = ()) -> list[dict]:
+def parse_plan(path: Path, collections: Iterable[str] = (), check_sets: bool = True) -> list[dict]:
     """The plan's jobs; a malformed line is one error naming it (before any device time).
     ``collections``: those the carry holds (prepare's --collections; on the device, its data/):
-    a ``topics=`` COLLECTION:SPLIT of any other would fail only after the training."""
-    if not path.is_file():
-        fail(f"plan {path} not found")
+    a ``topics=`` COLLECTION:SPLIT of any other would fail only after the training.
+    ``check_sets``: apply each line's --set to its recipe as ``train`` will (prepare, here); the
+    device skips it (run logs a job whose recipe fails as failed, see ``run``)."""
     jobs, lines = [], {}
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip() or line.startswith("#"):
-            continue
+    for number, line in plan_lines(path):
         where = f"{path}:{number}"
-        train, _, encodings = line.partition("|")
-        try:
-            name, seed, recipe, *sets = shlex.split(train)
-            options = shlex.split(encodings)
-            seed = int(seed)
-        except ValueError as e:
-            fail(f"{where}: expected NAME SEED RECIPE [--set k=v ...] [| OPTION=VALUE ...] ({e})")
+        train, encodings = split_line(where, line)
+        name, seed, recipe, sets = parse_head(where, train)
         if recipe != "zero-shot":
             check_recipe(where, recipe)
-        if (len(sets) % 2 or any(s != "--set" for s in sets[::2])
-                or any("=" not in s for s in sets[1::2]) or any("=" not in o for o in options)):
-            fail(f"{where}: overrides are --set KEY=VALUE, encodings OPTION=VALUE")
-        pairs = [o.split("=", 1) for o in options]
-        keys = [key for key, _ in pairs]
-        for key in keys:
-            if keys.count(key) > 1:  # argparse would keep the last one, topics the first
-                fail(f"{where}: {key}= is given twice: give it once")
+        if check_sets:
+            check_recipe_sets(where, recipe, sets)
+        pairs = parse_settings(where, encodings)
         settings = {key: value for key, value in pairs if key in EVALUATION}
         for key, value in settings.items():
             check_setting(where, key, value, set(collections))
@@ -279,6 +296,112 @@ def parse_plan(path: Path, collections: Iterable[str] = ()) -> list[dict]:
     if not jobs:
         fail(f"{path}: no jobs")
     return jobs
+
+
+def plan_lines(path: Path) -> list[tuple[int, str]]:
+    """(number, line) of the plan's job lines: blank lines and comments (``#`` as the first
+    non-blank, indented or not) left out. A BOM (a plan saved by a Windows editor) is dropped:
+    it would begin the first job's name, and every file named after it, invisibly."""
+    if not path.is_file():
+        fail(f"plan {path} not found")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as e:
+        fail(f"plan {path} is not UTF-8 text ({e})")
+    return [(number, line) for number, line in enumerate(text.splitlines(), start=1)
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+def split_line(where: str, line: str) -> tuple[list[str], list[str]]:
+    """A line's words before and after its ``|``, read whole by shlex so that a ``|`` inside
+    quotes (``--set 'training.note=a|b'``) stays in its value instead of cutting the line."""
+    lexer = shlex.shlex(line, posix=True, punctuation_chars="|")
+    lexer.whitespace_split, lexer.commenters = True, ""
+    try:
+        words = list(lexer)
+    except ValueError as e:
+        fail(f"{where}: {PLAN_LINE} ({e})")
+    if any(word.startswith("#") for word in words):
+        fail(f"{where}: a comment goes on its own line (# first), not after a job")
+    bars = [i for i, word in enumerate(words) if set(word) == {"|"}]
+    if len(bars) > 1 or any(words[i] != "|" for i in bars):
+        fail(f"{where}: one | a line, between the training and the search settings (quote a "
+             "value that holds a |)")
+    cut = bars[0] if bars else len(words)
+    return words[:cut], words[cut + 1:]
+
+
+def parse_head(where: str, words: list[str]) -> tuple[str, int, str, list[str]]:
+    """NAME SEED RECIPE and the ``--set KEY=VALUE`` pairs. NAME names the job's model folder,
+    npz and run files on both machines: a plain name, or ``../x`` writes outside --scratch."""
+    if len(words) < 3:
+        fail(f"{where}: {PLAN_LINE} (NAME, SEED and RECIPE are needed)")
+    name, seed, recipe, *sets = words
+    if not is_job_name(name):
+        fail(f"{where}: NAME {name!r}: letters, digits, '.', '_' and '-' only (no '/', no "
+             "'..'): it names the job's folder and files")
+    if not (seed.isascii() and seed.isdigit()):
+        fail(f"{where}: {PLAN_LINE} (SEED {seed!r} is not a whole number)")
+    if (len(sets) % 2 or any(s != "--set" for s in sets[::2])
+            or any(not s.partition("=")[0].strip() or "=" not in s for s in sets[1::2])):
+        fail(f"{where}: overrides are --set KEY=VALUE, encodings OPTION=VALUE")
+    return name, int(seed), recipe, sets
+
+
+def is_job_name(name: str) -> bool:
+    return bool(re.fullmatch(r"[A-Za-z0-9._-]+", name)) and ".." not in name
+
+
+def parse_settings(where: str, words: list[str]) -> list[tuple[str, str]]:
+    """The ``KEY=VALUE`` words after ``|``, each key once (argparse would keep the last one,
+    topics the first) and never empty (``=x`` became ``--option==x``, refused on the device)."""
+    pairs = []
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or not key:
+            fail(f"{where}: {word!r}: the settings after | are OPTION=VALUE, with a name "
+                 "before '='")
+        if key in [k for k, _ in pairs]:
+            fail(f"{where}: {key}= is given twice: give it once")
+        pairs.append((key, value))
+    return pairs
+
+
+def check_recipe_sets(where: str, recipe: str, sets: list[str]) -> None:
+    """The line's --set applied to its recipe here, as ``train`` applies them on the device: an
+    unknown field, a field given twice or a bad value fails here, not in every seed's training.
+    Fields ``run`` sets itself (the carried MiniLM, the carried BM25 run) are refused: train
+    would refuse them there as given twice."""
+    if recipe == "zero-shot":
+        if sets:
+            fail(f"{where}: zero-shot trains nothing: its --set would be ignored")
+        return
+    from pyserini_moe.train.config import ConfigError
+
+    try:
+        config = recipe_config(recipe, sets)
+    except ConfigError as e:
+        fail(f"{where}: {e}")
+    taken = RUN_SETS + (NEGATIVE_SETS if mines_bm25(config) else ())
+    for setting in sets[1::2]:
+        key = setting.partition("=")[0].strip()
+        clash = next((t for t in taken if t == key or t.startswith(f"{key}.")), None)
+        if clash:
+            fail(f"{where}: --set {setting}: run sets {clash} itself (the carried "
+                 f"{'MiniLM' if clash in RUN_SETS else 'BM25 run'}): leave it out")
+
+
+def recipe_config(recipe: str, sets: list[str]):
+    """The recipe with the job's ``--set`` applied (a ConfigError where train would refuse);
+    an output folder given as train's --output-dir gives it."""
+    from pyserini_moe.train.config import load_config
+
+    return load_config(ROOT / recipe, output_dir="scratch").with_settings(sets[1::2])
+
+
+def mines_bm25(config) -> bool:
+    """Whether the recipe draws hard negatives from BM25 (mined here, the carried run there)."""
+    return bool(config.data.num_negatives) and config.data.negatives.source == "bm25"
 
 
 def check_recipe(where: str, recipe: str) -> None:
@@ -302,8 +425,13 @@ def check_setting(where: str, key: str, value: str, collections: set[str]) -> No
                 fail(f"{where}: topics={value}: {spec.rsplit(':', 1)[0]} is not a collection "
                      f"the carry holds ({', '.join(sorted(collections)) or 'none'}); known "
                      f"specs: {', '.join(TOPICS)}")
-    if key in ("doc_length", "query_length") and not (value.isdigit() and int(value) >= 1):
+    if key in ("doc_length", "query_length") and not is_count(value):
         fail(f"{where}: {key}={value}: a number of tokens, at least 1")
+
+
+def is_count(value: str) -> bool:
+    """ASCII digits, at least 1: ``str.isdigit`` is true of '²', which ``int`` refuses."""
+    return value.isascii() and value.isdigit() and int(value) >= 1
 
 
 def restore_backbone(carry: Path, target: Path) -> Path:
@@ -357,10 +485,7 @@ def negatives_sets(job: dict, carry: Path) -> list[str]:
     """The carried BM25 run in place of mining (no Java on the device) for a recipe that draws
     hard negatives from BM25; nothing for an in-batch-only recipe (num_negatives 0), which
     refuses any negatives section (the SB-MoE recipes)."""
-    from pyserini_moe.train.config import load_config
-
-    data = load_config(ROOT / job["recipe"]).with_settings(job["sets"][1::2]).data
-    if not data.num_negatives or data.negatives.source != "bm25":
+    if not mines_bm25(recipe_config(job["recipe"], job["sets"])):
         return []
     return ["--set", "data.negatives.source=run", "--set", f"data.negatives.run={carry / NEGATIVES}"]
 
@@ -374,7 +499,7 @@ def run(args: argparse.Namespace) -> None:
     carry, out, scratch = Path(args.carry).resolve(), Path(args.out), Path(args.scratch)
     data = carry / "data"
     jobs = parse_plan(carry / "plan.txt", [p.name for p in data.iterdir() if p.is_dir()]
-                      if data.is_dir() else [])
+                      if data.is_dir() else [], check_sets=False)
     scratch.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYSERINI_MOE_DATA=str(data), PYTHONPATH=str(ROOT),
                OMP_NUM_THREADS=str(args.threads), TOKENIZERS_PARALLELISM="false",
@@ -397,6 +522,18 @@ def run(args: argparse.Namespace) -> None:
         return done.returncode == 0
 
     def one(index: int, job: dict) -> bool | None:
+        """A job whose setup raises (its recipe refused with its --set, say) is one failed job
+        in log.tsv and the count: the exception would end the pool's results, and with them
+        the summary and the exit code."""
+        try:
+            return job_stages(index, job)
+        except Exception as e:  # noqa: BLE001 - any error of one job, never the others'
+            log.write(f"{job['name']}\tsetup\t0.0\t1\t{time.monotonic() - start:.0f}\n"
+                      f"# {type(e).__name__}: {e}\n")
+            print(f"{job['name']} setup failed: {type(e).__name__}: {e}", flush=True)
+            return False
+
+    def job_stages(index: int, job: dict) -> bool | None:
         """True: searched; False: a stage failed; None: not started (budget, nothing to
         evaluate)."""
         if time.monotonic() > deadline:
@@ -615,44 +752,33 @@ def evaluate(args: argparse.Namespace) -> None:
     import torch
 
     from pyserini_moe.data.topics import load_topics
-    from pyserini_moe.modeling.auto import load_encoder
     from pyserini_moe.modeling.base import Side
 
+    checkpoints, options = check_evaluate(args)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    kinds = args.kinds.split(",")
+    fields = tuple(dict.fromkeys(f for kind in kinds for f in FIELDS[kind]))
+    has_dev = dev_topics_given(args)
+    dev = dev_collection(args.dev_topics) if has_dev else None
+    if not any(searched(args.topics, name, option, has_dev)
+               for name, _ in checkpoints for option in [None, *options]):
+        fail(f"--topics {' '.join(args.topics)}: nothing to search for --checkpoint "
+             f"{' '.join(n for n, _ in checkpoints)} (the zero-shot collections are searched "
+             "for last or zeroshot only, dev with a --dev-topics file)")
+    for _, spec in checkpoints:  # a refused option is one line before any encoding
+        for option in options:
+            load_checked(spec, "cpu", option)
     arrays: dict[str, np.ndarray] = {}
     meta: dict = {"topics": {}, "digests": {}}
     corpora: dict[str, tuple[list[str], list[str]]] = {}
-    for checkpoint in args.checkpoint:
-        if "=" not in checkpoint or not Path(checkpoint.split("=", 1)[1]).exists():
-            fail(f"--checkpoint {checkpoint}: expected NAME=FOLDER of a saved model or backbone")
-    kinds = args.kinds.split(",")
-    if not set(kinds) <= set(KINDS):
-        fail(f"--kinds {args.kinds}: choose from {','.join(KINDS)}")
-    fields = tuple(dict.fromkeys(f for kind in kinds for f in FIELDS[kind]))
-    has_dev = "dev" in args.topics and Path(args.dev_topics).is_file()
-    dev = dev_collection(args.dev_topics) if has_dev else None
-    for name, spec in (c.split("=", 1) for c in args.checkpoint):
-        for option in [None, *args.option]:
-            model = load_encoder(spec, device=device)
-            if option:
-                key, value = option.split("=", 1)
-                model.configure(**{key: value})
-                label = f"{name}+{key}-{value}"
-            else:
-                label = name
-            missing = [f for f in fields if f not in model.representations]
-            if missing:
-                fail(f"--kinds {args.kinds} needs {', '.join(missing)}, which the model {spec} "
-                     f"does not produce (its representations: "
-                     f"{', '.join(model.representations)})")
+    for name, spec in checkpoints:
+        for option in [None, *options]:
+            model = load_checked(spec, device, option)
+            label = f"{name}+{option[0]}-{option[1]}" if option else name
+            check_fields(model, spec, fields, args.kinds)
             model.eval()
-            # zero-shot collections for the last checkpoint, without extra encodings
-            specs = [t for t in args.topics if t not in LAST_ONLY
-                     or (name in ("last", "zeroshot") and not option)]
             vectors: dict[str, dict] = {}
-            for topics in specs:
-                if topics == "dev" and not has_dev:
-                    continue
+            for topics in searched(args.topics, name, option, has_dev):
                 collection, hits, remove_query, keep_scores = topics_settings(topics, dev)
                 if collection not in corpora:
                     corpora[collection] = read_corpus(collection)
@@ -666,21 +792,8 @@ def evaluate(args: argparse.Namespace) -> None:
                 q = encode_fields(model, [queries[i] for i in qids], Side.QUERY,
                                   LONG_QUERY_TOPICS.get(topics, args.query_length), args.batch,
                                   fields)
-                computed: dict = {}
-
-                def scores_of(kind: str, q: dict = q, d: dict = vectors[collection],
-                              computed: dict = computed):
-                    if kind not in computed:
-                        computed[kind] = kind_scores(kind, q, d)
-                    return computed[kind]
-
-                for kind in kinds:
-                    if kind == "came":
-                        positions, scores = came_run(scores_of, qids, doc_ids, hits,
-                                                     remove_query)
-                    else:
-                        positions, scores = top_hits(scores_of(kind), qids, doc_ids, hits,
-                                                     remove_query, index_order=kind == "impact")
+                for kind, (positions, scores) in kind_runs(kinds, q, vectors[collection], qids,
+                                                           doc_ids, hits, remove_query):
                     key = run_key(label if kind == "dense" else f"{label}+{kind}", topics)
                     dtype = np.int16 if len(doc_ids) < 2**15 else np.int32
                     arrays[key + ".pos"] = positions.astype(dtype)
@@ -694,6 +807,123 @@ def evaluate(args: argparse.Namespace) -> None:
     tmp = Path(str(args.output) + ".tmp.npz")
     np.savez_compressed(tmp, **arrays)
     os.replace(tmp, args.output)
+
+
+def check_evaluate(args: argparse.Namespace) -> tuple[list[tuple[str, str]],
+                                                      list[tuple[str, str]]]:
+    """(checkpoints, options) as (NAME, FOLDER) and (KEY, VALUE), every flag checked before a
+    model is loaded: a missing --output folder was found only when the npz was written, after
+    all the encoding and search."""
+    output = Path(args.output)
+    if output.is_dir():
+        fail(f"--output {output} is a folder: name the npz file to write")
+    if not output.parent.is_dir():
+        fail(f"--output {output}: its folder {output.parent} does not exist")
+    for flag in ("batch", "doc_length", "query_length"):
+        if getattr(args, flag) < 1:
+            fail(f"--{flag.replace('_', '-')} {getattr(args, flag)}: at least 1")
+    if not set(args.kinds.split(",")) <= set(KINDS):
+        fail(f"--kinds {args.kinds}: choose from {','.join(KINDS)}")
+    checkpoints = [parse_checkpoint(c) for c in args.checkpoint]
+    names = [name for name, _ in checkpoints]
+    for name in names:
+        if names.count(name) > 1:  # the second's runs would replace the first's
+            fail(f"--checkpoint {name}= is given twice: give each NAME once")
+    return checkpoints, parse_options(args.option)
+
+
+def parse_checkpoint(checkpoint: str) -> tuple[str, str]:
+    """NAME=FOLDER of a saved model (its metadata file) or a backbone (its config.json). An
+    empty FOLDER is refused: ``Path("")`` is the current folder, which exists."""
+    from pyserini_moe.modeling.base import is_saved_model
+
+    name, _, folder = checkpoint.partition("=")
+    if not is_job_name(name) or not folder:
+        fail(f"--checkpoint {checkpoint}: expected NAME=FOLDER of a saved model or backbone "
+             "(NAME: letters, digits, '.', '_', '-')")
+    if not Path(folder).is_dir():
+        fail(f"--checkpoint {checkpoint}: {folder} is not a folder")
+    if not is_saved_model(folder) and not (Path(folder) / "config.json").is_file():
+        fail(f"--checkpoint {checkpoint}: {folder} is neither a saved model nor a backbone "
+             "(no model metadata, no config.json)")
+    return name, folder
+
+
+def parse_options(options: list[str]) -> list[tuple[str, str]]:
+    """``--option KEY=VALUE`` pairs; one given twice would write its runs twice under one name."""
+    pairs = []
+    for option in options:
+        key, sep, value = option.partition("=")
+        if not sep or not key:
+            fail(f"--option {option}: expected KEY=VALUE, an encode-time option (e.g. "
+                 "inference=all)")
+        if (key, value) in pairs:
+            fail(f"--option {option} is given twice: give it once")
+        pairs.append((key, value))
+    return pairs
+
+
+def load_checked(spec: str, device: str, option: tuple[str, str] | None = None):
+    """The model of ``spec`` with ``option`` set; a folder it cannot load or an option the
+    model refuses is one error line, not a traceback."""
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.modeling.auto import load_encoder
+
+    try:
+        model = load_encoder(spec, device=device)
+        if option:
+            model.configure(**{option[0]: option[1]})
+    except (UserError, OSError) as e:
+        fail(f"--checkpoint {spec}{' --option ' + '='.join(option) if option else ''}: {e}")
+    return model
+
+
+def check_fields(model, spec: str, fields: tuple[str, ...], kinds: str) -> None:
+    """The representations the runs of ``kinds`` need are ones ``model`` produces."""
+    missing = [f for f in fields if f not in model.representations]
+    if missing:
+        fail(f"--kinds {kinds} needs {', '.join(missing)}, which the model {spec} does not "
+             f"produce (its representations: {', '.join(model.representations)})")
+
+
+def dev_topics_given(args: argparse.Namespace) -> bool:
+    """Whether ``dev`` is searched: asked for, and its file there. Said on stderr where it is
+    asked for without one (run passes every job's path; a zero-shot job has none)."""
+    if "dev" not in args.topics:
+        return False
+    if not Path(args.dev_topics).is_file():
+        print(f"note: --topics dev is not searched: no dev topics file "
+              f"({args.dev_topics or 'no --dev-topics given'})", file=sys.stderr)
+        return False
+    return True
+
+
+def searched(topics: list[str], name: str, option: tuple[str, str] | None,
+             has_dev: bool) -> list[str]:
+    """The topics searched for one checkpoint and option: the zero-shot collections for the
+    last checkpoint only, without extra encodings; dev only with its file."""
+    return [t for t in topics if (t not in LAST_ONLY or (name in ("last", "zeroshot")
+                                                         and not option))
+            and (t != "dev" or has_dev)]
+
+
+def kind_runs(kinds: list[str], q: dict, d: dict, qids: list[str], doc_ids: list[str],
+              hits: int, remove_query: bool):
+    """(kind, (positions, scores)) of each run kind; each kind's [Q, D] scores computed once,
+    for its own run and for CAME's fused one."""
+    computed: dict = {}
+
+    def scores_of(kind: str):
+        if kind not in computed:
+            computed[kind] = kind_scores(kind, q, d)
+        return computed[kind]
+
+    for kind in kinds:
+        if kind == "came":
+            yield kind, came_run(scores_of, qids, doc_ids, hits, remove_query)
+        else:
+            yield kind, top_hits(scores_of(kind), qids, doc_ids, hits, remove_query,
+                                 index_order=kind == "impact")
 
 
 def dev_collection(dev_topics: str) -> str:
@@ -717,8 +947,7 @@ def unpack(args: argparse.Namespace) -> None:
     written, and a run file already in --output is replaced only with --overwrite (it may be the
     user's own): a refused call writes nothing."""
     out = Path(args.output)
-    if out.exists() and not out.is_dir():
-        fail(f"--output {out} is a file, not a folder")
+    check_output_folder(out)
     runs: dict[Path, tuple] = {}  # file -> (job, qids, positions, scores, collection, digest)
     for tar_path in args.tars:
         if not Path(tar_path).is_file() or not tarfile.is_tarfile(tar_path):
@@ -738,6 +967,9 @@ def unpack(args: argparse.Namespace) -> None:
                                   meta["digests"][info["collection"]])
     if not runs:
         fail(f"no runs in {', '.join(args.tars)}: not the tars of a run call")
+    folders = [path for path in runs if path.exists() and not path.is_file()]
+    if folders:  # with --overwrite it failed midway, the runs before it written
+        fail(f"{folders[0]} is a folder, not a run file: move it (nothing was written)")
     there = [path for path in runs if path.exists()]
     if there and not args.overwrite:
         fail(f"{there[0]} exists ({len(there)} of the {len(runs)} runs do): --overwrite "
@@ -751,10 +983,23 @@ def unpack(args: argparse.Namespace) -> None:
         if (positions.ndim != 2 or len(positions) != len(qids)
                 or ((positions < 0) | (positions >= len(ids[collection]))).any()):
             fail(f"{path.name}: its positions do not fit {collection}'s queries and corpus")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        fail(f"--output {out}: {e}")
     for path, (job, qids, positions, scores, collection, _) in runs.items():
         write_run(path, qids, positions, scores, ids[collection], job)
     print(f"{len(runs)} runs in {out}")
+
+
+def check_output_folder(out: Path) -> None:
+    """--output, or a folder above it, being a file (or a broken link) is one line before any
+    tar is read: mkdir raised NotADirectoryError."""
+    for folder in (out, *out.parents):
+        if folder.is_symlink() and not folder.exists():
+            fail(f"--output {out}: {folder} is a broken link")
+        if folder.exists() and not folder.is_dir():
+            fail(f"--output {out}: {folder} is a file, not a folder")
 
 
 def read_job(tar_path: str, tar: tarfile.TarFile, member: tarfile.TarInfo) -> tuple[dict, dict]:
