@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -270,15 +271,16 @@ def plot_rbo(names: Sequence[str], pairs: Mapping[tuple[str, str], float], path:
 
 
 # -- command line -----------------------------------------------------------------------------
-def parse_named_runs(specs: Sequence[str], flag: str,
-                     allowed: Sequence[str] | None = None) -> dict[str, str]:
-    """``["lexical=a.trec", ...]`` -> ``{"lexical": "a.trec", ...}``, in the order given."""
+def parse_named_runs(specs: Sequence[str], flag: str, allowed: Sequence[str] | None = None,
+                     syntax: str = "NAME=RUN_FILE, e.g. lexical=runs/came.impact.trec"
+                     ) -> dict[str, str]:
+    """``["lexical=a.trec", ...]`` -> ``{"lexical": "a.trec", ...}``, in the order given;
+    ``syntax`` is the flag's own form and example, for the refusal of a malformed value."""
     runs: dict[str, str] = {}
     for spec in specs:
         name, sep, path = (part.strip() for part in spec.partition("="))
         if not sep or not name or not path:
-            raise UserError(f"{flag} {spec!r}: expected NAME=RUN_FILE, e.g. lexical=runs/came."
-                            "impact.trec")
+            raise UserError(f"{flag} {spec!r}: expected {syntax}")
         if allowed is not None and name not in allowed:
             raise UserError(f"{flag} {spec!r}: unknown expert {name!r}; valid: "
                             f"{', '.join(allowed)}")
@@ -345,7 +347,8 @@ class CameAnalysis:
 
     def fused_paths(self) -> dict[str, str]:
         """``{name: run file}`` of the fused runs, in the order given."""
-        return parse_named_runs(self.fused or [], "--fused")
+        return parse_named_runs(self.fused or [], "--fused",
+                                syntax="NAME=RUN_FILE, e.g. sum=runs/came.trec")
 
 
 def run_came(analysis: CameAnalysis) -> int:
@@ -454,7 +457,23 @@ def read_competition(path: str | Path) -> list[dict[str, float]]:
 
     if not Path(path).is_file():
         raise UserError(f"{path}: no such training log")
-    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    lines = [(number, line) for number, line in enumerate(Path(path).read_text().splitlines(), 1)
+             if line.strip()]
+    rows = []
+    for i, (number, line) in enumerate(lines):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines) - 1 and rows:  # a training killed while writing its last step
+                print(f"warning: {path}: line {number}, the last, is cut off (a training stopped "
+                      f"while writing it): summarising the {len(rows)} complete steps before it",
+                      file=sys.stderr)
+                break
+            raise UserError(f"{path}: line {number} is not a JSON record: not a whole training "
+                            "log") from None
+        if not isinstance(row, dict):
+            raise UserError(f"{path}: line {number} is not a JSON record: not a training log")
+        rows.append(row)
     if not rows or not any(key.startswith("weight_") for key in rows[0]):
         raise UserError(f"{path}: not a CAME training log (no weight_<expert> entries)")
     return rows
@@ -511,7 +530,8 @@ class CompetitionAnalysis:
 
     def log_paths(self) -> dict[str, str]:
         """``{name: training log}``, in the order given."""
-        return parse_named_runs(self.log, "--log")
+        return parse_named_runs(self.log, "--log",
+                                syntax="NAME=LOG, e.g. came=work/came/train_log.jsonl")
 
 
 def run_competition(analysis: CompetitionAnalysis) -> int:

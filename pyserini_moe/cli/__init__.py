@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -100,12 +101,21 @@ class _Store(argparse._StoreAction):
         super().__call__(parser, namespace, values, option_string)
 
 
+# What argparse takes for a negative number rather than a flag: its own ``-1`` / ``-.5``, and
+# also ``-1e-3``, ``-inf``, ``-nan``, which it read as unknown flags ("--alpha -inf": "expected
+# one argument"), so the value never reached :func:`finite_float` and its clear refusal.
+NEGATIVE_NUMBER = re.compile(r"^-(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$|^-(?:inf|infinity|nan)$",
+                             re.IGNORECASE)
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """Every command's parser (sub-commands' too): argparse's, with :class:`_Store` as the
-    default action of every argument, argument groups included."""
+    default action of every argument, argument groups included, and :data:`NEGATIVE_NUMBER` as
+    what counts as a negative number."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE_NUMBER
         self.register("action", None, _Store)
         self.register("action", "store", _Store)
 

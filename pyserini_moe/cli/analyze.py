@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from pyserini_moe.analyze import came, checkpoints, cotmote, sbmoe, taser
@@ -26,6 +27,7 @@ from pyserini_moe.cli import (
     settings_from,
 )
 from pyserini_moe.cli.args import add_device_arg
+from pyserini_moe.errors import UserError
 
 # An analysis as the command line runs it: its settings class, and the runner taking one.
 Analysis = tuple[type[Any], Callable[[Any], int]]
@@ -156,7 +158,8 @@ def _came_parsers(sub: Any, _encoding: argparse.ArgumentParser) -> dict[str, Ana
                     "stretch of training, and how often each expert led the competition.")
     competition.add_argument("--log", nargs="+", required=True, metavar="NAME=LOG",
                              help="training logs, e.g. came=work/came/train_log.jsonl")
-    competition.add_argument("--bins", type=positive_int, default=10, help="stretches of steps")
+    competition.add_argument("--bins", type=positive_int, default=10,
+                             help="stretches of steps the table cuts training into (default: 10)")
     competition.add_argument("--output", type=output_file, help="also write the Markdown here")
     competition.add_argument("--plot", help="write a PNG of the weights over the steps here")
     return {"came": (came.CameAnalysis, came.run_came),
@@ -217,8 +220,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     refuse_input_as_output([args.output, getattr(args, "plot", None)], _inputs(args))
     refuse_foreign_reports(args.output, getattr(args, "plot", None))
+    refuse_non_png_plot(getattr(args, "plot", None))
     settings, run = commands[args.command]
     return run(_settings(settings, args))
+
+
+def refuse_non_png_plot(plot: str | None) -> None:
+    """Every analysis writes its ``--plot`` as a PNG: a name with another suffix (``a.txt``,
+    ``a.pdf``) got a PNG under it without a word, so it is refused before the work."""
+    if plot is not None and Path(plot).suffix.lower() != ".png":
+        raise UserError(f"--plot {plot}: the plot is written as a PNG image: give a file name "
+                        "ending in .png")
 
 
 def _settings(settings: type[Any], args: argparse.Namespace) -> Any:

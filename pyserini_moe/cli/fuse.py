@@ -40,7 +40,13 @@ from pyserini_moe.runs import (
     refuse_non_run_output,
     write_trec_run,
 )
-from pyserini_moe.search.fusion import CAME_METHODS, FUSIONS, RANX_METHODS, RANX_NORMS
+from pyserini_moe.search.fusion import (
+    CAME_METHODS,
+    FUSIONS,
+    RANX_METHODS,
+    RANX_NORMS,
+    refuse_untunable_dev,
+)
 from pyserini_moe.search.hybrid import PYSERINI_ALPHA
 
 METHODS = FUSIONS + ("hybrid",)
@@ -131,15 +137,23 @@ def _read(path: str, remove_query: bool, depth: int | None) -> Run:
     return run if depth is None else top_k(run, depth)
 
 
-def _say_different_queries(paths: list[str], runs: list[Run]) -> None:
+def _say_different_queries(paths: list[str], runs: list[Run], judged: set[str] | None = None) -> None:
     """Runs over different query sets (another split, a failed search) fuse without complaint,
-    each missing query from the other runs alone: one warning line says so."""
-    queries = [set(run) for run in runs]
+    each missing query from the other runs alone: one warning line says so. Dev runs
+    (``judged``: the dev qrels' queries) are compared on the judged queries, which the tuning
+    scores: one missing there counts as a miss of that system alone, and biases the tuning."""
+    queries = [set(run) if judged is None else set(run) & judged for run in runs]
     if all(q == queries[0] for q in queries):
         return
     counts = ", ".join(f"{path}: {len(q)}" for path, q in zip(paths, queries))
-    print(f"warning: the runs hold different queries ({counts}; {len(set().union(*queries))} in "
-          "all); a query missing from a run is fused from the others", file=sys.stderr)
+    total = len(set().union(*queries))
+    if judged is None:
+        print(f"warning: the runs hold different queries ({counts}; {total} in all); a query "
+              "missing from a run is fused from the others", file=sys.stderr)
+    else:
+        print(f"warning: the dev runs hold different judged queries ({counts}; {total} in all, "
+              f"of {len(judged)} in --dev-qrels); a judged query missing from a dev run scores "
+              "as that system's miss, which biases the tuning against it", file=sys.stderr)
 
 
 def _refuse_what_the_method_ignores(args: argparse.Namespace) -> None:
@@ -249,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
 
         dev = ([_read(p, args.remove_query, args.candidates) for p in args.dev_runs],
                load_qrels(args.dev_qrels))
+        refuse_untunable_dev(*dev, names=[f"--dev-runs {p}" for p in args.dev_runs])
+        _say_different_queries(args.dev_runs, dev[0], judged=set(dev[1]))
     tuned: dict = {}
     if args.method == "hybrid":
         from pyserini_moe.search.hybrid import hybrid, search_alpha

@@ -15,9 +15,20 @@ import logging
 import sys
 from pathlib import Path
 
-from pyserini_moe.cli import ArgumentParser, finite_float, refuse_input_as_output, seed
+from pyserini_moe.cli import (
+    ArgumentParser,
+    HelpFormatter,
+    finite_float,
+    refuse_input_as_output,
+    seed,
+)
 from pyserini_moe.cli.args import add_device_arg
 from pyserini_moe.io import refuse_foreign_folder, refuse_one_file_twice, refuse_special_output
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter, HelpFormatter):
+    """The description and epilog as written (their lines are set by hand), and every flag's
+    default, as the other commands show it."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
                "queries of --queries COLLECTION:SPLIT, docT5query output via\n"
                "--pseudo-queries CORPUS=FILE (lines docid<TAB>query).\n"
                "On a busy machine, OMP_NUM_THREADS=1 is often faster.",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=_HelpFormatter)
     parser.add_argument("--backbone", default="all-minilm-l6-v2",
                         help="HF name or folder of a BERT-style encoder (default: packaged MiniLM)")
     parser.add_argument("--variant", choices=("mote", "siamese", "separate"), default="mote",
@@ -50,11 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="judged (query, document) pairs, e.g. scifact:train")
     parser.add_argument("--pseudo-queries", nargs="*", default=[], metavar="CORPUS=FILE",
                         help="docT5query output for a corpus: lines docid<TAB>query")
-    parser.add_argument("--output-dir", required=True, type=Path)
+    parser.add_argument("--output-dir", required=True, type=Path,
+                        help="folder of the pre-training output: model/, pretrain_log.jsonl, "
+                             "pretrain_args.json")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier pre-training output (refused while it holds "
                              "files pre-training does not write)")
-    parser.add_argument("--max-steps", type=int, default=300)
+    parser.add_argument("--max-steps", type=int, default=300, help="optimizer steps")
     parser.add_argument("--batch-size", type=int, default=16, help="examples per forward pass")
     parser.add_argument("--grad-accumulation", type=int, default=1,
                         help="forward passes per optimizer step: the batch the learning rate "
@@ -63,13 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--context-max-length", type=int, default=64, help="decoder tokens")
     parser.add_argument("--mask-ratio", type=finite_float, default=0.3,
                         help="share of encoder tokens masked (CoT-MAE: 0.3)")
-    parser.add_argument("--learning-rate", type=finite_float, default=1e-4)
+    parser.add_argument("--learning-rate", type=finite_float, default=1e-4,
+                        help="peak learning rate (linear warm-up, then linear decay)")
     parser.add_argument("--encoder-learning-rate", type=finite_float, default=None,
                         help="learning rate of the encoder's own layers (default: "
                              "--learning-rate; the MLM head and the decoder always use "
                              "--learning-rate); lower it, or 0 to freeze the encoder, to keep a "
                              "backbone that already retrieves well")
-    parser.add_argument("--warmup-ratio", type=finite_float, default=0.1)
+    parser.add_argument("--warmup-ratio", type=finite_float, default=0.1,
+                        help="share of the steps spent warming the learning rate up")
     parser.add_argument("--switch-experts", action="store_true",
                         help="ablation (table 4): queries through P-FFN, passages through Q-FFN")
     parser.add_argument("--seed", type=seed, default=42,

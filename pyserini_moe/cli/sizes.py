@@ -37,7 +37,15 @@ def main(argv: list[str] | None = None) -> int:
                         f"({next(iter(counts.values()))})")
     print(f"| model ({name}) | parameters |\n|---|---:|")
     for model, count in counts.items():
-        print(f"| {model} | {count / 1e6:.1f}M |" if isinstance(count, int)
+        print(f"| {model} | {size(count)} |" if isinstance(count, int)
               else f"| {model} | cannot be built: {count} |")
     return 0
 
+
+def size(count: int) -> str:
+    """A parameter count as the table prints it, in millions: one decimal from 1M (a BERT's
+    110.1M); below, every digit of the count (a tiny test BERT's 0.0M told no model apart:
+    42,123 parameters print 0.042123M)."""
+    if count >= 1_000_000:
+        return f"{count / 1e6:.1f}M"
+    return f"{count / 1e6:.6f}".rstrip("0").rstrip(".") + "M"

@@ -622,11 +622,13 @@ def format_table(rows: list[Outcome], times: dict[str, float]) -> str:
                f"{delta:>8} {num(r.tolerance) if r.tolerance is not None else '-':>6} {t:>7}  {r.status}"
         if r.status in ("SKIP", "ERROR"):
             line += f"  ({r.note})"
-        elif r.seeds:
+        elif len(r.seeds) > 1:
             line += (f"  (mean of {len(r.seeds)} seeds, sd {r.sd or 0:.4f}: "
                      + ", ".join(f"{s}: {v:.4f}" for s, v in r.seeds.items()) + ")")
+        elif r.seeds:  # one seed has no spread: no sd to show
+            line += "  (" + ", ".join(f"seed {s}: {v:.4f}" for s, v in r.seeds.items()) + ")"
         lines.append(line)
-    if any(r.seeds for r in rows):
+    if any(len(r.seeds) > 1 for r in rows):
         lines.append(f"tolerance 'spread' of a multi-seed row: {TOLERANCE_RULE}")
     return "\n".join(lines)
 

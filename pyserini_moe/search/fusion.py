@@ -222,6 +222,31 @@ def _finite(run: Run, method: str) -> Run:
     return run
 
 
+def refuse_untunable_dev(dev_runs: Sequence[Run], dev_qrels: Qrels,
+                         names: Sequence[str] | None = None) -> None:
+    """Tuning on a dev split needs the dev runs to answer its judged queries: a run sharing none
+    of them scores 0 under every weighting (tuning then drops it, or keeps the first grid point
+    of a table of zeros), and runs that retrieve no relevant document make every weighting score
+    0 (ranx's optimiser fails on an empty set). Refused in one line, naming the run
+    (``names``: how the caller calls each run, e.g. its file)."""
+    names = list(names) if names is not None else [f"dev run {i + 1}" for i in range(len(dev_runs))]
+    relevant = {qid: {doc for doc, grade in docs.items() if grade > 0}
+                for qid, docs in dev_qrels.items()}
+    relevant = {qid: docs for qid, docs in relevant.items() if docs}
+    if not relevant:
+        raise UserError("the dev qrels judge no document relevant: every weighting scores 0 on "
+                        "them, so there is nothing to tune")
+    for name, run in zip(names, dev_runs):
+        if not set(run) & set(dev_qrels):
+            raise UserError(f"{name} holds none of the {len(dev_qrels)} queries the dev qrels "
+                            "judge: tuning would score it 0 under every weighting (the dev runs "
+                            "of another split?)")
+    if not any(doc in relevant.get(qid, ()) for run in dev_runs for qid, hits in run.items()
+               for doc in hits):
+        raise UserError("the dev runs retrieve no document the dev qrels judge relevant: every "
+                        "weighting scores 0, so there is nothing to tune")
+
+
 def optimize_weights(dev_runs: Sequence[Run], dev_qrels: Qrels, method: str = "wsum",
                      metric: str = "ndcg@10", norm: str | None = None,
                      k: int = 1000) -> dict[str, Any]:
@@ -233,7 +258,9 @@ def optimize_weights(dev_runs: Sequence[Run], dev_qrels: Qrels, method: str = "w
     requires runs and qrels to have the same queries; missing ones are added empty). ranx 0.3.21
     keeps the *last* best configuration on ties, and with 3+ runs skips weightings whose float sum
     is not exactly 1.0, e.g. (.2, .7, .1); :func:`optimize_linear`'s grid has them all.
+    Dev runs that cannot be tuned on are refused first (:func:`refuse_untunable_dev`).
     """
+    refuse_untunable_dev(dev_runs, dev_qrels)
     if method == "linear":
         if norm is not None:
             raise UserError(f"linear fuses raw scores; pass norm=None, not {norm!r}")

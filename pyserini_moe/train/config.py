@@ -237,6 +237,10 @@ class TrainConfig:
                                   f"which the earlier --set {inside} sets inside: the earlier one "
                                   "would be lost; give the field in the section's value, or drop "
                                   "one of them", key.strip())
+            if any(not part.strip() for part in key.strip().split(".")):
+                raise ConfigError(f"--set {setting.strip()}: {key.strip()!r} has an empty field "
+                                  "name (a dot too many?): expected dotted field names, e.g. "
+                                  "training.max_steps=1000", key.strip())
             *parents, leaf = key.strip().split(".")
             node = raw
             for i, part in enumerate(parents):
@@ -258,6 +262,10 @@ class TrainConfig:
             if section is not None:  # a field of a section --set replaced whole: not the file's
                 problem = str(e).split(f"{e.field}: ", 1)[-1]
                 raise ConfigError(f"--set {given[section]}: {e.field}: {problem}", e.field) from None
+            made = next((k for k in given if k.startswith(f"{e.field}.")), None)
+            if made is not None:  # a section the recipe lacks, which this --set made up
+                problem = str(e).split(f"{e.field}: ", 1)[-1]
+                raise ConfigError(f"--set {given[made]}: {e.field}: {problem}", e.field) from None
             raise
 
 

@@ -43,6 +43,11 @@ import torch
 import yaml
 from tqdm import tqdm
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: no flock, see _hold_lock
+    fcntl = None  # type: ignore[assignment]
+
 from pyserini_moe.data.export import write_topics_tsv, write_trec_qrels
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import (
@@ -139,6 +144,7 @@ class Trainer:
         # negatives, when its data was read first: _epoch_steps, evaluate): no earlier run's.
         self._own: set[str] = {INIT_DIR}
         self._aside: Path | None = None  # an earlier run --overwrite replaces, until replaced
+        self._aside_lock: int | None = None  # the descriptor holding _aside's lock
         # Set under torchrun (see pyserini_moe.train.distributed): this rank's slice of a batch.
         self.ranks: Ranks | None = init_from_env()
         self.is_main = self.ranks is None or self.ranks.is_main
@@ -301,14 +307,17 @@ class Trainer:
     def _say_earlier_runs_aside(self) -> None:
         """An ``--overwrite`` killed before its first checkpoint (SIGKILL runs no clean-up) left
         the earlier run in the hidden ``.<output>.old-<pid>``: said on every later start, never
-        deleted here (it may be the only copy of a finished training)."""
+        deleted here (it may be the only copy of a finished training). A folder is still in use
+        only while the training that set it aside holds its lock (:func:`_hold_lock`), which
+        the system drops when that process ends however it ends: the process id in the name
+        alone misled once it belonged to another live process (a container reuses ids)."""
         prefix = self._aside_prefix()
         if not self.out.parent.is_dir():
             return
         for aside in sorted(self.out.parent.glob(f"{glob.escape(prefix)}*")):
             pid = aside.name[len(prefix):].partition("-")[0]
-            if (pid.isdigit() and aside.is_dir() and not aside.is_symlink()  # a running
-                    and (int(pid) == os.getpid() or not process_alive(int(pid)))):  # one's is its own
+            if (pid.isdigit() and aside.is_dir() and not aside.is_symlink()
+                    and not _locked(aside, int(pid))):
                 log.warning("%s holds an earlier run of %s, set aside by an --overwrite that was "
                             "killed: move its contents back into %s to keep it, or delete it",
                             aside, self.out, self.out)
@@ -324,6 +333,7 @@ class Trainer:
                 break
             aside = aside.with_name(f"{self._aside_prefix()}{os.getpid()}-{n}")
         aside.mkdir()
+        self._aside_lock = _hold_lock(aside)
         for entry in earlier:
             entry.rename(aside / entry.name)
         return aside
@@ -343,12 +353,19 @@ class Trainer:
             entry.rename(self.out / entry.name)
         self._aside.rmdir()
         self._aside = None
+        self._release_aside_lock()
 
     def _drop_earlier(self) -> None:
         """The new run is resumable (or finished): the earlier one is gone for good."""
         if self._aside is not None:
             shutil.rmtree(self._aside, ignore_errors=True)
             self._aside = None
+        self._release_aside_lock()
+
+    def _release_aside_lock(self) -> None:
+        if self._aside_lock is not None:
+            os.close(self._aside_lock)
+            self._aside_lock = None
 
     def _prepare(self, resume: bool) -> TrainingData:
         """Load (mine) the data into the output folder."""
@@ -655,3 +672,39 @@ def _numpy_state_from_tensors(state: dict[str, Any]) -> tuple:
 def _as_tuples(value: Any) -> Any:
     """``random.setstate`` needs tuples where serialisation may have produced lists."""
     return tuple(_as_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def _hold_lock(folder: Path) -> int | None:
+    """An exclusive lock on ``folder`` (an earlier run set aside), held while the returned
+    descriptor stays open: the system releases it when this process ends, even by SIGKILL.
+    None where the system has no ``flock`` (then the folder's process id is all there is)."""
+    if fcntl is None:
+        return None
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _locked(folder: Path, pid: int) -> bool:
+    """Whether a training that set ``folder`` aside still runs: it holds the folder's lock
+    (:func:`_hold_lock`). Without ``flock``, whether a process of its id other than this one
+    lives."""
+    if fcntl is None:
+        return pid != os.getpid() and process_alive(pid)
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
