@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyserini_moe.errors import UserError
+
 
 @dataclass
 class Process:
@@ -34,11 +36,18 @@ runpy.run_module(module, run_name='__main__', alter_sys=True)
 
 
 def run_process(module: str, args: list[str]) -> Process:
-    """Run ``python -m module args`` in a child process: its wall time and peak memory."""
+    """Run ``python -m module args`` in a child process: its wall time and peak memory. A child
+    that refuses a setting (exit 2, an ``error:`` line) is a :class:`UserError` with that line;
+    any other failure a RuntimeError with the end of its stderr."""
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", _PEAK_WRAPPER, module, *args],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if proc.returncode != 0:
+        said = [line for line in proc.stderr.splitlines()
+                if line.strip() and not line.startswith("__peak_kb__ ")]
+        if proc.returncode == 2 and said and said[-1].startswith("error: "):
+            # the command's own one-line refusal of a setting: said as such, without a traceback
+            raise UserError(f"python -m {module} {shlex.join(args)}: {said[-1][len('error: '):]}")
         raise RuntimeError(f"python -m {module} {shlex.join(args)} failed ({proc.returncode}): "
                            f"{proc.stderr[-2000:]}")
     peaks = [line.split()[1] for line in proc.stderr.splitlines()

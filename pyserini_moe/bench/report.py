@@ -54,9 +54,10 @@ _ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_
 
 
 def device_name(device: str) -> str:
-    if device == "cpu":
+    """``cpu`` for every CPU spelling ``--device`` takes (``cpu``, ``cpu:N``: torch has one CPU
+    device), else the CUDA device's name."""
+    if torch.device(device).type == "cpu":
         return "cpu"
-
     return torch.cuda.get_device_name(torch.device(device))
 
 

@@ -12,10 +12,17 @@ import pytest
 from pyserini_moe.bench import pipeline
 from pyserini_moe.bench.corpora import pooled_corpus, subset
 from pyserini_moe.bench.processes import run_process
-from pyserini_moe.bench.report import Report, cpu_description, percentile
-from pyserini_moe.bench.run import build_models, main
+from pyserini_moe.bench.report import Report, cpu_description, device_name, percentile
+from pyserini_moe.bench.run import (
+    FLAG_SECTIONS,
+    SECTIONS,
+    build_models,
+    build_parser,
+    main,
+    parse,
+)
 from pyserini_moe.bench.scaling import affine, earlier_scaling, join_earlier, scaling_fit
-from pyserini_moe.cli import run_main
+from pyserini_moe.cli import HelpFormatter, run_main
 from pyserini_moe.errors import UserError
 
 
@@ -163,13 +170,140 @@ def test_pipeline_docs_under_two_batches_are_refused_at_parsing(given, least, tm
     [line] = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
     assert f"--pipeline-docs {least - 1}: the pipeline section needs at least 2 x --batch-size = " \
            f"{least} passages" in line and "first batch" in line
-    # two batches pass the parser (a bad --scaling-from then stops the run before any work),
-    # and so does a small --pipeline-docs when the pipeline section does not run
-    for argv in ([*given, "--pipeline-docs", str(least)],
-                 [*given, "--pipeline-docs", "1", "--sections", "encoding"]):
-        assert run_main(main, [*argv, "--scaling-from", str(tmp_path / "missing.json"),
-                               "--output-dir", str(out)]) == 2
-        assert "not a readable bench.json" in capsys.readouterr().err and not out.exists()
+    # two batches pass the parser (a bad --scaling-from then stops the run before any work)
+    assert run_main(main, [*given, "--pipeline-docs", str(least), "--scaling-from",
+                           str(tmp_path / "missing.json"), "--output-dir", str(out)]) == 2
+    assert "not a readable bench.json" in capsys.readouterr().err and not out.exists()
+
+
+def _refused(argv: list[str], tmp_path, capsys) -> str:
+    """The one error line of a bench run refused before anything is written."""
+    out = tmp_path / "out"
+    assert run_main(main, [*argv, "--output-dir", str(out)]) == 2
+    assert not out.exists()
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--sections", "latency", "--multivector-compression", "pq0"],
+     "--multivector-compression 'pq0': expected"),
+    (["--sections", "latency", "--multivector-compression", "pq48"],
+     "m dividing the 128 dimensions"),
+    (["--sections", "scaling", "--multivector-compression", "bogus"],
+     "--multivector-compression 'bogus': expected"),
+    (["--sections", "latency", "--multivector-compression", "none"],
+     "--multivector-compression none: the compressed multi-vector index is measured against"),
+    (["--sections", "approximate", "--multivector-faiss", "bogus"],
+     "--multivector-faiss bogus: unknown Faiss index component 'bogus'"),
+    (["--sections", "approximate", "--multivector-faiss", "ivf64,pq48"],
+     "--multivector-faiss ivf64,pq48: does not fit the model's 128-dimensional token vectors"),
+    (["--sections", "approximate", "--multivector-faiss", "hnsw32"],
+     "--multivector-faiss hnsw32: the approximate section searches its token index at nprobe"),
+])
+def test_multivector_index_settings_are_checked_before_anything_is_built(argv, message, tmp_path,
+                                                                        capsys) -> None:
+    """H12-25/26: a bad value was the index process's RuntimeError traceback after the models,
+    the corpus slice and the indexes before it were built; now the index command's own checks
+    refuse it at parsing, under bench's flag name."""
+    assert message in _refused(argv, tmp_path, capsys)
+
+
+def test_multivector_index_settings_the_index_command_takes_pass() -> None:
+    for argv in (["--sections", "latency", "--multivector-compression", "pq32x12"],
+                 ["--sections", "scaling", "--multivector-compression", "PQ16"],
+                 ["--sections", "approximate", "--multivector-faiss", "IVF16,pq8x4"],
+                 ["--sections", "approximate", "--multivector-faiss", "ivf32,flat"]):
+        parse(argv)
+
+
+def test_a_child_that_refuses_a_setting_is_one_error_line(tmp_path, monkeypatch) -> None:
+    (tmp_path / "refuse.py").write_text("import sys\nprint('a warning', file=sys.stderr)\n"
+                                        "print('error: --faiss x: unknown', file=sys.stderr)\n"
+                                        "sys.exit(2)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    with pytest.raises(UserError, match=r"^python -m refuse --faiss x: --faiss x: unknown$"):
+        run_process("refuse", ["--faiss", "x"])
+
+
+@pytest.mark.parametrize("device", ["cpu", "cpu:0", "cpu:7"])
+def test_every_cpu_spelling_is_the_cpu(device) -> None:
+    """H12-27: cpu:N went to torch.cuda.get_device_name after every timing (an AssertionError
+    without CUDA, bench.md lost); it is the CPU, so the onnx section runs too."""
+    assert device_name(device) == "cpu"
+    assert parse(["--device", device, "--sections", "encoding"]).device == "cpu"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--sections", "encoding", "--scaling-retrievers", "dense"],
+     "--sections encoding does not run the section that reads --scaling-retrievers (scaling): "
+     "add it to --sections or leave the flag out"),
+    (["--sections", "encoding", "--pipeline-docs", "4096"], "--pipeline-docs (pipeline)"),
+    (["--sections", "encoding", "--multivector-faiss", "bogus"],
+     "reads --multivector-faiss (approximate)"),
+    (["--sections", "encoding", "--latency-queries", "5", "--batched-queries", "3"],
+     "--sections encoding does not run the sections that read --latency-queries (latency, "
+     "scaling) and --batched-queries (latency): add one to --sections or leave the flags out"),
+    (["--sections", "encoding", "--latency-queries", "50"], "--latency-queries"),  # the default
+    (["--sections", "latency", "--docs", "8"], "--docs (encoding, onnx)"),
+    (["--sections", "pipeline", "--topics", "scifact:dev"], "--topics"),
+    (["--sections", "onnx", "--scaling-from", "x.json"], "--scaling-from (scaling)"),
+    (["--sections", "pipeline", "--scaling-pool"], "--scaling-pool (scaling)"),
+    (["--sections", "scaling", "--scaling-retrievers", "bm25", "--multivector-compression",
+      "pq32"], "--multivector-compression is read by the latency section and the scaling "
+               "section's multivector-compressed retriever, and this run has neither"),
+])
+def test_a_flag_of_a_section_that_does_not_run_is_refused(argv, message, tmp_path,
+                                                          capsys) -> None:
+    """H12-28: such flags were ignored without a word."""
+    assert message in _refused(argv, tmp_path, capsys)
+
+
+def test_flags_left_at_their_defaults_or_read_by_a_section_that_runs_pass() -> None:
+    for section in SECTIONS:
+        parse(["--sections", section])
+    parse(["--sections", "encoding", "pipeline", "--pipeline-docs", "4096", "--docs", "8"])
+    parse(["--sections", "scaling", "--latency-queries", "5", "--multivector-compression", "pq32",
+           "--scaling-retrievers", "multivector-compressed", "--scaling-pool"])
+    parse(["--sections", "approximate", "--latency-docs", "100", "--topics", "scifact:test"])
+    dests = {action.dest for action in build_parser()._actions}
+    assert set(FLAG_SECTIONS) <= dests
+
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--sections", "scaling", "--scaling-retrievers", "bm25", "bm25", "--scaling-sizes", "20"],
+     "--scaling-retrievers lists bm25 twice: give each once"),
+    (["--sections", "scaling", "--scaling-sizes", "20", "all", "20"],
+     "--scaling-sizes lists 20 twice"),
+    (["--sections", "scaling", "--scaling-sizes", "all", "all"], "--scaling-sizes lists all twice"),
+    (["--sections", "encoding", "latency", "encoding"], "--sections lists encoding twice"),
+    (["--sections", "scaling", "--scaling-from", "a.json", "sub/../a.json"],
+     "--scaling-from a.json and --scaling-from sub/../a.json are one bench.json file"),
+])
+def test_a_value_listed_twice_is_refused(argv, message, tmp_path, capsys, monkeypatch) -> None:
+    """H12-29: bm25 was timed twice, two rows at one size, both in the fit."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.json").write_text("{}")
+    (tmp_path / "sub").mkdir()
+    assert message in _refused(argv, tmp_path, capsys)
+
+
+def test_every_flag_says_what_it_is_and_its_default() -> None:
+    """H12-76: --backbone, --corpus, --batch-size, --latency-docs, --sections and --output-dir
+    had no help and no default."""
+    parser = build_parser()
+    formatter = HelpFormatter(parser.prog)
+    for action in parser._actions:
+        if action.dest == "help":
+            continue
+        assert action.help, action.option_strings
+        assert "default" in formatter._get_help_string(action), action.option_strings
+    text = parser.format_help()
+    for default in ("all-minilm-l6-v2", "scifact", "work/bench", "(default: 32)",
+                    "(default: 1000)"):
+        assert default in text
 
 
 def test_a_stream_of_one_batch_has_no_rate() -> None:
