@@ -6,6 +6,7 @@ module of this package, so flags, messages and exit codes are the same.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
 
@@ -42,7 +43,9 @@ def main() -> int:
         return 0 if len(sys.argv) >= 2 else 2
     name = sys.argv[1]
     if name not in COMMANDS:
-        print(f"{usage()}\n\nerror: unknown command {name!r}", file=sys.stderr)
+        near = difflib.get_close_matches(name.replace("_", "-"), COMMANDS, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        print(f"{usage()}\n\nerror: unknown command {name!r}{hint}", file=sys.stderr)
         return 2
     command = importlib.import_module(f"pyserini_moe.cli.{COMMANDS[name][0]}")
     sys.argv = [f"pyserini-moe {name}", *sys.argv[2:]]

@@ -75,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     regressions = [load_regression(f) for f in args.files]  # validate all before running any
     if args.smoke:
         return _smoke(args, regressions)
+    if args.dry_run and args.evaluate_only:  # a dry run evaluates nothing either
+        raise UserError("--dry-run prints the plan and evaluates nothing; --evaluate-only "
+                        "evaluates runs already there: give one of them")
     check_conditions(regressions, args.condition, args.files)
     check_selection(regressions, args.seed, args.condition, args.scale)
     # absolute: steps run from the repository root, the runner from here

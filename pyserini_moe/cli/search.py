@@ -278,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     _refuse_unread_run_tag(args)
     if args.expert_runs and settings.retriever != "fused":
         raise UserError("--expert-runs applies to --retriever fused")
-    tag = check_run_tag(args.run_tag or run_tag(settings))  # before the search, not after it
+    # before the search, not after it; an empty --run-tag is refused, not replaced by the default
+    tag = check_run_tag(run_tag(settings) if args.run_tag is None else args.run_tag)
     expert_outputs = ([f"{args.expert_runs}.{kind}.trec" for kind in INDEX_KINDS]
                       if args.expert_runs else [])
     refuse_input_as_output([args.output, *expert_outputs],
