@@ -655,7 +655,7 @@ def test_hostile12_plan_lines_refused(line: str, message: str, tmp_path: Path) -
     # H12-04 / H12-05: what train refuses is refused here, naming the plan line
     ("--set training.nosuch=1", r"plan.txt:1: --set training.nosuch=1: unknown field"),
     ("--set training.max_steps=1 --set training.max_steps=2", "training.max_steps is given twice"),
-    ("--set training.max_steps=1 --set 'training={}'", "replaces the whole of training"),
+    ("--set data.seed=1 --set 'data={}'", "replaces the whole of data"),
     ("--set training.max_steps=0", r"plan.txt:1: --set training.max_steps=0"),
     # H12-06: run sets these itself; train on the device would refuse them as given twice
     ("--set model.backbone=/x", "run sets model.backbone itself"),
@@ -860,3 +860,81 @@ def test_hostile12_unpack_refuses_a_run_name_that_is_a_folder_before_writing(
         with pytest.raises(SystemExit, match="j2.last.c-test.trec is a folder, not a run file"):
             _unpack([tar], out, overwrite=overwrite)
     assert sorted(p.name for p in out.iterdir()) == ["j2.last.c-test.trec"]
+
+
+# ------------------------------------------------------------------- hostile pass 13 (H13-*)
+
+@pytest.mark.parametrize("check_sets", [True, False])  # prepare, and the device's parse
+@pytest.mark.parametrize("sets, field", [
+    # H13-11: --set beats run's --seed: jobs a-s42 and b-s43 both trained seed 3
+    ("--set training.seed=3", "training.seed"),
+    ("--set 'training={max_steps: 5}'", "training.seed"),  # the section holding it
+    # H13-12: --set beats run's --output-dir: the model went outside --scratch
+    ("--set output_dir=/tmp/x", "output_dir"),
+    ("--set ' output_dir =/tmp/x'", "output_dir"),
+])
+def test_hostile13_plan_sets_of_the_seed_or_output_folder_are_refused(
+        sets: str, field: str, check_sets: bool, tmp_path: Path) -> None:
+    plan = _plan(tmp_path, "# seeds\n"
+                           f"a 42 {SIAMESE} {sets} | topics=scifact:test\n")
+    with pytest.raises(SystemExit, match=rf"^error: .*plan.txt:2: --set .*: run sets {field} "
+                                         r"itself \(.*\): leave it out$"):
+        tool.parse_plan(plan, ["scifact"], check_sets=check_sets)
+
+
+def test_hostile13_plan_sets_of_other_training_fields_are_kept(tmp_path: Path) -> None:
+    """Only the fields run sets clash: training.seed's neighbours and data.seed pass."""
+    (job,) = tool.parse_plan(_plan(
+        tmp_path, f"a 42 {SIAMESE} --set training.max_steps=5 --set data.seed=7\n"))
+    assert job["seed"] == 42
+    assert job["sets"] == ["--set", "training.max_steps=5", "--set", "data.seed=7"]
+
+
+@pytest.mark.parametrize("seed", ["99999999999999999999999", str(2**32)])
+def test_hostile13_a_seed_train_refuses_is_refused_in_the_plan(seed: str, tmp_path: Path) -> None:
+    """H13-13: only train --seed refused it, on the device, in that job."""
+    plan = _plan(tmp_path, f"a {seed} zero-shot\n")
+    with pytest.raises(SystemExit, match=rf"^error: .*plan.txt:1: SEED {seed} must be in "
+                                         r"\[0, 2\*\*32\)"):
+        tool.parse_plan(plan)
+    (job,) = tool.parse_plan(_plan(tmp_path, f"a {2**32 - 1} zero-shot\nb 0 zero-shot\n"))[:1]
+    assert job["seed"] == 2**32 - 1
+
+
+def test_hostile13_a_topics_spec_given_twice_is_refused(
+        tiny_bert: Path, tiny_corpus: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """H13-17: evaluate --topics tc:test tc:test wrote one run, collapsed without a word; a plan's
+    topics= and run's --topics pass it to every job's evaluate."""
+    from pyserini_moe.modeling import auto
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("a model was loaded before the flags were checked")
+
+    monkeypatch.setattr(auto, "load_encoder", no_load)
+    spec = f"{tiny_corpus}:test"
+    with pytest.raises(SystemExit, match=f"--topics {spec} is given twice"):
+        tool.evaluate(_eval_args(tmp_path, checkpoint=[f"last={tiny_bert}"],
+                                 topics=[spec, "dev", spec]))
+    assert not (tmp_path / "j.npz").exists()
+    with pytest.raises(SystemExit, match=r"plan.txt:1: topics=scifact:test,dev,scifact:test: "
+                                         "scifact:test is given twice"):
+        tool.parse_plan(_plan(tmp_path, "a 42 zero-shot | topics=scifact:test,dev,scifact:test\n"),
+                        ["scifact"])
+    args = _run_args(tmp_path, topics=["scifact:test", "scifact:test"])
+    with pytest.raises(SystemExit, match="--topics scifact:test is given twice"):
+        tool.run(args)
+    assert not (tmp_path / "out" / "log.tsv").exists()
+
+
+def test_hostile13_evaluate_says_what_it_wrote(tiny_bert: Path, tiny_corpus: Path,
+                                              tmp_path: Path,
+                                              capsys: pytest.CaptureFixture) -> None:
+    """H13-17: evaluate printed nothing at all on success."""
+    tool.evaluate(_eval_args(tmp_path, checkpoint=[f"last={tiny_bert}", f"best={tiny_bert}"],
+                             topics=[f"{tiny_corpus}:test"], kinds="dense"))
+    out = capsys.readouterr().out
+    assert out.splitlines() == [f"{tmp_path / 'j.npz'}: 2 runs written, of 2 checkpoints "
+                                "(last, best)"]
+    meta = json.loads(bytes(np.load(tmp_path / "j.npz")["meta"]).decode())
+    assert len(meta["topics"]) == 2

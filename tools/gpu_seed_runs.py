@@ -29,8 +29,9 @@ its working tree travels in 64 MiB (files back: 8, 16 MiB each). So this tool, i
 Plan lines (``--plan``): ``NAME SEED RECIPE [--set key=value ...] [| SETTING=VALUE ...]``;
 NAME letters, digits, ``.``, ``_``, ``-`` (it names the job's folder and files); RECIPE a path
 from the repository root (only the repository travels), its ``--set`` applied by ``prepare`` as
-``train`` will (``model.backbone``, and the BM25 negatives' ``source`` / ``run``, are ``run``'s
-own); each NAME SEED once; quote a value holding spaces or ``|``; comments on their own lines
+``train`` will (``model.backbone``, ``training.seed`` (SEED), ``output_dir`` and the BM25
+negatives' ``source`` / ``run`` are ``run``'s own: see RUN_SETS); SEED in 0..2**32-1; each NAME
+SEED once; quote a value holding spaces or ``|``; comments on their own lines
 (``#`` first). After ``|``, each key once: ``kinds=dense,impact,hybrid`` (the runs to write:
 see KINDS; default dense), ``topics=SPEC,...`` (specs of TOPICS, ``dev``, or COLLECTION:SPLIT
 of a carried collection; default: run's --topics), ``doc_length=N`` / ``query_length=N``
@@ -125,10 +126,18 @@ CARRY_MARK, CARRY_SIGNATURE = ".gpu_seed_runs", "carry folder of tools/gpu_seed_
 # What a call brings back: 8 files of at most 16 MiB, 64 MiB together; log.tsv is one of them.
 TARS, TAR_BYTES, ALL_BYTES = 7, 15 * 2**20, 62 * 2**20
 PLAN_LINE = "expected NAME SEED RECIPE [--set k=v ...] [| OPTION=VALUE ...]"
-# The --set fields run gives train itself (the restored MiniLM; the carried BM25 run for a recipe
-# that mines BM25 negatives): a plan line setting one would be refused by train as given twice.
-RUN_SETS = ("model.backbone",)
-NEGATIVE_SETS = ("data.negatives.source", "data.negatives.run")
+# The recipe fields run gives train itself, each with what it sets it to: the restored MiniLM
+# (--set), the plan's SEED (--seed) and the job's folder under --scratch (--output-dir); and,
+# for a recipe that mines BM25 negatives, the carried BM25 run. A plan line's --set of one (or
+# of a section holding one, ``training=...``) is refused: train would refuse a --set given
+# twice, and a --set beats --seed / --output-dir (two jobs would train one seed; the model would
+# be written where run does not look). --overwrite and --quiet set no recipe field; run gives
+# no --device, --epochs or --max-steps (the recipe's, or the line's --set, hold).
+RUN_SETS = {"model.backbone": "the carried MiniLM",
+            "training.seed": "the line's SEED, given as train's --seed",
+            "output_dir": "the job's folder under --scratch, given as train's --output-dir"}
+NEGATIVE_SETS = {"data.negatives.source": "the carried BM25 run",
+                 "data.negatives.run": "the carried BM25 run"}
 
 
 def fail(message: str) -> None:
@@ -277,6 +286,9 @@ def parse_plan(path: Path, collections: Iterable[str] = (), check_sets: bool = T
         name, seed, recipe, sets = parse_head(where, train)
         if recipe != "zero-shot":
             check_recipe(where, recipe)
+            # before the recipe is loaded (and on the device, which loads none): a whole
+            # ``training=`` section is refused for the seed it sets, not for a field it lacks
+            check_taken(where, sets, RUN_SETS)
         if check_sets:
             check_recipe_sets(where, recipe, sets)
         pairs = parse_settings(where, encodings)
@@ -342,10 +354,24 @@ def parse_head(where: str, words: list[str]) -> tuple[str, int, str, list[str]]:
              "'..'): it names the job's folder and files")
     if not (seed.isascii() and seed.isdigit()):
         fail(f"{where}: {PLAN_LINE} (SEED {seed!r} is not a whole number)")
+    problem = seed_problem(int(seed))
+    if problem:
+        fail(f"{where}: SEED {seed} {problem} (train's --seed refuses it)")
     if (len(sets) % 2 or any(s != "--set" for s in sets[::2])
             or any(not s.partition("=")[0].strip() or "=" not in s for s in sets[1::2])):
         fail(f"{where}: overrides are --set KEY=VALUE, encodings OPTION=VALUE")
     return name, int(seed), recipe, sets
+
+
+def seed_problem(seed: int) -> str | None:
+    """What train's --seed says of ``seed`` (``validate.seed_range``: numpy and torch take
+    [0, 2**32)); None where the package is not importable (a driver run as a bare script: train
+    checks it there)."""
+    try:
+        from pyserini_moe.validate import seed_range
+    except ImportError:
+        return None
+    return seed_range(seed)
 
 
 def is_job_name(name: str) -> bool:
@@ -370,8 +396,9 @@ def parse_settings(where: str, words: list[str]) -> list[tuple[str, str]]:
 def check_recipe_sets(where: str, recipe: str, sets: list[str]) -> None:
     """The line's --set applied to its recipe here, as ``train`` applies them on the device: an
     unknown field, a field given twice or a bad value fails here, not in every seed's training.
-    Fields ``run`` sets itself (the carried MiniLM, the carried BM25 run) are refused: train
-    would refuse them there as given twice."""
+    The carried BM25 run's fields, which ``run`` sets itself for a recipe that mines BM25
+    negatives, are refused: train would refuse them there as given twice (RUN_SETS, set for
+    every recipe, are refused before, by ``parse_plan``)."""
     if recipe == "zero-shot":
         if sets:
             fail(f"{where}: zero-shot trains nothing: its --set would be ignored")
@@ -382,13 +409,19 @@ def check_recipe_sets(where: str, recipe: str, sets: list[str]) -> None:
         config = recipe_config(recipe, sets)
     except ConfigError as e:
         fail(f"{where}: {e}")
-    taken = RUN_SETS + (NEGATIVE_SETS if mines_bm25(config) else ())
+    if mines_bm25(config):
+        check_taken(where, sets, NEGATIVE_SETS)
+
+
+def check_taken(where: str, sets: list[str], taken: dict[str, str]) -> None:
+    """A --set of a field run sets itself (``taken``: field -> what run sets it to), or of a
+    section holding one, is one error naming the line."""
     for setting in sets[1::2]:
         key = setting.partition("=")[0].strip()
         clash = next((t for t in taken if t == key or t.startswith(f"{key}.")), None)
         if clash:
-            fail(f"{where}: --set {setting}: run sets {clash} itself (the carried "
-                 f"{'MiniLM' if clash in RUN_SETS else 'BM25 run'}): leave it out")
+            fail(f"{where}: --set {setting}: run sets {clash} itself ({taken[clash]}): leave "
+                 "it out")
 
 
 def recipe_config(recipe: str, sets: list[str]):
@@ -419,6 +452,8 @@ def check_setting(where: str, key: str, value: str, collections: set[str]) -> No
         fail(f"{where}: kinds={value}: choose from {','.join(KINDS)}")
     if key == "topics":
         for spec in value.split(","):
+            if value.split(",").count(spec) > 1:  # evaluate refuses it, after the training
+                fail(f"{where}: topics={value}: {spec} is given twice: give each spec once")
             if ":" not in spec and spec != "dev":
                 fail(f"{where}: topics={value}: comma-separated COLLECTION:SPLIT or dev")
             if spec not in TOPICS and spec.rsplit(":", 1)[0] not in collections:
@@ -496,6 +531,7 @@ def run(args: argparse.Namespace) -> None:
     for flag in ("workers", "threads"):
         if getattr(args, flag) < 1:
             fail(f"--{flag} {getattr(args, flag)}: at least 1")
+    check_topics(args.topics)  # every job's evaluate would refuse it, after its training
     carry, out, scratch = Path(args.carry).resolve(), Path(args.out), Path(args.scratch)
     data = carry / "data"
     jobs = parse_plan(carry / "plan.txt", [p.name for p in data.iterdir() if p.is_dir()]
@@ -807,6 +843,10 @@ def evaluate(args: argparse.Namespace) -> None:
     tmp = Path(str(args.output) + ".tmp.npz")
     np.savez_compressed(tmp, **arrays)
     os.replace(tmp, args.output)
+    runs, names = len(meta["topics"]), ", ".join(n for n, _ in checkpoints)
+    also = f", each also with --option {' '.join('='.join(o) for o in options)}" if options else ""
+    print(f"{args.output}: {runs} run{'s' * (runs != 1)} written, of {len(checkpoints)} "
+          f"checkpoint{'s' * (len(checkpoints) != 1)} ({names}{also})", flush=True)
 
 
 def check_evaluate(args: argparse.Namespace) -> tuple[list[tuple[str, str]],
@@ -824,12 +864,21 @@ def check_evaluate(args: argparse.Namespace) -> tuple[list[tuple[str, str]],
             fail(f"--{flag.replace('_', '-')} {getattr(args, flag)}: at least 1")
     if not set(args.kinds.split(",")) <= set(KINDS):
         fail(f"--kinds {args.kinds}: choose from {','.join(KINDS)}")
+    check_topics(args.topics)
     checkpoints = [parse_checkpoint(c) for c in args.checkpoint]
     names = [name for name, _ in checkpoints]
     for name in names:
         if names.count(name) > 1:  # the second's runs would replace the first's
             fail(f"--checkpoint {name}= is given twice: give each NAME once")
     return checkpoints, parse_options(args.option)
+
+
+def check_topics(topics: list[str]) -> None:
+    """A --topics spec given twice would be searched once, its runs written once: refused, as a
+    --checkpoint NAME given twice is."""
+    for spec in topics:
+        if topics.count(spec) > 1:
+            fail(f"--topics {spec} is given twice: give each spec once")
 
 
 def parse_checkpoint(checkpoint: str) -> tuple[str, str]:
