@@ -89,9 +89,17 @@ def main(argv: list[str] | None = None) -> int:
     from pyserini_moe.train.loop import set_seed
     from pyserini_moe.train.trainer import Trainer, build_model
 
+    # Each flag's field: a --set of it (or of its section) beside the flag is refused, not
+    # applied last over the flag in silence.
+    flags = {field: f"{flag} {value}" for field, flag, value in (
+        ("output_dir", "--output-dir", args.output_dir),
+        ("training.max_steps", "--max-steps", args.max_steps),
+        ("training.epochs", "--epochs", args.epochs),
+        ("training.seed", "--seed", args.seed),
+        ("training.device", "--device", args.device)) if value is not None}
     config = load_config(args.config, args.output_dir).with_overrides(
         max_steps=args.max_steps, epochs=args.epochs, device=args.device,
-        seed=args.seed).with_settings(args.set)
+        seed=args.seed).with_settings(args.set, flags)
     if config.output_dir.is_file():
         raise UserError(f"--output-dir {config.output_dir} is a file: name a folder")
     refuse_input_as_output([str(config.output_dir)],

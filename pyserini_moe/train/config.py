@@ -217,9 +217,16 @@ class TrainConfig:
                 raw["training"][key] = value
         return from_dict(raw, self.source or Path("<command line>"))
 
-    def with_settings(self, settings: list[str]) -> TrainConfig:
+    def with_settings(self, settings: list[str],
+                      flags: dict[str, str] | None = None) -> TrainConfig:
         """Copy with ``dotted.field=value`` settings (values parsed as YAML), e.g.
-        ``data.negatives.run=work/round1.trec``: what a second training round changes."""
+        ``data.negatives.run=work/round1.trec``: what a second training round changes.
+
+        ``flags`` (dotted field -> the command-line flag that set it, e.g. ``training.seed`` ->
+        ``--seed 42``): a setting of one of those fields, or of a section holding one, is refused
+        (applied after the flag, it would beat the flag without a word). A setting that replaces
+        a whole section (``model={type: siamese}``) is refused where it would drop a field the
+        recipe set there (``model.backbone`` back to its default)."""
         raw = self.to_dict()
         given: dict[str, str] = {}
         for setting in settings:
@@ -241,6 +248,7 @@ class TrainConfig:
                 raise ConfigError(f"--set {setting.strip()}: {key.strip()!r} has an empty field "
                                   "name (a dot too many?): expected dotted field names, e.g. "
                                   "training.max_steps=1000", key.strip())
+            _refuse_flag_clash(setting.strip(), key.strip(), flags or {})
             *parents, leaf = key.strip().split(".")
             node = raw
             for i, part in enumerate(parents):
@@ -252,7 +260,7 @@ class TrainConfig:
                 node = node[part]
             node[leaf] = yaml.safe_load(text) if text.strip() else None
         try:
-            return from_dict(raw, self.source or Path("<command line>"))
+            changed = from_dict(raw, self.source or Path("<command line>"))
         except ConfigError as e:  # a bad value given on the command line: blame --set, not the file
             given = {s.partition("=")[0].strip(): s for s in settings}
             if e.field in given:
@@ -267,6 +275,68 @@ class TrainConfig:
                 problem = str(e).split(f"{e.field}: ", 1)[-1]
                 raise ConfigError(f"--set {given[made]}: {e.field}: {problem}", e.field) from None
             raise
+        _refuse_dropped_fields(self, changed, settings)
+        return changed
+
+
+def _refuse_flag_clash(setting: str, key: str, flags: dict[str, str]) -> None:
+    """``--set training.seed=7`` beside ``--seed 42`` (or ``--set training={...}``, which holds
+    training.seed): the --set, applied last, would silently beat the flag."""
+    for name, flag in flags.items():
+        if key == name or key.startswith(f"{name}."):
+            raise ConfigError(f"--set {setting} and {flag} both set {name}: give one of them",
+                              name)
+        if name.startswith(f"{key}."):
+            raise ConfigError(f"--set {setting} replaces the whole of {key}, which {flag} also "
+                              f"sets ({name}): give one of them, or set the other fields of "
+                              f"{key} one by one (--set {key}.FIELD=VALUE)", name)
+
+
+def _refuse_dropped_fields(before: TrainConfig, after: TrainConfig, settings: list[str]) -> None:
+    """A setting whose value replaces a whole section (``model={type: siamese}``) leaves out
+    fields the recipe set there; they would fall back to their defaults in silence (the
+    packaged MiniLM trained instead of the recipe's backbone). Fields the value gives, or a
+    later setting gives, are not dropped; nor are fields whose default is the recipe's value."""
+    keys = [s.partition("=")[0].strip() for s in settings]
+    for setting, key in zip(settings, keys):
+        text = setting.partition("=")[2]
+        value = yaml.safe_load(text) if text.strip() else None
+        old, new = before, after
+        for part in key.split("."):
+            old, new = getattr(old, part, None), getattr(new, part, None)
+        if not (dataclasses.is_dataclass(old) and dataclasses.is_dataclass(new)
+                and isinstance(value, dict)):
+            continue  # a field's value (a dict-valued field such as model.args included)
+        others = set(keys) - {key}
+        dropped = _dropped(old, new, value, key, others)
+        if dropped:
+            names = ", ".join(f"{path} ({was})" for path, was in dropped)
+            raise ConfigError(f"--set {setting.strip()} replaces the whole of {key} and so drops "
+                              f"what the recipe set there: {names} would fall back to the "
+                              f"default; set the fields one by one instead (--set "
+                              f"{key}.FIELD=VALUE), or give the dropped ones in the value",
+                              dropped[0][0])
+
+
+def _dropped(old: Any, new: Any, value: dict, where: str,
+             others: set[str]) -> list[tuple[str, Any]]:
+    """The fields of section ``old`` (dotted under ``where``) that ``value`` and the ``others``
+    settings leave out and that changed from ``old`` to ``new``: (path, the recipe's value)."""
+    out: list[tuple[str, Any]] = []
+    for f in dataclasses.fields(old):
+        if f.metadata.get("internal"):
+            continue
+        path = f"{where}.{f.name}"
+        was, now = getattr(old, f.name), getattr(new, f.name)
+        if path in others:
+            continue
+        if dataclasses.is_dataclass(was):
+            inner = value.get(f.name, {})
+            if f.name not in value or isinstance(inner, dict):
+                out += _dropped(was, now, inner if isinstance(inner, dict) else {}, path, others)
+        elif f.name not in value and was != now:
+            out.append((path, _plain(was)))
+    return out
 
 
 def _plain(value: Any) -> Any:

@@ -43,7 +43,7 @@ def test_a_whole_section_set_after_a_field_inside_it_is_refused(siamese_recipe, 
 def test_a_field_a_whole_section_set_drops_blames_that_set(siamese_recipe) -> None:
     """The section first, then a field inside it, is an order that loses nothing; what the
     section's value lacks is its --set's, not the recipe file's (which has the field)."""
-    changed = siamese_recipe.with_settings(["training={learning_rate: 0.01, batch_size: 2}",
+    changed = siamese_recipe.with_settings(["training={learning_rate: 0.01, batch_size: 2, device: cpu}",
                                             "training.max_steps=1"])
     assert changed.training.max_steps == 1 and changed.training.learning_rate == 0.01
     with pytest.raises(ConfigError, match=r"^--set training=\{\}: training\.learning_rate: "
