@@ -47,8 +47,8 @@ def test_hybrid_alpha_and_dev_tuning(runs, capsys):
     assert run["q1"] == pytest.approx({"d2": 22.0, "d1": 19.0, "d3": 17.0})
     capsys.readouterr()
     for name in ("a", "b"):  # the same systems on "dev" queries (here the same): other files,
-        # since the very runs fused are refused as dev runs (H8-25)
-        (runs / f"{name}.dev.trec").write_bytes((runs / f"{name}.trec").read_bytes())
+        # not byte copies, since the very runs fused are refused as dev runs (H8-25, H13-29)
+        write_trec_run(read_trec_run(runs / f"{name}.trec"), runs / f"{name}.dev.trec", tag="dev")
     fused(runs, "--method", "hybrid", "--hybrid-normalize", "--dev-runs",
           str(runs / "a.dev.trec"), str(runs / "b.dev.trec"), "--dev-qrels",
           str(runs / "qrels.txt"))

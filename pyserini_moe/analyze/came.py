@@ -30,7 +30,7 @@ from tqdm import tqdm
 from pyserini_moe.analyze.common import emit, figure, refuse_run_without_judged_queries, save_png
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.data.topics import load_qrels, load_topics
-from pyserini_moe.errors import UserError
+from pyserini_moe.errors import DataFormatError, UserError
 from pyserini_moe.eval.metrics import (
     compare,
     distinct_metrics,
@@ -38,7 +38,7 @@ from pyserini_moe.eval.metrics import (
     format_comparison,
     parse_metrics,
 )
-from pyserini_moe.io import refuse_one_file_twice
+from pyserini_moe.io import iter_lines, refuse_one_file_twice
 from pyserini_moe.representation import CAME_EXPERTS
 from pyserini_moe.runs import Run, ranked, read_trec_run
 
@@ -455,10 +455,8 @@ def read_competition(path: str | Path) -> list[dict[str, float]]:
     """The steps of a CAME training log (``train_log.jsonl``) with their per-expert batch-mean
     weights (``weight_<expert>``) and losses (``loss_<expert>``)."""
 
-    if not Path(path).is_file():
-        raise UserError(f"{path}: no such training log")
-    lines = [(number, line) for number, line in enumerate(Path(path).read_text().splitlines(), 1)
-             if line.strip()]
+    path = _log_file(path)
+    lines = _log_lines(path)
     rows = []
     for i, (number, line) in enumerate(lines):
         try:
@@ -477,6 +475,39 @@ def read_competition(path: str | Path) -> list[dict[str, float]]:
     if not rows or not any(key.startswith("weight_") for key in rows[0]):
         raise UserError(f"{path}: not a CAME training log (no weight_<expert> entries)")
     return rows
+
+
+LOG_FILE = "train_log.jsonl"  # what ``train`` writes in its output folder (train/trainer.py)
+
+
+def _log_file(path: str | Path) -> Path:
+    """The log file: ``path``, or a training folder's ``train_log.jsonl``."""
+    file = Path(path)
+    if file.is_dir():
+        if (file / LOG_FILE).is_file():
+            return file / LOG_FILE
+        raise UserError(f"{path} is a folder without a {LOG_FILE}: give a training output folder "
+                        f"or its {LOG_FILE}")
+    if not file.is_file():
+        raise UserError(f"{path}: no such training log")
+    return file
+
+
+def _log_lines(path: Path) -> list[tuple[int, str]]:
+    """The non-blank lines of a UTF-8 log (gunzipped when named ``.gz``), numbered from 1: a
+    binary file (a PNG, a gzip under another name) or another encoding (UTF-16) is refused in
+    one line naming the file."""
+    try:
+        return list(iter_lines(path))
+    except DataFormatError as error:
+        with path.open("rb") as f:
+            gzipped = f.read(2) == b"\x1f\x8b" and not path.name.endswith(".gz")
+        hint = " (it is gzip-compressed: name it .gz)" if gzipped else ""
+        raise UserError(f"{error}: not a training log, which is UTF-8 JSON lines (or gzipped, "
+                        f"named .gz){hint}") from None
+    except OSError as error:
+        raise UserError(f"{path}: cannot read the training log ({error.strerror or error})") \
+            from None
 
 
 def competition_summary(rows: Sequence[Mapping[str, float]], bins: int) -> list[dict[str, float]]:
@@ -534,17 +565,34 @@ class CompetitionAnalysis:
                                 syntax="NAME=LOG, e.g. came=work/came/train_log.jsonl")
 
 
+def _stretches(summaries: Mapping[str, Sequence[object]], bins: int) -> str:
+    """How many stretches the tables show: ``--bins`` cuts a log into stretches of
+    ceil(steps / bins) steps, so a log shorter than ``--bins`` (or not divisible by it) shows
+    fewer; the header says what is shown, per log when they differ."""
+    counts = {name: len(summary) for name, summary in summaries.items()}
+    shown = set(counts.values())
+    if len(shown) == 1:
+        n = shown.pop()
+        text = f"{n} stretch{'' if n == 1 else 'es'} of steps"
+    else:
+        text = ("stretches of steps ("
+                + ", ".join(f"{name}: {n}" for name, n in counts.items()) + ")")
+    if max(counts.values()) < bins:
+        text += f" (not --bins {bins}: a stretch holds a whole number of steps, the same in each)"
+    return text
+
+
 def run_competition(analysis: CompetitionAnalysis) -> int:
     """``analyze came-competition``: the eq. 11 weights and each expert's loss over training."""
     logs = {name: read_competition(path) for name, path in analysis.log_paths().items()}
+    summaries = {name: competition_summary(rows, analysis.bins) for name, rows in logs.items()}
     text = ["# CAME's competition during training (eq. 9-11)",
-            f"Batch means of the training log, in {analysis.bins} stretches of steps: each "
+            f"Batch means of the training log, in {_stretches(summaries, analysis.bins)}: each "
             "expert's weight w_e (eq. 11; 1 in the standardized stage, eq. 9), its contrastive "
             "loss, and the share of steps on which it held the largest weight. Uniform weights "
             "are 1/3; with tau = 0.5 an expert ranking d+ first while the others rank it second "
             "gets 0.58, and 0.79 at most."]
-    text += [format_competition(name, competition_summary(rows, analysis.bins))
-             for name, rows in logs.items()]
+    text += [format_competition(name, summary) for name, summary in summaries.items()]
     emit("\n\n".join(text) + "\n", analysis.output)
     if analysis.plot:
         fig, axes = figure(ncols=len(logs))

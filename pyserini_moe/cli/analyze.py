@@ -28,6 +28,7 @@ from pyserini_moe.cli import (
 )
 from pyserini_moe.cli.args import add_device_arg
 from pyserini_moe.errors import UserError
+from pyserini_moe.io import refuse_special_output
 
 # An analysis as the command line runs it: its settings class, and the runner taking one.
 Analysis = tuple[type[Any], Callable[[Any], int]]
@@ -157,7 +158,8 @@ def _came_parsers(sub: Any, _encoding: argparse.ArgumentParser) -> dict[str, Ana
                     "expert's batch-mean competitive weight (eq. 11) and contrastive loss per "
                     "stretch of training, and how often each expert led the competition.")
     competition.add_argument("--log", nargs="+", required=True, metavar="NAME=LOG",
-                             help="training logs, e.g. came=work/came/train_log.jsonl")
+                             help="training logs (train_log.jsonl, or .jsonl.gz) or training "
+                                  "output folders, e.g. came=work/came/train_log.jsonl")
     competition.add_argument("--bins", type=positive_int, default=10,
                              help="stretches of steps the table cuts training into (default: 10)")
     competition.add_argument("--output", type=output_file, help="also write the Markdown here")
@@ -221,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     refuse_input_as_output([args.output, getattr(args, "plot", None)], _inputs(args))
     refuse_foreign_reports(args.output, getattr(args, "plot", None))
     refuse_non_png_plot(getattr(args, "plot", None))
+    refuse_unwritable_outputs(args.output, getattr(args, "plot", None))
     settings, run = commands[args.command]
     return run(_settings(settings, args))
 
@@ -231,6 +234,19 @@ def refuse_non_png_plot(plot: str | None) -> None:
     if plot is not None and Path(plot).suffix.lower() != ".png":
         raise UserError(f"--plot {plot}: the plot is written as a PNG image: give a file name "
                         "ending in .png")
+
+
+def refuse_unwritable_outputs(output: str | None, plot: str | None) -> None:
+    """An output that cannot be written there (an existing folder, a device, a link) failed
+    only when written, after the analysis had run and printed its tables, so a
+    script saw a report and then a failure: refused here, before the work."""
+    for flag, path in (("--output", output), ("--plot", plot)):
+        if path is None:
+            continue
+        target = Path(path)
+        if target.is_dir():
+            raise UserError(f"{flag} {path} is a directory: name a file to write")
+        refuse_special_output(target)
 
 
 def _settings(settings: type[Any], args: argparse.Namespace) -> Any:
@@ -248,5 +264,13 @@ def _inputs(args: argparse.Namespace) -> list[str]:
             continue
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, str):
-                found.append(item.split("=", 1)[-1])
+                found.append(_read_path(args.command, name, item.split("=", 1)[-1]))
     return found
+
+
+def _read_path(command: str, name: str, path: str) -> str:
+    """What a value names for reading: ``came-competition --log`` of a training folder reads
+    its ``train_log.jsonl`` only, so a report written in that folder replaces nothing read."""
+    if command == "came-competition" and name == "log" and Path(path).is_dir():
+        return str(Path(path) / came.LOG_FILE)
+    return path

@@ -18,8 +18,11 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import sys
+from pathlib import Path
 
 from pyserini_moe.cli import (
     ArgumentParser,
@@ -32,7 +35,7 @@ from pyserini_moe.cli import (
 )
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import parse_metric
-from pyserini_moe.io import refuse_one_file_twice, same_file_key
+from pyserini_moe.io import iter_lines, refuse_one_file_twice, same_file_key
 from pyserini_moe.runs import (
     Run,
     check_run_tag,
@@ -214,6 +217,58 @@ def _refuse_tuning_on_the_fused_runs(runs: list[str], dev_runs: list[str]) -> No
             raise UserError(f"--dev-runs {path} is also fused (--runs {same}): tuning on the runs "
                             "being fused fits them to their own queries; give the same systems' "
                             "runs on dev queries")
+    for path in dev_runs:  # a copy under another name (cp a.trec dev-a.trec) is the same run
+        same = next((run for run in runs if _same_content(path, run)), None)
+        if same is not None:
+            raise UserError(f"--dev-runs {path} holds the same bytes as --runs {same}: tuning on "
+                            "a copy of a run being fused fits it to its own queries; give the "
+                            "same systems' runs on dev queries")
+
+
+def _same_content(a: str, b: str) -> bool:
+    """Whether two existing files hold the same bytes: sizes first, then SHA-256 digests."""
+    try:
+        if os.path.getsize(a) != os.path.getsize(b):
+            return False
+        return _digest(a) == _digest(b)
+    except OSError:  # a missing or unreadable file is reported where it is read
+        return False
+
+
+def _digest(path: str) -> bytes:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.digest()
+
+
+def _run_tag(path: str) -> str:
+    """The run tag (last column) of a TREC run's first line; "" for a file without one (MS
+    MARCO's three columns, an unreadable file: that is reported where the run is read)."""
+    try:
+        for _, line in iter_lines(Path(path)):
+            parts = line.split()
+            return parts[5] if len(parts) == 6 else ""
+    except (OSError, UserError):
+        return ""
+    return ""
+
+
+def _say_if_dev_runs_reordered(runs: list[str], dev_runs: list[str]) -> None:
+    """``--dev-runs`` pair with ``--runs`` by position: the tuned weight (or alpha) of the n-th
+    dev run is applied to the n-th run. When the run tags tell the systems apart and the dev
+    runs' tags are the fused runs' in another order, the dev runs were given out of order: one
+    warning line says so (a tag is only a hint, so it does not refuse)."""
+    tags = [_run_tag(path) for path in runs]
+    dev_tags = [_run_tag(path) for path in dev_runs]
+    if ("" in tags or len(set(tags)) != len(tags) or tags == dev_tags
+            or sorted(tags) != sorted(dev_tags)):
+        return
+    print(f"warning: the --dev-runs' run tags ({', '.join(dev_tags)}) are those of --runs "
+          f"({', '.join(tags)}) in another order: --dev-runs pair with --runs by position, so "
+          "the tuned values would go to the wrong runs; list the dev runs in the order of --runs",
+          file=sys.stderr)
 
 
 
@@ -255,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     refuse_one_file_twice((f"--runs {path}", path) for path in args.runs)
     refuse_one_file_twice((f"--dev-runs {path}", path) for path in args.dev_runs or [])
     _refuse_tuning_on_the_fused_runs(args.runs, args.dev_runs or [])
+    if args.dev_runs is not None:
+        _say_if_dev_runs_reordered(args.runs, args.dev_runs)
     runs = [_read(p, args.remove_query, args.candidates) for p in args.runs]
     _say_different_queries(args.runs, runs)
     dev = None

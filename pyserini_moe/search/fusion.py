@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.eval.metrics import evaluate
+from pyserini_moe.eval.metrics import evaluate, parse_metric
 from pyserini_moe.runs import Run, ranked
 
 Qrels = dict[str, dict[str, int]]
@@ -259,7 +259,11 @@ def optimize_weights(dev_runs: Sequence[Run], dev_qrels: Qrels, method: str = "w
     keeps the *last* best configuration on ties, and with 3+ runs skips weightings whose float sum
     is not exactly 1.0, e.g. (.2, .7, .1); :func:`optimize_linear`'s grid has them all.
     Dev runs that cannot be tuned on are refused first (:func:`refuse_untunable_dev`).
+    ``metric`` is any name ``eval`` reads (:func:`~pyserini_moe.eval.metrics.parse_metric`:
+    ``ndcg@10``, or trec_eval's ``ndcg_cut.10``, ``P.10``, ``recip_rank``), given to ranx in
+    ranx's form.
     """
+    parse_metric(metric)  # an unknown name is refused in one line before any work
     refuse_untunable_dev(dev_runs, dev_qrels)
     if method == "linear":
         if norm is not None:
@@ -268,9 +272,10 @@ def optimize_weights(dev_runs: Sequence[Run], dev_qrels: Qrels, method: str = "w
     import ranx
 
     qids = list(dev_qrels)
+    ranx_metric = parse_metric(metric).ranx  # trec_eval's names (ndcg_cut.10, P.10) as eval reads them
     with _quiet_ranx():
         best = ranx.optimize_fusion(ranx.Qrels(dev_qrels), _ranx_runs(dev_runs, qids), norm=norm,
-                                    method=_ranx_method(method), metric=metric,
+                                    method=_ranx_method(method), metric=ranx_metric,
                                     show_progress=False)
     return {name: [float(v) for v in value] if isinstance(value, (list, tuple)) else value
             for name, value in best.items()}
