@@ -55,3 +55,15 @@ def error_line() -> Callable[..., str]:
         assert len(err) == 1, err
         return err[0]
     return line
+
+
+@pytest.fixture
+def fuse_argv() -> Callable[..., list[str]]:
+    """``fuse_argv(files, method, (dev_a, dev_b), *extra)``: a fuse command over ``files``'
+    d.trec and b.trec, tuned on two dev runs there against its qrels.txt."""
+
+    def argv(files: Path, method: str, dev: tuple[str, str], *extra: str) -> list[str]:
+        return ["--runs", str(files / "d.trec"), str(files / "b.trec"), "--method", method,
+                "--dev-runs", *(str(files / name) for name in dev), "--dev-qrels",
+                str(files / "qrels.txt"), "--output", str(files / "f.trec"), *extra]
+    return argv

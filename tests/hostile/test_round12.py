@@ -41,20 +41,14 @@ def fuse_files(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _fuse(files: Path, method: str, dev: tuple[str, str], *extra: str) -> list[str]:
-    return ["--runs", str(files / "d.trec"), str(files / "b.trec"), "--method", method,
-            "--dev-runs", *(str(files / name) for name in dev), "--dev-qrels",
-            str(files / "qrels.txt"), "--output", str(files / "f.trec"), *extra]
-
-
 @pytest.mark.parametrize("method, extra", [("hybrid", []), ("hybrid", ["--weight-on-dense"]),
                                            ("linear", []), ("wsum", []),
                                            ("wsum", ["--norm", "min-max"])])
-def test_dev_runs_of_no_judged_query_are_refused(fuse_files, capsys, error_line, method,
+def test_dev_runs_of_no_judged_query_are_refused(fuse_argv, fuse_files, capsys, error_line, method,
                                                  extra) -> None:
     """H12-52: hybrid and linear "tuned" on all-zero scores (linear dropped the first run);
     H12-53: wsum died in ranx with "max() arg is an empty sequence"."""
-    argv = _fuse(fuse_files, method, ("other-d.trec", "other-b.trec"), *extra)
+    argv = fuse_argv(fuse_files, method, ("other-d.trec", "other-b.trec"), *extra)
     assert error_line(fuse.main, argv, capsys) == (
         f"error: --dev-runs {fuse_files / 'other-d.trec'} holds none of the 3 queries the dev "
         "qrels judge: tuning would score it 0 under every weighting (the dev runs of another "
@@ -62,10 +56,10 @@ def test_dev_runs_of_no_judged_query_are_refused(fuse_files, capsys, error_line,
     assert not (fuse_files / "f.trec").exists()
 
 
-def test_dev_runs_missing_a_judged_query_get_the_coverage_warning(fuse_files, capsys) -> None:
+def test_dev_runs_missing_a_judged_query_get_the_coverage_warning(fuse_argv, fuse_files, capsys) -> None:
     """H12-51: the dense dev run lacks judged q4, which counted as its miss in silence; the
     same runs given as --runs get "the runs hold different queries"."""
-    assert run_main(fuse.main, _fuse(fuse_files, "wsum", ("dev-d.trec", "dev-b.trec"))) == 0
+    assert run_main(fuse.main, fuse_argv(fuse_files, "wsum", ("dev-d.trec", "dev-b.trec"))) == 0
     warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert warnings == [
         f"warning: the dev runs hold different judged queries ({fuse_files / 'dev-d.trec'}: 1, "

@@ -34,18 +34,12 @@ def runs(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _fuse(files: Path, method: str, dev: tuple[str, str], *extra: str) -> list[str]:
-    return ["--runs", str(files / "d.trec"), str(files / "b.trec"), "--method", method,
-            "--dev-runs", *(str(files / name) for name in dev), "--dev-qrels",
-            str(files / "qrels.txt"), "--output", str(files / "f.trec"), *extra]
-
-
 @pytest.mark.parametrize("metric", ["ndcg_cut.10", "P.10", "recip_rank", "map_cut.100",
                                     "recall.100"])
-def test_wsum_tunes_on_trec_eval_metric_names(runs, capsys, metric) -> None:
+def test_wsum_tunes_on_trec_eval_metric_names(fuse_argv, runs, capsys, metric) -> None:
     """H13-31: ``--metric ndcg_cut.10`` (or ``P.10``), which eval takes, died in ranx with
     "Metric ndcg_cut.10 not supported"."""
-    assert run_main(fuse.main, _fuse(runs, "wsum", ("dev-d.trec", "dev-b.trec"),
+    assert run_main(fuse.main, fuse_argv(runs, "wsum", ("dev-d.trec", "dev-b.trec"),
                                      "--metric", metric)) == 0
     assert "tuned on dev: " in capsys.readouterr().err
     assert (runs / "f.trec").is_file()
@@ -61,29 +55,29 @@ def test_optimize_weights_reads_a_trec_eval_name_as_its_measure(runs) -> None:
             == optimize_weights(dev, qrels, "wsum", "ndcg@10"))
 
 
-def test_dev_runs_whose_tags_are_the_runs_in_another_order_are_warned_of(runs, capsys) -> None:
+def test_dev_runs_whose_tags_are_the_runs_in_another_order_are_warned_of(fuse_argv, runs, capsys) -> None:
     """H13-28: dev runs tagged bm25, dense against --runs dense, bm25 were tuned and applied by
     position without a word."""
-    assert run_main(fuse.main, _fuse(runs, "wsum", ("dev-b.trec", "dev-d.trec"))) == 0
+    assert run_main(fuse.main, fuse_argv(runs, "wsum", ("dev-b.trec", "dev-d.trec"))) == 0
     warnings = [line for line in capsys.readouterr().err.splitlines()
                 if line.startswith("warning:")]
     assert warnings == [
         "warning: the --dev-runs' run tags (bm25, dense) are those of --runs (dense, bm25) in "
         "another order: --dev-runs pair with --runs by position, so the tuned values would go "
         "to the wrong runs; list the dev runs in the order of --runs"]
-    assert run_main(fuse.main, _fuse(runs, "wsum", ("dev-d.trec", "dev-b.trec"))) == 0
+    assert run_main(fuse.main, fuse_argv(runs, "wsum", ("dev-d.trec", "dev-b.trec"))) == 0
     assert "warning:" not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("method", ["hybrid", "wsum", "linear"])
-def test_dev_runs_that_are_copies_of_the_fused_runs_are_refused(runs, capsys, error_line,
+def test_dev_runs_that_are_copies_of_the_fused_runs_are_refused(fuse_argv, runs, capsys, error_line,
                                                                 method) -> None:
     """H13-29: ``cp`` copies of the --runs files passed the path-only "also fused" check and
     tuned on the test queries."""
     shutil.copy(runs / "d.trec", runs / "copy-d.trec")
     shutil.copy(runs / "b.trec", runs / "copy-b.trec")
     (runs / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
-    assert error_line(fuse.main, _fuse(runs, method, ("copy-d.trec", "copy-b.trec")), capsys) == (
+    assert error_line(fuse.main, fuse_argv(runs, method, ("copy-d.trec", "copy-b.trec")), capsys) == (
         f"error: --dev-runs {runs / 'copy-d.trec'} holds the same bytes as --runs "
         f"{runs / 'd.trec'}: tuning on a copy of a run being fused fits it to its own queries; "
         "give the same systems' runs on dev queries")
