@@ -151,7 +151,10 @@ def _msmarco_line(parts: list[str], where: str) -> tuple[str, str, float]:
                              f"the first line), got {len(parts)}")
     qid, docid, rank = parts
     if not (rank.isascii() and rank.isdigit()) or int(rank) < 1:
-        raise RunFormatError(f"{where}: rank {rank!r} is not a whole number >= 1")
+        # a BEIR qrels file (query-id corpus-id score, with a header) has three columns too
+        hint = (": this looks like a BEIR qrels file, not a run (--run and --qrels swapped?)"
+                if (qid, docid) == ("query-id", "corpus-id") else "")
+        raise RunFormatError(f"{where}: rank {rank!r} is not a whole number >= 1{hint}")
     return qid, docid, 1 / int(rank)
 
 

@@ -272,13 +272,13 @@ def _say_if_dev_runs_reordered(runs: list[str], dev_runs: list[str]) -> None:
 
 
 
-def _say_if_short(candidates: int, hits: int) -> None:
-    """The hybrid fuses each run's top ``--candidates``: below ``--hits`` / 2 the union cannot
-    fill ``--hits`` a query, a shorter run than asked for (``search`` says so for its hybrid
-    too, naming BM25; here the runs are any two)."""
-    if 2 * candidates < hits:
-        print(f"warning: the hybrid fuses each run's top {candidates} (--candidates): at most "
-              f"{2 * candidates} hits a query, not --hits {hits}", file=sys.stderr)
+def _say_if_short(candidates: int | None, hits: int, runs: int) -> None:
+    """Each run's top ``--candidates`` is fused: below ``--hits`` / (number of runs) their union
+    cannot fill ``--hits`` a query, a shorter run than asked for (``search`` says so for its
+    hybrid too, naming BM25; here the runs are any)."""
+    if candidates is not None and runs * candidates < hits:
+        print(f"warning: each run's top {candidates} is fused (--candidates): at most "
+              f"{runs * candidates} hits a query, not --hits {hits}", file=sys.stderr)
 
 
 def _say_if_at_the_edge(alpha: float, table: dict[float, float]) -> None:
@@ -323,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         refuse_untunable_dev(*dev, names=[f"--dev-runs {p}" for p in args.dev_runs])
         _say_different_queries(args.dev_runs, dev[0], judged=set(dev[1]))
     tuned: dict = {}
+    _say_if_short(args.candidates, args.hits, len(runs))
     if args.method == "hybrid":
         from pyserini_moe.search.hybrid import hybrid, search_alpha
 
@@ -334,7 +335,6 @@ def main(argv: list[str] | None = None) -> int:
                                         normalization=args.hybrid_normalize, k_prime=args.candidates)
             tuned = {"alpha": alpha, "dev": {str(a): v for a, v in table.items()}}
             _say_if_at_the_edge(alpha, table)
-        _say_if_short(args.candidates, args.hits)
         fused = hybrid(runs[0], runs[1], alpha, args.hybrid_normalize, args.weight_on_dense,
                        k=args.hits)
     else:

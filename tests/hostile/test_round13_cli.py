@@ -51,3 +51,15 @@ def test_a_given_run_tag_is_written(model_index_run, tmp_path, tag) -> None:
                             f"{ws['corpus']}:test", "--output", str(out), "--run-tag", tag,
                             "--device", "cpu", "--quiet"]) == 0
     assert {line.split()[-1] for line in out.read_text().splitlines()} == {tag}
+
+
+def test_a_beir_qrels_file_given_as_a_run_says_so(tmp_path) -> None:
+    """``eval --run qrels.tsv --qrels run.trec``: the header was blamed as a rank (H13-101)."""
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.runs import read_trec_run
+
+    qrels = tmp_path / "test.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    with pytest.raises(UserError, match=r"looks like a BEIR qrels file, not a run \(--run and "
+                                        r"--qrels swapped\?\)"):
+        read_trec_run(qrels)

@@ -28,8 +28,10 @@ QRELS = "q1 0 d2 1\nq2 0 d2 1\n"
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
-    """Two runs, their qrels, and the same two as dev runs."""
-    for name, text in (("a", A), ("b", B), ("dev-a", A), ("dev-b", B)):
+    """Two runs, their qrels, and the same two as dev runs (tagged dev: a byte copy of a fused
+    run is refused as a dev run, H13-29)."""
+    dev_a, dev_b = (run.replace(" t\n", " dev\n") for run in (A, B))
+    for name, text in (("a", A), ("b", B), ("dev-a", dev_a), ("dev-b", dev_b)):
         (tmp_path / f"{name}.trec").write_text(text)
     (tmp_path / "qrels.txt").write_text(QRELS)
     return tmp_path

@@ -77,11 +77,15 @@ def test_fuse_help_offers_norm_for_score_fusions_only() -> None:
 def test_fuse_says_when_the_hybrid_cannot_fill_the_hits(ws, capsys) -> None:
     assert run_main(fuse_cli.main, [*_runs(ws), "--method", "hybrid", "--candidates", "1",
                                     "--hits", "10"]) == 0
-    assert ("warning: the hybrid fuses each run's top 1 (--candidates): at most 2 hits a query, "
+    assert ("warning: each run's top 1 is fused (--candidates): at most 2 hits a query, "
             "not --hits 10") in capsys.readouterr().err
     assert run_main(fuse_cli.main, [*_runs(ws), "--method", "hybrid", "--candidates", "5",
                                     "--hits", "10"]) == 0
     assert "warning" not in capsys.readouterr().err
+    # every method, not the hybrid only (H13-85)
+    assert run_main(fuse_cli.main, [*_runs(ws), "--method", "rrf", "--candidates", "1",
+                                    "--hits", "5"]) == 0
+    assert "at most 2 hits a query, not --hits 5" in capsys.readouterr().err
 
 
 # H8-25: tuning on the runs fused -----------------------------------------------------------------
