@@ -152,10 +152,19 @@ def _msmarco_line(parts: list[str], where: str) -> tuple[str, str, float]:
     qid, docid, rank = parts
     if not (rank.isascii() and rank.isdigit()) or int(rank) < 1:
         # a BEIR qrels file (query-id corpus-id score, with a header) has three columns too
-        hint = (": this looks like a BEIR qrels file, not a run (--run and --qrels swapped?)"
+        hint = (": this looks like a BEIR qrels file (query-id corpus-id score), not a run"
                 if (qid, docid) == ("query-id", "corpus-id") else "")
         raise RunFormatError(f"{where}: rank {rank!r} is not a whole number >= 1{hint}")
     return qid, docid, 1 / int(rank)
+
+
+def is_rank_only(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is an MS MARCO run (``qid docid rank``): its scores are ``1 / rank``,
+    made up here, so a fusion that adds scores must not take it for a system's scores."""
+    for _, line in iter_lines(Path(path)):
+        if line.strip():
+            return len(line.split()) == 3
+    return False
 
 
 def read_nonempty_run(path: str | os.PathLike, purpose: str) -> Run:

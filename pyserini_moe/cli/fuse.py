@@ -39,6 +39,7 @@ from pyserini_moe.io import iter_lines, refuse_one_file_twice, same_file_key
 from pyserini_moe.runs import (
     Run,
     check_run_tag,
+    is_rank_only,
     read_nonempty_run,
     refuse_non_run_output,
     write_trec_run,
@@ -293,6 +294,23 @@ def _say_if_at_the_edge(alpha: float, table: dict[float, float]) -> None:
                   "beyond it; try --alpha by hand", file=sys.stderr)
 
 
+# Fusions that read only ranks: an MS MARCO run (no scores) is as good as a TREC run to them.
+RANK_FUSIONS = ("rrf", "sum_rr", "max_rr")
+
+
+def _refuse_rank_only_runs(args: argparse.Namespace) -> None:
+    """A method that adds or weighs scores given an MS MARCO run (``qid docid rank``) would
+    fuse its made-up ``1 / rank`` with real scores of the other runs."""
+    if args.method in RANK_FUSIONS or args.norm in ("rank", "borda"):
+        return
+    for path in [*args.runs, *(args.dev_runs or [])]:
+        if is_rank_only(path):
+            raise UserError(f"{path} is an MS MARCO run (qid docid rank: no scores) and --method "
+                            f"{args.method} fuses scores: use a rank fusion "
+                            f"({', '.join(RANK_FUSIONS)}) or --norm rank, or give TREC runs "
+                            "with their scores")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _refuse_what_the_method_ignores(args)
@@ -304,7 +322,9 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError("--dev-runs must list one run per --runs entry, in the same order")
     if args.weights is not None and len(args.weights) != len(args.runs):
         raise UserError(f"--weights needs {len(args.runs)} values, one per run")
-    tag = check_run_tag(args.run_tag or f"fuse-{args.method}")  # before the work, not after
+    # before the work, not after; an empty --run-tag is refused, not replaced by the default
+    tag = check_run_tag(f"fuse-{args.method}" if args.run_tag is None else args.run_tag)
+    _refuse_rank_only_runs(args)
     refuse_input_as_output([args.output], [*args.runs, *(args.dev_runs or []), args.dev_qrels])
     refuse_non_run_output(args.output)
     refuse_one_file_twice((f"--runs {path}", path) for path in args.runs)

@@ -60,6 +60,34 @@ def test_a_beir_qrels_file_given_as_a_run_says_so(tmp_path) -> None:
 
     qrels = tmp_path / "test.tsv"
     qrels.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
-    with pytest.raises(UserError, match=r"looks like a BEIR qrels file, not a run \(--run and "
-                                        r"--qrels swapped\?\)"):
+    with pytest.raises(UserError, match=r"looks like a BEIR qrels file \(query-id corpus-id "
+                                        r"score\), not a run"):
         read_trec_run(qrels)
+
+
+@pytest.mark.parametrize("method", ["combsum", "hybrid", "came_sum"])
+def test_fuse_refuses_a_rank_only_run_for_a_method_that_adds_scores(tmp_path, method, error_line,
+                                                                    capsys) -> None:
+    """An MS MARCO run's 1/rank was added to another run's BM25 scores (H14-69)."""
+    from pyserini_moe import fuse as fuse_cli
+
+    (tmp_path / "a.tsv").write_text("q1\td1\t1\nq1\td2\t2\n")
+    (tmp_path / "b.trec").write_text("q1 Q0 d2 1 3.1 bm25\nq1 Q0 d1 2 2.0 bm25\n")
+    argv = ["--runs", str(tmp_path / "a.tsv"), str(tmp_path / "b.trec"), "--output",
+            str(tmp_path / "f.trec")]
+    line = error_line(fuse_cli.main, [*argv, "--method", method], capsys)
+    assert "is an MS MARCO run (qid docid rank: no scores)" in line
+    assert not (tmp_path / "f.trec").exists()
+    assert fuse_cli.main([*argv, "--method", "rrf"]) == 0  # ranks are all rrf reads
+
+
+def test_fuse_refuses_an_empty_run_tag(tmp_path, error_line, capsys) -> None:
+    """``fuse --run-tag ''`` was replaced by fuse-METHOD (H14-32)."""
+    from pyserini_moe import fuse as fuse_cli
+
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.trec").write_text(f"q1 Q0 d1 1 3.0 {name}\n")
+    line = error_line(fuse_cli.main, ["--runs", str(tmp_path / "a.trec"), str(tmp_path / "b.trec"),
+                                      "--output", str(tmp_path / "f.trec"), "--run-tag", ""],
+                      capsys)
+    assert "run tag ''" in line
