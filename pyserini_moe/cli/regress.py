@@ -80,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
                         "evaluates runs already there: give one of them")
     check_conditions(regressions, args.condition, args.files)
     check_selection(regressions, args.seed, args.condition, args.scale)
+    if args.scale != "all" and all(reg.scale != args.scale for reg in regressions):
+        raise UserError(f"--scale {args.scale} leaves none of the files given (they are "
+                        f"{', '.join(sorted({reg.scale for reg in regressions}))}-scale): drop "
+                        "--scale or name a file of that scale")
     # absolute: steps run from the repository root, the runner from here
     work_dir = Path(args.work_dir).resolve() if args.work_dir else DEFAULT_WORK
     for flag, folder in (("--work-dir", work_dir), ("--results-dir", args.results_dir)):

@@ -91,3 +91,10 @@ def test_fuse_refuses_an_empty_run_tag(tmp_path, error_line, capsys) -> None:
                                       "--output", str(tmp_path / "f.trec"), "--run-tag", ""],
                       capsys)
     assert "run tag ''" in line
+
+
+def test_a_scale_that_leaves_no_file_is_refused(error_line, capsys) -> None:
+    """``regress --scale paper`` on local files ran nothing and exited 0 in silence (H14-36)."""
+    line = error_line(regress_cli.main, [str(ROOT / "regressions" / "came-protocol.yaml"),
+                                         "--scale", "paper", "--dry-run"], capsys)
+    assert "--scale paper leaves none of the files given (they are local-scale)" in line
