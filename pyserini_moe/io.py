@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import glob
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -465,6 +466,17 @@ def _sweep_dead_writers(target: Path) -> None:
                 shutil.rmtree(leftover, ignore_errors=True)
             else:
                 leftover.unlink(missing_ok=True)
+
+
+def sha256_of_files(paths: Iterable[str | os.PathLike]) -> str:
+    """SHA-256 of the files' bytes, read in order, one MiB at a time (for one file, what
+    ``sha256sum`` prints): a corpus's identity, or whether two inputs are one file's copies."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+    return digest.hexdigest()
 
 
 def process_alive(pid: int) -> bool:

@@ -158,13 +158,19 @@ def _msmarco_line(parts: list[str], where: str) -> tuple[str, str, float]:
     return qid, docid, 1 / int(rank)
 
 
+def first_line_columns(path: str | os.PathLike) -> list[str]:
+    """The columns of a run's first non-empty line (empty for an empty file): what tells its
+    format (TREC or MS MARCO) and its run tag."""
+    for _, line in iter_lines(Path(path)):
+        if line.strip():
+            return line.split()
+    return []
+
+
 def is_rank_only(path: str | os.PathLike) -> bool:
     """Whether ``path`` is an MS MARCO run (``qid docid rank``): its scores are ``1 / rank``,
     made up here, so a fusion that adds scores must not take it for a system's scores."""
-    for _, line in iter_lines(Path(path)):
-        if line.strip():
-            return len(line.split()) == 3
-    return False
+    return len(first_line_columns(path)) == 3
 
 
 def read_nonempty_run(path: str | os.PathLike, purpose: str) -> Run:

@@ -18,11 +18,9 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
-from pathlib import Path
 
 from pyserini_moe.cli import (
     ArgumentParser,
@@ -35,10 +33,11 @@ from pyserini_moe.cli import (
 )
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import parse_metric
-from pyserini_moe.io import iter_lines, refuse_one_file_twice, same_file_key
+from pyserini_moe.io import refuse_one_file_twice, same_file_key, sha256_of_files
 from pyserini_moe.runs import (
     Run,
     check_run_tag,
+    first_line_columns,
     is_rank_only,
     read_nonempty_run,
     refuse_non_run_output,
@@ -231,29 +230,19 @@ def _same_content(a: str, b: str) -> bool:
     try:
         if os.path.getsize(a) != os.path.getsize(b):
             return False
-        return _digest(a) == _digest(b)
+        return sha256_of_files([a]) == sha256_of_files([b])
     except OSError:  # a missing or unreadable file is reported where it is read
         return False
-
-
-def _digest(path: str) -> bytes:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.digest()
 
 
 def _run_tag(path: str) -> str:
     """The run tag (last column) of a TREC run's first line; "" for a file without one (MS
     MARCO's three columns, an unreadable file: that is reported where the run is read)."""
     try:
-        for _, line in iter_lines(Path(path)):
-            parts = line.split()
-            return parts[5] if len(parts) == 6 else ""
+        parts = first_line_columns(path)
     except (OSError, UserError):
         return ""
-    return ""
+    return parts[5] if len(parts) == 6 else ""
 
 
 def _say_if_dev_runs_reordered(runs: list[str], dev_runs: list[str]) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import itertools
 import json
 import math
@@ -39,7 +38,7 @@ from pyserini_moe.index.lucene import run_index_collection
 from pyserini_moe.index.meta import META_FILE, write_meta
 from pyserini_moe.index.multivector import MultiVectorIndexWriter, faiss_factory_string
 from pyserini_moe.index.readers import READERS, unread_problem
-from pyserini_moe.io import atomic_path, refuse_to_rebuild
+from pyserini_moe.io import atomic_path, refuse_to_rebuild, sha256_of_files
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.base import Encoded, Side
 from pyserini_moe.modeling.pipeline import encode_stream
@@ -407,13 +406,8 @@ def corpus_identity(collection: Corpus) -> dict[str, Any]:
     on two machines read one corpus from two paths; for a one-file corpus, what ``sha256sum``
     prints). Hashing reads the files once, seconds per GB, next to the hours a shard's encoding
     takes."""
-    digest = hashlib.sha256()
-    for path in _corpus_files(collection):
-        with open(path, "rb") as f:
-            while chunk := f.read(1 << 20):
-                digest.update(chunk)
     return {"path": str(collection.root.resolve()), "documents": collection.num_docs(),
-            "sha256": digest.hexdigest()}
+            "sha256": sha256_of_files(_corpus_files(collection))}
 
 
 def _corpus_files(collection: Corpus) -> list[Path]:
