@@ -101,7 +101,9 @@ def read_trec_run(path: str | os.PathLike) -> Run:
     told apart per file by its first line. An MS MARCO run's score is ``1 / rank``: the file's
     order exactly (distinct ranks, distinct scores), the scores Pyserini's trec_eval gives such a
     run, and positive, so that raw-score fusion still favours a document found by more runs
-    (``-rank`` would not). A bad line raises :class:`RunFormatError` naming file and line.
+    (``-rank`` would not). A rank given twice for one query is refused (the ranking is ambiguous,
+    and a headerless qrels file reads so); gaps are kept (a run filtered after it was written).
+    A bad line raises :class:`RunFormatError` naming file and line.
 
     Lines are read as every other input is (:func:`~pyserini_moe.io.iter_lines`): gunzipped
     when the name ends in ``.gz``, a UTF-8 byte-order mark dropped (else the first query id would
@@ -110,6 +112,7 @@ def read_trec_run(path: str | os.PathLike) -> Run:
     if not path.is_file():
         raise FileNotFoundError(f"run file not found: {path}")
     run: Run = {}
+    ranks: dict[str, set[float]] = {}  # an MS MARCO run's ranks (as 1 / rank) a query
     parse: LineParser | None = None
     for lineno, line in iter_lines(path):
         parts = line.split()
@@ -119,6 +122,13 @@ def read_trec_run(path: str | os.PathLike) -> Run:
         if docid in hits:  # which line wins differs between tools: refuse the ambiguity
             raise RunFormatError(f"{path}:{lineno}: document {docid!r} is listed twice for "
                                  f"query {qid!r}")
+        if parse is _msmarco_line:
+            seen = ranks.setdefault(qid, set())
+            if value in seen:
+                raise RunFormatError(f"{path}:{lineno}: rank {parts[2]} is given twice for query "
+                                     f"{qid!r}: a run ranks each document once (a qrels file of "
+                                     "query, document and relevance has three columns too)")
+            seen.add(value)
         hits[docid] = value
     return run
 

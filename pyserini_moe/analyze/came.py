@@ -37,6 +37,7 @@ from pyserini_moe.eval.metrics import (
     evaluate,
     format_comparison,
     parse_metrics,
+    say_if_depths_differ,
 )
 from pyserini_moe.io import iter_lines, refuse_one_file_twice
 from pyserini_moe.representation import CAME_EXPERTS
@@ -381,8 +382,8 @@ def _read_came_inputs(analysis: CameAnalysis) -> tuple[dict[str, str], dict[str,
     for name, path in paths.items():
         runs[name] = read_trec_run(path)
         refuse_run_without_judged_queries(name, path, runs[name], qrels, analysis.qrels)
+    say_if_depths_differ(runs, metrics)
     topics = load_topics(analysis.topics) if analysis.topics else {}
-
     return experts, fused, runs, qrels, topics, metrics
 
 

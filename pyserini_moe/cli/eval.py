@@ -37,6 +37,7 @@ from pyserini_moe.eval.metrics import (
     evaluate_per_query,
     format_comparison,
     format_table,
+    say_if_depths_differ,
     trec_eval,
 )
 from pyserini_moe.eval.outputs import refuse_foreign_outputs as refuse_outputs_of_others
@@ -128,6 +129,8 @@ def run_groups(specs: list[str]) -> dict[str, list[str]]:
                                 "a run file: make the pattern match the runs only")
             if not files:
                 raise FileNotFoundError(f"--run {spec}: no run file matches {pattern}")
+        if name in groups and groups[name] == files:
+            raise UserError(f"--run {spec} is given twice: give each run once")
         if name in groups:
             raise UserError(f"--run {spec}: the name {name!r} is taken")
         groups[name] = files
@@ -276,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     qrels = load_qrels(args.qrels)
     _refuse_seeds_of_other_queries(groups, names, runs, qrels)
     check_coverage(runs, qrels)
+    say_if_depths_differ(runs, metrics)
 
     means = {name: evaluate(run, qrels, metrics) for name, run in runs.items()}
     result: dict[str, Any] = {"qrels": args.qrels, "queries": len(qrels), "metrics": metrics,

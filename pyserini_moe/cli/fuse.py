@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from pyserini_moe.cli import (
@@ -33,7 +32,7 @@ from pyserini_moe.cli import (
 )
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import parse_metric
-from pyserini_moe.io import refuse_one_file_twice, same_file_key, sha256_of_files
+from pyserini_moe.io import refuse_one_file_twice, same_file_key
 from pyserini_moe.runs import (
     Run,
     check_run_tag,
@@ -217,22 +216,31 @@ def _refuse_tuning_on_the_fused_runs(runs: list[str], dev_runs: list[str]) -> No
             raise UserError(f"--dev-runs {path} is also fused (--runs {same}): tuning on the runs "
                             "being fused fits them to their own queries; give the same systems' "
                             "runs on dev queries")
-    for path in dev_runs:  # a copy under another name (cp a.trec dev-a.trec) is the same run
-        same = next((run for run in runs if _same_content(path, run)), None)
+
+
+def _refuse_dev_copies(paths: list[str], runs: list[Run], dev_paths: list[str],
+                       dev_runs: list[Run]) -> None:
+    """A dev run that holds the same rankings as a fused run is a copy of it, whatever its
+    name, compression or run tag (``cp``, ``gzip -k``, a re-tagged ``sed``): tuning on it fits
+    the fused run to its own queries. Compared as read (after ``--remove-query`` and
+    ``--candidates``), which is what the tuning sees."""
+    for path, dev_run in zip(dev_paths, dev_runs):
+        same = next((p for p, run in zip(paths, runs) if run == dev_run), None)
         if same is not None:
-            raise UserError(f"--dev-runs {path} holds the same bytes as --runs {same}: tuning on "
-                            "a copy of a run being fused fits it to its own queries; give the "
+            raise UserError(f"--dev-runs {path} holds the same rankings as --runs {same}: tuning "
+                            "on a copy of a run being fused fits it to its own queries; give the "
                             "same systems' runs on dev queries")
 
 
-def _same_content(a: str, b: str) -> bool:
-    """Whether two existing files hold the same bytes: sizes first, then SHA-256 digests."""
-    try:
-        if os.path.getsize(a) != os.path.getsize(b):
-            return False
-        return sha256_of_files([a]) == sha256_of_files([b])
-    except OSError:  # a missing or unreadable file is reported where it is read
-        return False
+def _say_if_dev_judges_fused_queries(runs: list[Run], judged: set[str]) -> None:
+    """Dev qrels that judge the fused queries tune alpha or the weights on the very queries
+    being fused (dev runs of the test split under other names): one warning line says how many."""
+    fused = set().union(*runs)
+    both = fused & judged
+    if both:
+        print(f"warning: {len(both)} of the {len(fused)} fused queries are judged in --dev-qrels: "
+              "tuning on them fits the fused run to its own queries (are the dev runs and qrels "
+              "of another split?)", file=sys.stderr)
 
 
 def _run_tag(path: str) -> str:
@@ -330,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
         dev = ([_read(p, args.remove_query, args.candidates) for p in args.dev_runs],
                load_qrels(args.dev_qrels))
         refuse_untunable_dev(*dev, names=[f"--dev-runs {p}" for p in args.dev_runs])
+        _refuse_dev_copies(args.runs, runs, args.dev_runs, dev[0])
+        _say_if_dev_judges_fused_queries(runs, set(dev[1]))
         _say_different_queries(args.dev_runs, dev[0], judged=set(dev[1]))
     tuned: dict = {}
     _say_if_short(args.candidates, args.hits, len(runs))

@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--overwrite", action="store_true",
                         help="start afresh even if <output-dir> holds an earlier run's checkpoint")
     parser.add_argument("--max-steps", type=positive_int, metavar="N",
-                        help="stop after N optimizer steps (overrides training.max_steps; the "
+                        help="stop after N optimizer steps, if the epochs hold that many: the "
+                             "data is not repeated past them (overrides training.max_steps; the "
                              "learning-rate schedule is sized for the shorter run)")
     parser.add_argument("--epochs", type=positive_int, metavar="N",
                         help="overrides training.epochs")

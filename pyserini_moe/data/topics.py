@@ -66,7 +66,15 @@ def _looks_like_path(spec: str) -> bool:
 
 def _not_found(what: str, spec: str) -> FileNotFoundError:
     """``what`` file not found; with a colon in it, the ``COLLECTION:SPLIT`` reading is ruled
-    out too (``/data/corpus:test`` whose collection folder is missing)."""
+    out too (``/data/corpus:test`` whose collection folder is missing). A collection's folder
+    given without its split is named as such, with the split to add."""
+    folder = Path(spec).expanduser()
+    if folder.is_dir():  # a collection's folder without its split
+        splits = sorted(p.stem for p in (folder / "qrels").glob("*.tsv"))
+        example = f"{spec.rstrip(os.sep)}:{splits[0] if splits else 'test'}"
+        named = f" (its splits: {', '.join(splits)})" if splits else ""
+        return FileNotFoundError(f"{what} {spec} is a folder, not a {what} file: for a "
+                                 f"collection's {what} give COLLECTION:SPLIT, e.g. {example}{named}")
     collection, _, split = spec.rpartition(":")
     also = f" (nor is {collection} a collection folder)" \
         if collection and split and os.sep not in split else ""

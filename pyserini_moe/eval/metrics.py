@@ -463,6 +463,30 @@ def answer_accuracy(run: Run, answers: Mapping[str, list[str]], passages: str | 
     return topk_accuracy(run, answers, texts, ks, regex)
 
 
+def say_if_depths_differ(runs: Mapping[str, Run], metrics: Iterable[str]) -> None:
+    """Runs of different depths (10 hits a query against 30) compared at a cut-off beyond the
+    shallower one: its recall@100 is capped by how many hits it kept, not by how it ranks, and a
+    significance mark would credit the deeper run's ranking. One warning line names the depths
+    and the metrics affected (those without a cut-off read the whole list)."""
+    depths = {name: max(map(len, run.values()), default=0) for name, run in runs.items()}
+    shallow = min(depths.values(), default=0)
+    if shallow == max(depths.values(), default=0):
+        return
+    affected = [name for name in metrics if _cutoff(parse_metric(name)) > shallow]
+    if affected:
+        listed = ", ".join(f"{name}: {depth}" for name, depth in depths.items())
+        print(f"warning: the runs hold different numbers of hits a query (at most {listed}): "
+              f"{', '.join(affected)} then compare{'s' if len(affected) == 1 else ''} list "
+              "lengths as well as rankings; cut the runs to one depth to compare rankings alone",
+              file=sys.stderr)
+
+
+def _cutoff(metric: Metric) -> float:
+    """How many hits a query ``metric`` reads: its ``@k``, or all of them."""
+    _, sep, k = metric.ranx.partition("@")
+    return int(k) if sep else math.inf
+
+
 def check_coverage(runs: Mapping[str, Run], qrels: Mapping[str, Mapping[str, int]]) -> None:
     """Judged queries a run lacks are said, since they count as 0 in every mean (trec_eval -c);
     so is a run none of whose documents is judged at all: the qrels of another collection whose

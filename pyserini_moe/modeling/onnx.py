@@ -196,9 +196,27 @@ def _quantize_int8(path: Path) -> None:
 
     fp32 = path.with_suffix(".fp32.onnx")
     path.rename(fp32)
-    quantize_dynamic(str(fp32), str(path), weight_type=QuantType.QInt8, per_channel=True,
-                     op_types_to_quantize=["MatMul"])
+    with _quiet_root_logger():
+        quantize_dynamic(str(fp32), str(path), weight_type=QuantType.QInt8, per_channel=True,
+                         op_types_to_quantize=["MatMul"])
     fp32.unlink()
+
+
+@contextlib.contextmanager
+def _quiet_root_logger() -> Iterator[None]:
+    """onnxruntime's quantizer logs through the root logger (``logging.warning``) advice meant
+    for image models ("consider pre-processing"), which a user cannot act on. The root's level
+    hides it; a handler held meanwhile keeps ``logging.warning`` from installing a stderr
+    handler of its own (``basicConfig``) that would outlive the call."""
+    root = logging.getLogger()
+    level, hold = root.level, logging.NullHandler()
+    root.addHandler(hold)
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.removeHandler(hold)
+        root.setLevel(level)
 
 
 def is_onnx_export(path: str | os.PathLike) -> bool:

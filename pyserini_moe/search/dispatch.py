@@ -171,13 +171,18 @@ class SearchSettings:
 
     def _search_name(self) -> str:
         """``a BM25 search``, ``an impact search``, ``a fused search of multivector and dense
-        indexes`` (the kinds when the indexes record them: they say why a setting is unread)."""
+        indexes`` (the kinds when the indexes record them: they say why a setting is unread),
+        each "with its BM25 hybrid" when ``--bm25-index`` is given."""
         if self.retriever == "bm25":
             return "a BM25 search"
         kinds = self._fused_kinds() if self.retriever == "fused" else None
         if kinds:
-            return f"a fused search of {' and '.join(kinds)} indexes"
-        return f"{'an' if self.retriever[0] in 'aeiou' else 'a'} {self.retriever} search"
+            name = f"a fused search of {' and '.join(kinds)} indexes"
+        else:
+            name = f"{'an' if self.retriever[0] in 'aeiou' else 'a'} {self.retriever} search"
+        # with --bm25-index it is a hybrid, whose BM25 side is weighed by --alpha
+        return f"{name} with its BM25 hybrid (--bm25-index, weighed by --alpha)" \
+            if self.bm25_index else name
 
     def _unread(self, with_bm25: bool) -> list[str]:
         """The settings this search does not read (``with_bm25``: were it a hybrid)."""

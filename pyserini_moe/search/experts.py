@@ -124,11 +124,11 @@ def _one_models_kinds(indexes: list[str | os.PathLike]) -> list[str]:
         if meta.encoder_fingerprint:
             models.setdefault(meta.encoder_fingerprint, str(index))
         kinds.append(kind)
-    if len(set(kinds)) < len(kinds):
-        raise UserError(f"two indexes of the same kind ({kinds}): give one per expert")
-    if len(models) > 1:
+    if len(models) > 1:  # first: two models' indexes of one kind are a fuse's work too
         raise IndexMismatchError(
             f"{' and '.join(models.values())} were built by different models; --retriever fused "
             "fuses the experts of one model (their scores share its units): fuse runs of "
             "different models with `python -m pyserini_moe.fuse`")
+    if len(set(kinds)) < len(kinds):
+        raise UserError(f"two indexes of the same kind ({kinds}): give one per expert")
     return kinds

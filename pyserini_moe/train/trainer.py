@@ -240,6 +240,11 @@ class Trainer:
     def _train(self, data: TrainingData, resume: bool) -> dict[str, Any]:
         epoch_steps = self._epoch_steps()
         total = min(sum(epoch_steps), self.cfg.max_steps or sum(epoch_steps))
+        if self.cfg.max_steps and total < self.cfg.max_steps and self.is_main:
+            # max_steps stops a training early; it never repeats the data past its epochs
+            log.warning("warning: max_steps %d is more than the %d epoch(s) hold: training stops after "
+                        "%d steps (raise --epochs to train longer)", self.cfg.max_steps,
+                        self.cfg.epochs, total)
         loop = OptimizerLoop(self.model, parameter_groups(self.model, self.cfg),
                              self.cfg.learning_rate, total, self.cfg.warmup_ratio,
                              self.cfg.max_grad_norm)
@@ -318,7 +323,7 @@ class Trainer:
             pid = aside.name[len(prefix):].partition("-")[0]
             if (pid.isdigit() and aside.is_dir() and not aside.is_symlink()
                     and not _locked(aside, int(pid))):
-                log.warning("%s holds an earlier run of %s, set aside by an --overwrite that was "
+                log.warning("warning: %s holds an earlier run of %s, set aside by an --overwrite that was "
                             "killed: move its contents back into %s to keep it, or delete it",
                             aside, self.out, self.out)
 
@@ -600,7 +605,7 @@ class Trainer:
                   for key in ("epochs", "max_steps")
                   if saved["training"].get(key) != current["training"].get(key)]
         if longer:
-            log.warning("resuming with %s: the learning-rate schedule is rebuilt for the new "
+            log.warning("warning: resuming with %s: the learning-rate schedule is rebuilt for the new "
                         "length, so the steps from here differ from the original run's",
                         ", ".join(longer))
 

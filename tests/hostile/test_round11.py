@@ -76,7 +76,7 @@ def _left_aside(out: Path) -> Path:
 
 def _said(caplog, out: Path, aside: Path) -> None:
     lines = [r.getMessage() for r in caplog.records if str(aside) in r.getMessage()]
-    assert lines == [f"{aside} holds an earlier run of {out}, set aside by an --overwrite that "
+    assert lines == [f"warning: {aside} holds an earlier run of {out}, set aside by an --overwrite that "
                      f"was killed: move its contents back into {out} to keep it, or delete it"]
     assert (aside / "checkpoint" / "state.pt").read_bytes() == b"the earlier run"  # not deleted
 

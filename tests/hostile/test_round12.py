@@ -252,7 +252,7 @@ def test_a_set_aside_run_whose_pid_another_live_process_has_is_noted(siamese_rec
         other.kill()
         other.wait()
     assert _notes(caplog, aside) == [
-        f"{aside} holds an earlier run of {out}, set aside by an --overwrite that was killed: "
+        f"warning: {aside} holds an earlier run of {out}, set aside by an --overwrite that was killed: "
         f"move its contents back into {out} to keep it, or delete it"]
 
 

@@ -78,7 +78,7 @@ def test_dev_runs_that_are_copies_of_the_fused_runs_are_refused(fuse_argv, runs,
     shutil.copy(runs / "b.trec", runs / "copy-b.trec")
     (runs / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
     assert error_line(fuse.main, fuse_argv(runs, method, ("copy-d.trec", "copy-b.trec")), capsys) == (
-        f"error: --dev-runs {runs / 'copy-d.trec'} holds the same bytes as --runs "
+        f"error: --dev-runs {runs / 'copy-d.trec'} holds the same rankings as --runs "
         f"{runs / 'd.trec'}: tuning on a copy of a run being fused fits it to its own queries; "
         "give the same systems' runs on dev queries")
     assert not (runs / "f.trec").exists()
