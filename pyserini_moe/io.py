@@ -374,6 +374,17 @@ def _kind_of(folder: Path) -> _OutputKind | None:
                  if names & set(kind.markers) and not kind.foreign(folder)), None)
 
 
+def output_kind(folder: Path) -> str | None:
+    """What one of this toolkit's outputs ``folder`` is ("an index", "a model", "a training
+    run", ...), told by its marker files; None for any other folder or a missing one. For
+    commands that write many files into a folder they are given (``regress --work-dir``), which
+    must not be one of these."""
+    if not folder.is_dir():
+        return None
+    return next((kind.what for kind in _OUTPUT_KINDS
+                 if any((folder / marker).exists() for marker in kind.markers)), None)
+
+
 def _marker(folder: Path) -> str:
     """The marker of the kind of output ``folder`` (a replacement just written) is: the first
     of its kind's markers, which every writer of the kind writes; "" when it holds none."""
@@ -662,8 +673,11 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
                 try:
                     line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8").rstrip("\r\n")
                 except UnicodeDecodeError as e:
-                    raise DataFormatError(path, f"not valid UTF-8 ({e.reason} at byte {e.start})",
-                                          lineno) from e
+                    # a gzip stream under a name without .gz: say so, not where UTF-8 broke
+                    gzipped = lineno == 1 and raw.startswith(b"\x1f\x8b")
+                    why = ("gzip-compressed: name it with .gz, or gunzip it" if gzipped else
+                           f"not valid UTF-8 ({e.reason} at byte {e.start})")
+                    raise DataFormatError(path, why, lineno) from e
                 if line.strip():
                     yield lineno, line
         except (OSError, EOFError, zlib.error) as e:

@@ -22,7 +22,7 @@ from pyserini_moe.eval.regress import (
     run_regression,
     write_report,
 )
-from pyserini_moe.io import refuse_one_file_twice
+from pyserini_moe.io import output_kind, refuse_one_file_twice
 
 DEFAULT_WORK = REPO_ROOT / "work" / "regressions"
 
@@ -84,11 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(f"--scale {args.scale} leaves none of the files given (they are "
                         f"{', '.join(sorted({reg.scale for reg in regressions}))}-scale): drop "
                         "--scale or name a file of that scale")
-    # absolute: steps run from the repository root, the runner from here
-    work_dir = Path(args.work_dir).resolve() if args.work_dir else DEFAULT_WORK
-    for flag, folder in (("--work-dir", work_dir), ("--results-dir", args.results_dir)):
-        if folder is not None and Path(folder).exists() and not Path(folder).is_dir():
-            raise UserError(f"{flag} {folder} is a file: name a folder (made if missing)")
+    work_dir = _work_dir(args.work_dir)
+    if args.results_dir is not None:
+        _check_folder("--results-dir", Path(args.results_dir))
     results = Path(args.results_dir).resolve() if args.results_dir else (
         work_dir / "results" if args.work_dir else RESULTS_DIR)
     failed = False
@@ -147,7 +145,27 @@ def _smoke(args: argparse.Namespace, regressions: list[Regression]) -> int:
         paper = [r for r in paper if r.conditions]
     from pyserini_moe.eval.smoke import smoke  # noqa: PLC0415 - torch only when smoking
 
-    return smoke(paper, (Path(args.work_dir) if args.work_dir else DEFAULT_WORK) / "smoke")
+    return smoke(paper, _work_dir(args.work_dir) / "smoke")
+
+
+def _work_dir(given: str | None) -> Path:
+    """``--work-dir``, absolute (steps run from the repository root, the runner from here),
+    checked before any step writes into it."""
+    if given is None:
+        return DEFAULT_WORK
+    folder = Path(given).resolve()
+    _check_folder("--work-dir", folder)
+    return folder
+
+
+def _check_folder(flag: str, folder: Path) -> None:
+    """A folder the runner writes many files into: not a file, nor one of the toolkit's outputs
+    (an index, a model, a training run), whose folder would then hold files it did not write."""
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{flag} {folder} is a file: name a folder (made if missing)")
+    kind = output_kind(folder)
+    if kind is not None:
+        raise UserError(f"{flag} {folder} is {kind}: name a folder of its own (made if missing)")
 
 
 def _refuse_skipped_conditions(regressions: list[Regression],

@@ -27,7 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from pyserini_moe.modeling.backbone import load_config
 
-        config, name = load_config(args.backbone), args.backbone
+        try:
+            config, name = load_config(args.backbone), args.backbone
+        except UserError as e:  # offline, bert-base-uncased's shape needs no download
+            hint = (" (for bert-base-uncased's shape offline: --bert-base)"
+                    if args.backbone.lower().startswith("bert-base") else "")
+            raise UserError(f"{e}{hint}") from None
     try:
         counts = parameter_counts(config)
     except UserError as e:
