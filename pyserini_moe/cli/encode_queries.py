@@ -42,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--query-max-length", type=positive_int, default=None,
                         help="query tokens kept (default: what the index records, the length "
                              "its encoder was trained at, else every position the model has)")
+    parser.add_argument("--query-max-terms", type=positive_int, default=None,
+                        help="impact: query terms kept, the highest weights (default: search's, "
+                             "1,024 or Lucene's clause limit); search --encoded-queries reads "
+                             "them as cut here")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="queries per batch")
     add_device_args(parser)
     parser.add_argument("--overwrite", action="store_true",
@@ -61,9 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     if meta is None:
         raise UserError(f"{args.index} has no pyserini_moe_index.json: encode queries for an "
                         "index built by python -m pyserini_moe.index")
+    if args.query_max_terms is not None and meta.kind != "impact":
+        raise UserError(f"--query-max-terms cuts impact queries; {args.index} is a {meta.kind} "
+                        "index: leave it out")
     topics = load_topics(args.topics)
     out = encode_queries(args.index, meta.kind, topics, args.output, args.encoder,
                          args.device, args.query_max_length, args.batch_size, args.overwrite,
-                         args.precision)
+                         args.precision, args.query_max_terms)
     print(f"{len(topics)} queries encoded for a {meta.kind} index into {out}", file=sys.stderr)
     return 0

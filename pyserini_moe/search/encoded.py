@@ -180,11 +180,25 @@ class _EncodedSearcher:
         from pyserini_moe.encode.adapters import PrecomputedQueryEncoder
         from pyserini_moe.search.encoded_queries import read_encoded_queries_made_by  # noqa: PLC0415 - a circle: encoded_queries uses this module
 
-        vectors, made_by = read_encoded_queries_made_by(path, self.kind)
-        check_encoded_queries(self.meta, made_by, self.index, path)
+        read = read_encoded_queries_made_by(path, self.kind)
+        check_encoded_queries(self.meta, read.made_by, self.index, path)
+        self._say_another_cut(path, read.cut or {})
         log.info("%s: %d queries encoded ahead of time in %s (no model loaded)", self.index,
-                 len(vectors), path)
-        return PrecomputedQueryEncoder(vectors, path, dense=self.kind == "dense")
+                 len(read.vectors), path)
+        return PrecomputedQueryEncoder(read.vectors, path, dense=self.kind == "dense")
+
+    def _say_another_cut(self, path: str, cut: dict[str, int]) -> None:
+        """Queries encoded with another cut than this search would make (``encode_queries
+        --query-max-length 4``) are searched as encoded, and one warning says so: the flags that
+        set the cut do not apply to a search of encoded queries."""
+        usual = {"query_max_length": self.meta.query_max_length,
+                 "query_max_terms": getattr(self, "query_max_terms", None)}
+        other = [f"--{name.replace('_', '-')} {cut[name]} (a search with the encoder: {value})"
+                 for name, value in usual.items()
+                 if value is not None and name in cut and cut[name] != value]
+        if other:
+            log.warning("warning: %s were encoded with %s: they are searched as encoded; encode "
+                        "them again to search as the encoder would", path, ", ".join(other))
 
     def search(self, topics: dict[str, str], hits: int = 1000, threads: int = 1,
                batch_size: int = 64, progress: bool = True) -> Run:

@@ -20,7 +20,7 @@ import math
 import os
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -45,20 +45,25 @@ EMBEDDING_FILE = "embedding.pkl"
 # each impact record's key. Pyserini reads the columns / keys it knows and ignores it; search
 # --encoded-queries compares it with the index's, as it compares an --encoder's.
 FINGERPRINT = "encoder_fingerprint"
+# How the queries were cut ({"query_max_length": n} and, impact, "query_max_terms"): the table's
+# ``attrs`` entry, each impact record's key; search --encoded-queries says it where it differs
+# from what a search of the index would use.
+CUT = "cut"
 
 
 def encode_queries(index: str | os.PathLike, kind: str, topics: dict[str, str],
                    output: str | os.PathLike, encoder: str | None = None,
                    device: str | None = None, query_max_length: int | None = None,
                    batch_size: int = 64, overwrite: bool = False,
-                   precision: str = "fp32") -> Path:
-    """Encode ``topics`` with the query encoder of ``index`` into ``output`` (atomically)."""
+                   precision: str = "fp32", query_max_terms: int | None = None) -> Path:
+    """Encode ``topics`` with the query encoder of ``index`` into ``output`` (atomically),
+    recording the encoder and the cut (tokens, and impact terms) with them."""
     if kind not in KINDS:
         raise UserError(f"Pyserini reads pre-encoded queries for dense and impact indexes, not "
                         f"{kind!r}")
     output = Path(output)
     _check_output(output, kind, overwrite)
-    searcher = open_searcher(kind, index, encoder, device, query_max_length,
+    searcher = open_searcher(kind, index, encoder, device, query_max_length, query_max_terms,
                              precision=precision)
     qids = list(topics)
     vectors = []
@@ -66,10 +71,13 @@ def encode_queries(index: str | os.PathLike, kind: str, topics: dict[str, str],
         texts = [topics[q] for q in qids[start:start + batch_size]]
         vectors.extend(searcher.query_encoder.encode_batch(texts))
     made_by = fingerprint(searcher.query_encoder.model)
+    cut = {"query_max_length": searcher.query_encoder.max_length}
+    if kind == "impact":
+        cut["query_max_terms"] = searcher.query_max_terms
     if kind == "dense":
         frame = pd.DataFrame({"text": [topics[q] for q in qids],
                               "embedding": [v.astype("float32") for v in vectors]})
-        frame.attrs[FINGERPRINT] = made_by  # pickled with the table
+        frame.attrs.update({FINGERPRINT: made_by, CUT: cut})  # pickled with the table
         with atomic_path(output, directory=True, overwrite=overwrite) as tmp:
             frame.to_pickle(tmp / EMBEDDING_FILE)
     else:  # gzipped when the name ends in .gz, as every reader here expects
@@ -77,7 +85,7 @@ def encode_queries(index: str | os.PathLike, kind: str, topics: dict[str, str],
                 open_text_output(tmp, output) as f:
             for qid, vector in zip(qids, vectors):
                 f.write(json.dumps({"id": qid, "contents": topics[qid], "vector": vector,
-                                    FINGERPRINT: made_by}) + "\n")
+                                    FINGERPRINT: made_by, CUT: cut}) + "\n")
     return output
 
 
@@ -112,7 +120,9 @@ def _check_output(output: Path, kind: str, overwrite: bool) -> None:
 
 _IMPACT_KEYS = ("id", "contents", "vector")  # one impact query's record, as encode_queries writes it
 # ... with the encoder's fingerprint since hostile pass 8 (H8-34); without it before
-_IMPACT_FORMS = (sorted(_IMPACT_KEYS), sorted([*_IMPACT_KEYS, FINGERPRINT]))
+# ... and how they were cut since hostile pass 15 (H13-94)
+_IMPACT_FORMS = (sorted(_IMPACT_KEYS), sorted([*_IMPACT_KEYS, FINGERPRINT]),
+                 sorted([*_IMPACT_KEYS, FINGERPRINT, CUT]))
 _FIRST_LINE_LIMIT = 1 << 24  # bytes: a query of every term of a large vocabulary fits
 
 
@@ -137,19 +147,27 @@ def _holds_impact_queries(file: Path) -> bool:
             and isinstance(record["contents"], str) and isinstance(record["vector"], dict))
 
 
+class EncodedQueries(NamedTuple):
+    """Queries encoded ahead of time: the vectors by query text, the fingerprint of the encoder
+    that made them and how they were cut (``{"query_max_length": n, "query_max_terms": m}``);
+    None where they record none (Pyserini's, or ours written before these were recorded)."""
+
+    vectors: dict[str, Any]
+    made_by: str | None
+    cut: dict[str, int] | None
+
+
 def read_encoded_queries(path: str | os.PathLike, kind: str) -> dict[str, Any]:
     """Queries encoded ahead of time, by their text: see :func:`read_encoded_queries_made_by`."""
-    return read_encoded_queries_made_by(path, kind)[0]
+    return read_encoded_queries_made_by(path, kind).vectors
 
 
-def read_encoded_queries_made_by(path: str | os.PathLike, kind: str
-                                 ) -> tuple[dict[str, Any], str | None]:
+def read_encoded_queries_made_by(path: str | os.PathLike, kind: str) -> EncodedQueries:
     """Queries encoded ahead of time, by their text (stripped, as Pyserini keys them): a dense
     folder's ``embedding.pkl`` (float32 vectors; a pickle that would build anything but a table
     is refused unrun) or an impact JSON-lines file (``{token: weight}``, gzipped when named
-    ``.gz``), and the fingerprint of the encoder that made them (None where they record none:
-    Pyserini's, or ours written before it was recorded). Every problem is one line naming the
-    file."""
+    ``.gz``), with what they record of their encoder and cut. Every problem is one line naming
+    the file."""
     if kind not in KINDS:
         raise UserError(f"--encoded-queries applies to dense and impact searches, not {kind!r}")
     path = Path(path)
@@ -162,13 +180,13 @@ def read_encoded_queries_made_by(path: str | os.PathLike, kind: str
         raise FileNotFoundError(f"encoded queries {file}: {what} (expected {form}, as "
                                 "`python -m pyserini_moe.encode_queries` writes for the "
                                 "index's kind)")
-    vectors, made_by = _read_dense(file) if kind == "dense" else _read_impact(file)
-    if not vectors:
+    read = _read_dense(file) if kind == "dense" else _read_impact(file)
+    if not read.vectors:
         raise UserError(f"{file} holds no encoded query")
-    return vectors, made_by
+    return read
 
 
-def _read_dense(file: Path) -> tuple[dict[str, Any], str | None]:
+def _read_dense(file: Path) -> EncodedQueries:
     """Every row's vector checked as it is read (:func:`_dense_vector`), so a damaged table is
     one line naming the file and the query, never numpy's traceback or warning; and the
     encoder's fingerprint the table's ``attrs`` record."""
@@ -185,8 +203,16 @@ def _read_dense(file: Path) -> tuple[dict[str, Any], str | None]:
         vectors[str(text).strip()] = vector
     if len({v.shape for v in vectors.values()}) > 1:
         raise UserError(f"{file}: the query vectors differ in length")
-    made_by = getattr(frame, "attrs", {}).get(FINGERPRINT)
-    return vectors, made_by if isinstance(made_by, str) else None
+    attrs = getattr(frame, "attrs", {})
+    made_by, cut = attrs.get(FINGERPRINT), attrs.get(CUT)
+    return EncodedQueries(vectors, made_by if isinstance(made_by, str) else None, _cut(cut))
+
+
+def _cut(value: Any) -> dict[str, int] | None:
+    """A recorded cut, or None where it is missing or not one (nothing to say then)."""
+    if isinstance(value, dict) and all(isinstance(v, int) for v in value.values()):
+        return value
+    return None
 
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -222,29 +248,32 @@ def _describe(value: Any, limit: int = 40) -> str:
     return f"{type(value).__name__} {text if len(text) <= limit else text[:limit - 3] + '...'}"
 
 
-def _read_impact(file: Path) -> tuple[dict[str, dict[str, int]], str | None]:
+def _read_impact(file: Path) -> EncodedQueries:
     """Every line checked as it is read: a record of ``contents`` and a ``vector`` of integer
     weights, each one line naming the file and line (and the query) when it is not; lines are
     read by :func:`~pyserini_moe.io.iter_lines` (gunzipped for a ``.gz`` name, a line that is
     not UTF-8 one error line, never a traceback). The fingerprint is the one the records name;
     a file whose records name two encoders (two files put together) is refused."""
-    vectors, made_by = {}, set()
+    vectors, made_by, cuts = {}, set(), set()
     for number, line in iter_lines(file):
         where = f"{file}, line {number}"
-        text, vector, fingerprint_ = _impact_record(line, where)
+        text, vector, fingerprint_, cut = _impact_record(line, where)
         vectors[text.strip()] = _impact_weights(vector, f"{where} (query {text[:60]!r})")
         made_by.add(fingerprint_)
+        cuts.add(json.dumps(cut, sort_keys=True))
     made_by.discard(None)
     if len(made_by) > 1:
         raise UserError(f"{file} holds queries encoded by {len(made_by)} different encoders "
                         f"(fingerprints {', '.join(sorted(made_by))}): encode the topics again "
                         "with the index's encoder (python -m pyserini_moe.encode_queries)")
-    return vectors, next(iter(made_by), None)
+    # one cut when every record names the same (else nothing to say: files put together)
+    return EncodedQueries(vectors, next(iter(made_by), None),
+                          _cut(json.loads(cuts.pop())) if len(cuts) == 1 else None)
 
 
-def _impact_record(line: str, where: str) -> tuple[str, dict[str, Any], str | None]:
-    """The line's ``(contents, vector, encoder fingerprint or None)``, or one error line naming
-    ``where``."""
+def _impact_record(line: str, where: str) -> tuple[str, dict[str, Any], str | None, Any]:
+    """The line's ``(contents, vector, encoder fingerprint or None, cut or None)``, or one error
+    line naming ``where``."""
     try:
         record = json.loads(line)
         text, vector = record["contents"], record["vector"]
@@ -254,7 +283,7 @@ def _impact_record(line: str, where: str) -> tuple[str, dict[str, Any], str | No
         raise UserError(f"{where}: expected {{\"contents\": text, \"vector\": {{token: "
                         "weight}}")
     made_by = record.get(FINGERPRINT)
-    return text, vector, made_by if isinstance(made_by, str) else None
+    return text, vector, made_by if isinstance(made_by, str) else None, record.get(CUT)
 
 
 def _impact_weights(vector: dict[str, Any], where: str) -> dict[str, int]:

@@ -158,3 +158,53 @@ def test_a_query_not_encoded_is_named(setup, tmp_path, capsys) -> None:
                                       "--quiet"])
     err = capsys.readouterr().err
     assert code == 2 and "no encoding of the query 'a query nobody encoded'" in err
+
+
+def test_impact_queries_cut_to_fewer_terms_search_as_search_cuts_them(setup, tmp_path,
+                                                                      caplog) -> None:
+    """H13-93/94: encode_queries had no --query-max-terms, and what a file was cut at was said
+    nowhere; now the cut is recorded and a search of another one is warned of."""
+    root, indexes, topics = setup
+    encoded = tmp_path / "three.jsonl"
+    assert encode_cli.main(["--index", str(indexes["impact"]), "--topics", str(topics),
+                            "--output", str(encoded), "--device", "cpu",
+                            "--query-max-terms", "3"]) == 0
+    base = ["--retriever", "impact", "--index", str(indexes["impact"]), "--topics", str(topics),
+            "--hits", "10", "--quiet"]
+    cut, back = tmp_path / "cut.trec", tmp_path / "back.trec"
+    assert search_cli.main([*base, "--output", str(cut), "--device", "cpu",
+                            "--query-max-terms", "3"]) == 0
+    with caplog.at_level("WARNING", logger="pyserini_moe"):
+        assert search_cli.main([*base, "--output", str(back), "--encoded-queries",
+                                str(encoded)]) == 0
+    same_run(cut, back)
+    assert [r.getMessage() for r in caplog.records if "were encoded with" in r.getMessage()] == [
+        f"warning: {encoded} were encoded with --query-max-terms 3 (a search with the encoder: "
+        "1024): they are searched as encoded; encode them again to search as the encoder would"]
+
+
+@pytest.mark.parametrize(("flags", "warned"), [([], False), (["--query-max-length", "4"], True)])
+def test_dense_queries_encoded_at_another_length_are_warned_of(setup, tmp_path, caplog, flags,
+                                                               warned) -> None:
+    root, indexes, topics = setup
+    encoded = tmp_path / "dense"
+    assert encode_cli.main(["--index", str(indexes["dense"]), "--topics", str(topics),
+                            "--output", str(encoded), "--device", "cpu", *flags]) == 0
+    with caplog.at_level("WARNING", logger="pyserini_moe"):
+        assert search_cli.main(["--retriever", "dense", "--index", str(indexes["dense"]),
+                                "--topics", str(topics), "--hits", "10", "--quiet", "--output",
+                                str(tmp_path / "run.trec"), "--encoded-queries",
+                                str(encoded)]) == 0
+    said = [r.getMessage() for r in caplog.records if "were encoded with" in r.getMessage()]
+    assert len(said) == warned
+    assert not said or "--query-max-length 4 (a search with the encoder: " in said[0]
+
+
+def test_query_max_terms_for_a_dense_index_is_refused(setup, tmp_path, capsys) -> None:
+    root, indexes, topics = setup
+    assert run_main(encode_cli.main, ["--index", str(indexes["dense"]), "--topics", str(topics),
+                                      "--output", str(tmp_path / "q"),
+                                      "--query-max-terms", "3"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: --query-max-terms cuts impact queries; {indexes['dense']} is a dense index: "
+        "leave it out")
