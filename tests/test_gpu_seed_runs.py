@@ -938,3 +938,52 @@ def test_hostile13_evaluate_says_what_it_wrote(tiny_bert: Path, tiny_corpus: Pat
                                 "(last, best)"]
     meta = json.loads(bytes(np.load(tmp_path / "j.npz")["meta"]).decode())
     assert len(meta["topics"]) == 2
+
+
+# -- snapshots=yes: every snapshot searched, for issue 35's plot of test nDCG against the step --
+
+
+def test_snapshots_yes_is_a_job_setting_not_an_encoding(tmp_path: Path) -> None:
+    jobs = tool.parse_plan(_plan(tmp_path, f"a 42 {SIAMESE} | snapshots=yes kinds=dense\n"
+                                           f"b 42 {SIAMESE} | inference=all\n"), check_sets=False)
+    assert [(j["snapshots"], j["options"]) for j in jobs] == [(True, []), (False, ["inference=all"])]
+
+
+@pytest.mark.parametrize("line, message", [
+    (f"a 42 {SIAMESE} | snapshots=no", "snapshots=no: snapshots=yes searches every snapshot"),
+    ("a 42 zero-shot | snapshots=yes", "a zero-shot job trains nothing to keep snapshots of"),
+])
+def test_a_bad_snapshots_setting_is_refused(line: str, message: str, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match=message):
+        tool.parse_plan(_plan(tmp_path, line + "\n"), check_sets=False)
+
+
+def test_run_keeps_and_searches_every_snapshot_of_a_snapshots_job(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    args = _run_args(tmp_path)
+    (Path(args.carry) / "plan.txt").write_text(f"a 42 {SIAMESE} | snapshots=yes\n"
+                                               f"b 42 {SIAMESE}\n")
+    calls: list[list[str]] = []
+
+    def fake(cmd, **kwargs):
+        calls.append(cmd)
+        if "pyserini_moe.train" in cmd:  # a training that kept snapshots at steps 4 and 12
+            out = Path(cmd[cmd.index("--output-dir") + 1])
+            for step in (12, 4):
+                (out / "snapshots" / f"step-{step}").mkdir(parents=True)
+            (out / "snapshots" / "evaluation.json").write_text("{}")
+        else:
+            Path(cmd[cmd.index("--output") + 1]).write_bytes(b"npz")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(tool.subprocess, "run", fake)
+    tool.run(args)
+    trains = {c[c.index("--output-dir") + 1].rsplit("/", 1)[1]: c for c in calls
+              if "pyserini_moe.train" in c}
+    assert "training.keep_snapshots=true" in trains["a-s42"]
+    assert "training.keep_snapshots=true" not in trains["b-s42"]
+    checkpoints = {c[c.index("--output") + 1].rsplit("/", 1)[1]:
+                   [w.split("=")[1] for w in c if w.startswith("--checkpoint=")]
+                   for c in calls if "evaluate" in c}
+    assert checkpoints == {"a-s42.npz": ["last", "best", "step-4", "step-12"],
+                           "b-s42.npz": ["last", "best"]}

@@ -35,8 +35,9 @@ SEED once; quote a value holding spaces or ``|``; comments on their own lines
 (``#`` first). After ``|``, each key once: ``kinds=dense,impact,hybrid`` (the runs to write:
 see KINDS; default dense), ``topics=SPEC,...`` (specs of TOPICS, ``dev``, or COLLECTION:SPLIT
 of a carried collection; default: run's --topics), ``doc_length=N`` / ``query_length=N``
-(default 256 / 512, the regressions' --max-length / --query-max-length) and any other
-KEY=VALUE as an extra encoding of every checkpoint (SB-MoE's ``inference=all``). Plans of the
+(default 256 / 512, the regressions' --max-length / --query-max-length), ``snapshots=yes``
+(keep the training's snapshots and search each as ``best``: test nDCG@10 against the step) and
+any other KEY=VALUE as an extra encoding of every checkpoint (SB-MoE's ``inference=all``). Plans of the
 protocol files are in ``tools/gpu_plans/``. CAME's three experts are ``impact`` (lexical),
 ``local`` (multi-vector) and ``dense`` (global); ``came`` is their fusion.
 
@@ -90,6 +91,10 @@ LONG_QUERY_TOPICS = {"arguana:test": 512}
 # tokens (the protocol's index --max-length / search --query-max-length), the run kinds and
 # the topics (comma-separated specs of TOPICS; default: run's --topics).
 EVALUATION = ("doc_length", "query_length", "kinds", "topics")
+# ``snapshots=yes``: the training keeps its snapshots (training.keep_snapshots) and every one is
+# searched as ``best`` is (SciFact test and dev, not the zero-shot collections): issue 35's plot of
+# test nDCG@10 against the step, for one seed per condition (a diagnosis; no rule looks at it).
+SNAPSHOTS = "snapshots"
 # dense: inner product; impact: quantised term weights as Lucene scores them (sum of query x
 # document integers, ties in index order); hybrid: the two summed exactly over the union of both
 # top-1000 lists (search --retriever fused --fusion exact), impact scores dequantised; local:
@@ -293,6 +298,12 @@ def parse_plan(path: Path, collections: Iterable[str] = (), check_sets: bool = T
             check_recipe_sets(where, recipe, sets)
         pairs = parse_settings(where, encodings)
         settings = {key: value for key, value in pairs if key in EVALUATION}
+        snapshots = dict(pairs).get(SNAPSHOTS)
+        if snapshots not in (None, "yes"):
+            fail(f"{where}: {SNAPSHOTS}={snapshots}: snapshots=yes searches every snapshot; "
+                 "leave it out otherwise")
+        if snapshots and recipe == "zero-shot":
+            fail(f"{where}: {SNAPSHOTS}=yes: a zero-shot job trains nothing to keep snapshots of")
         for key, value in settings.items():
             check_setting(where, key, value, set(collections))
         job = f"{name}-s{seed}"  # the model folder and the npz are named after it
@@ -301,7 +312,9 @@ def parse_plan(path: Path, collections: Iterable[str] = (), check_sets: bool = T
                  "NAME SEED once")
         lines[job] = number
         jobs.append({"name": job, "seed": seed, "recipe": recipe, "sets": sets,
-                     "options": [f"{k}={v}" for k, v in pairs if k not in EVALUATION],
+                     "options": [f"{k}={v}" for k, v in pairs
+                                 if k not in (*EVALUATION, SNAPSHOTS)],
+                     "snapshots": snapshots == "yes",
                      "topics": settings["topics"].split(",") if "topics" in settings else None,
                      "evaluation": [f"--{k.replace('_', '-')}={v}" for k, v in settings.items()
                                     if k != "topics"]})
@@ -580,16 +593,17 @@ def run(args: argparse.Namespace) -> None:
         elif args.evaluate_only and not (model_dir / "last").is_dir():
             return None
         elif args.evaluate_only:
-            checkpoints = [("last", model_dir / "last"), ("best", model_dir / "best")]
+            checkpoints = trained_checkpoints(model_dir, job)
         else:
+            keep = ["--set", "training.keep_snapshots=true"] if job["snapshots"] else []
             cmd = [sys.executable, "-m", "pyserini_moe.train", "--config",
                    str(ROOT / job["recipe"]), "--seed", str(job["seed"]), "--output-dir",
                    str(model_dir), "--overwrite", "--quiet",
                    "--set", f"model.backbone={backbone}", *negatives_sets(job, carry),
-                   *job["sets"]]
+                   *job["sets"], *keep]
             if not stage(cmd, name, "train"):
                 return False
-            checkpoints = [("last", model_dir / "last"), ("best", model_dir / "best")]
+            checkpoints = trained_checkpoints(model_dir, job)
         npz = scratch / f"{name}.npz"  # only the tars go to out: a call returns 8 files
         cmd = [sys.executable, __file__, "evaluate", "--output", str(npz),
                "--dev-topics", str(model_dir / "dev_topics.tsv"),
@@ -613,6 +627,16 @@ def run(args: argparse.Namespace) -> None:
           f"{results.count(False)} failed, {results.count(None)} not started", flush=True)
     if False in results:
         fail(f"{results.count(False)} of {len(jobs)} jobs failed (see {out / 'log.tsv'})")
+
+
+def trained_checkpoints(model_dir: Path, job: dict) -> list[tuple[str, Path]]:
+    """``last`` and ``best``, then (``snapshots=yes``) each ``snapshots/step-N`` by step."""
+    checkpoints = [("last", model_dir / "last"), ("best", model_dir / "best")]
+    if job.get("snapshots"):
+        steps = sorted(int(p.name[len("step-"):]) for p in (model_dir / "snapshots").glob("step-*")
+                       if p.name[len("step-"):].isdigit() and p.is_dir())
+        checkpoints += [(f"step-{n}", model_dir / "snapshots" / f"step-{n}") for n in steps]
+    return checkpoints
 
 
 # ------------------------------------------------------------------------ evaluate (either)
