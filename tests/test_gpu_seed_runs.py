@@ -987,3 +987,16 @@ def test_run_keeps_and_searches_every_snapshot_of_a_snapshots_job(
                    for c in calls if "evaluate" in c}
     assert checkpoints == {"a-s42.npz": ["last", "best", "step-4", "step-12"],
                            "b-s42.npz": ["last", "best"]}
+
+
+def test_hostile15_one_name_with_two_models_is_refused(tmp_path: Path) -> None:
+    """H15-29: ``a 42 dpr`` and ``a 43 siamese`` came back as two seeds of condition ``a``."""
+    with pytest.raises(SystemExit, match=r"plan.txt:1 and 2: a is trained or encoded otherwise"):
+        tool.parse_plan(_plan(tmp_path, f"a 42 {SIAMESE}\na 43 encoders/dpr-minilm.yaml\n"),
+                        check_sets=False)
+    with pytest.raises(SystemExit, match="a is trained or encoded otherwise"):
+        tool.parse_plan(_plan(tmp_path, f"a 42 {SIAMESE} | inference=all\na 43 {SIAMESE}\n"),
+                        check_sets=False)
+    jobs = tool.parse_plan(_plan(tmp_path, f"a 42 {SIAMESE} | snapshots=yes\na 43 {SIAMESE}\n"),
+                           check_sets=False)  # how a seed is searched may differ
+    assert [j["name"] for j in jobs] == ["a-s42", "a-s43"]

@@ -284,7 +284,7 @@ def parse_plan(path: Path, collections: Iterable[str] = (), check_sets: bool = T
     a ``topics=`` COLLECTION:SPLIT of any other would fail only after the training.
     ``check_sets``: apply each line's --set to its recipe as ``train`` will (prepare, here); the
     device skips it (run logs a job whose recipe fails as failed, see ``run``)."""
-    jobs, lines = [], {}
+    jobs, lines, models = [], {}, {}
     for number, line in plan_lines(path):
         where = f"{path}:{number}"
         train, encodings = split_line(where, line)
@@ -311,9 +311,15 @@ def parse_plan(path: Path, collections: Iterable[str] = (), check_sets: bool = T
             fail(f"{path}:{lines[job]} and {number}: both are {name} seed {seed}: give each "
                  "NAME SEED once")
         lines[job] = number
+        # the seeds of a NAME are pooled as one condition: one model, trained and encoded alike
+        model = (recipe, sets, [f"{k}={v}" for k, v in pairs if k not in (*EVALUATION, SNAPSHOTS)])
+        first = models.setdefault(name, (number, model))
+        if first[1] != model:
+            fail(f"{path}:{first[0]} and {number}: {name} is trained or encoded otherwise "
+                 "(recipe, --set or options differ), yet its seeds make one condition: give "
+                 "each model its own NAME")
         jobs.append({"name": job, "seed": seed, "recipe": recipe, "sets": sets,
-                     "options": [f"{k}={v}" for k, v in pairs
-                                 if k not in (*EVALUATION, SNAPSHOTS)],
+                     "options": model[2],
                      "snapshots": snapshots == "yes",
                      "topics": settings["topics"].split(",") if "topics" in settings else None,
                      "evaluation": [f"--{k.replace('_', '-')}={v}" for k, v in settings.items()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from pyserini_moe.cli import (
     ArgumentParser,
@@ -270,6 +271,21 @@ def _say_if_dev_runs_reordered(runs: list[str], dev_runs: list[str]) -> None:
 
 
 
+SPARSE_TAGS = ("bm25", "impact")  # search's default tags of the runs hybrid weighs by alpha
+
+
+def _say_if_hybrid_order_swapped(runs: list[str]) -> None:
+    """``hybrid`` weighs its second run by ``--alpha`` (Pyserini's: dense first, sparse
+    second). When the run tags say the first is a BM25 or impact run and the second a model's
+    other run, they were given the other way round: one warning line says so (a tag is a
+    hint, so it does not refuse)."""
+    first, second = (_run_tag(path) for path in runs)
+    if first in SPARSE_TAGS and second and second not in SPARSE_TAGS:
+        print(f"warning: --method hybrid weighs the second run by --alpha (dense first, sparse "
+              f"second), but the run tags say {runs[0]} is {first} and {runs[1]} {second}: give "
+              "them the other way round", file=sys.stderr)
+
+
 def _say_if_short(candidates: int | None, hits: int, runs: int) -> None:
     """Each run's top ``--candidates`` is fused: below ``--hits`` / (number of runs) their union
     cannot fill ``--hits`` a query, a shorter run than asked for (``search`` says so for its
@@ -301,7 +317,7 @@ def _refuse_rank_only_runs(args: argparse.Namespace) -> None:
     if args.method in RANK_FUSIONS or args.norm in ("rank", "borda"):
         return
     for path in [*args.runs, *(args.dev_runs or [])]:
-        if is_rank_only(path):
+        if Path(path).is_file() and is_rank_only(path):  # a missing one: "not found", later
             raise UserError(f"{path} is an MS MARCO run (qid docid rank: no scores) and --method "
                             f"{args.method} fuses scores: use a rank fusion "
                             f"({', '.join(RANK_FUSIONS)}) or --norm rank, or give TREC runs "
@@ -348,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if len(runs) != 2:
             raise UserError("hybrid fuses exactly two runs: dense (or any model) first, sparse second")
+        _say_if_hybrid_order_swapped(args.runs)
         alpha = args.alpha
         if dev is not None:
             alpha, table = search_alpha(*dev[0], dev[1], metric=args.metric,

@@ -55,6 +55,10 @@ def refuse_unread_flags(parser: argparse.ArgumentParser, args: argparse.Namespac
     """A flag given (away from its default) that no ``--retriever`` kind of this build reads,
     per :data:`READERS`: refused before anything is read or built."""
     given = [name for name in READERS if getattr(args, name) != parser.get_default(name)]
+    if "encoder" in given and args.retriever is parser.get_default("retriever"):  # not typed
+        raise UserError("--encoder names a model, but --retriever was not given and builds "
+                        f"BM25 by default: add --retriever {' / '.join(INDEX_KINDS)} (or leave "
+                        "--encoder out for a BM25 index)")
     names = {**_FLAG_NAMES, "precision": args.precision}
     problem = unread_problem(given, args.retriever, READERS, _WHY, names)
     if problem:

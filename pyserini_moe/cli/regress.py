@@ -78,20 +78,29 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run and args.evaluate_only:  # a dry run evaluates nothing either
         raise UserError("--dry-run prints the plan and evaluates nothing; --evaluate-only "
                         "evaluates runs already there: give one of them")
-    check_conditions(regressions, args.condition, args.files)
-    check_selection(regressions, args.seed, args.condition, args.scale)
     if args.scale != "all" and all(reg.scale != args.scale for reg in regressions):
         raise UserError(f"--scale {args.scale} leaves none of the files given (they are "
                         f"{', '.join(sorted({reg.scale for reg in regressions}))}-scale): drop "
                         "--scale or name a file of that scale")
+    kept = [reg for reg in regressions if args.scale in ("all", reg.scale)]
+    dropped = [reg for reg in regressions if reg not in kept
+               and any(c.name in (args.condition or []) for c in reg.conditions)]
+    if dropped:
+        raise UserError(f"--condition {', '.join(args.condition)}: {dropped[0].path} holds it, "
+                        f"a {dropped[0].scale}-scale file that --scale {args.scale} leaves out: "
+                        "drop --scale or the condition")
+    check_conditions(kept, args.condition, [str(reg.path) for reg in kept])
+    check_selection(regressions, args.seed, args.condition, args.scale)
     work_dir = _work_dir(args.work_dir)
     if args.results_dir is not None:
         _check_folder("--results-dir", Path(args.results_dir))
     results = Path(args.results_dir).resolve() if args.results_dir else (
         work_dir / "results" if args.work_dir else RESULTS_DIR)
     failed = False
-    for reg in regressions:
-        if args.scale != "all" and reg.scale != args.scale:
+    for reg in kept:
+        if args.condition and not any(c.name in args.condition for c in reg.conditions):
+            # its shared steps (indexes) would be built for no condition
+            print(f"note: {reg.path} holds none of --condition: skipped", file=sys.stderr)
             continue
         work = work_dir / reg.name
         print(f"== {reg.name} ({reg.scale}): {reg.description}", flush=True)

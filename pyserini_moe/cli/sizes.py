@@ -40,11 +40,27 @@ def main(argv: list[str] | None = None) -> int:
     if not any(isinstance(count, int) for count in counts.values()):
         raise UserError(f"{name}: its config.json describes no buildable model "
                         f"({next(iter(counts.values()))})")
+    if not args.bert_base:
+        _say_if_saved_model(args.backbone)
     print(f"| model ({name}) | parameters |\n|---|---:|")
     for model, count in counts.items():
         print(f"| {model} | {size(count)} |" if isinstance(count, int)
               else f"| {model} | cannot be built: {count} |")
     return 0
+
+
+def _say_if_saved_model(folder: str) -> None:
+    """A trained model's folder (``work/taser/best``) is read for its backbone's config only:
+    the table sizes every architecture on that backbone, so one line first gives the model's own
+    count (its architecture may be one the table cannot build on so few layers)."""
+    from pyserini_moe.modeling.base import is_saved_model, load_model
+
+    if not is_saved_model(folder):
+        return
+    model = load_model(folder, device="cpu")
+    count = sum(p.numel() for p in model.parameters())
+    print(f"{folder} is a saved {model.model_type} model: {size(count)} parameters. The table "
+          "sizes every architecture on its backbone's config.json.\n")
 
 
 def size(count: int) -> str:

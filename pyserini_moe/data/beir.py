@@ -233,7 +233,12 @@ def resolve_collection(spec: str | os.PathLike) -> Path:
         return root / name
     base = name.split("/", 1)[0]
     if base in BEIR_DATASETS:
-        return download_beir(name)
+        try:
+            return download_beir(name)
+        except ConnectionError as e:  # say where a local copy was looked for first
+            where = (f"not in the local data folder {root}" if root is not None
+                     else f"no local data folder found{_env_hint()}")
+            raise ConnectionError(f"collection {name!r}: {where}, and {e}") from e
     if base in BEIR_RESTRICTED:
         raise FileNotFoundError(f"BEIR data set {base!r} is not publicly downloadable; build it in "
                                 "the BEIR layout yourself and pass its directory")

@@ -37,10 +37,10 @@ class ModelAdapter:
 
         self.model = load_encoder(model, device=device) if isinstance(model, str) else model
         if self.representation not in self.model.representations:
+            kinds = ", ".join(Representation(r).index_kind for r in self.model.representations)
             raise UserError(
-                f"model type {self.model.model_type!r} produces "
-                f"{', '.join(self.model.representations)}, not '{self.representation}' "
-                "representations")
+                f"model type {self.model.model_type!r} has no {self.representation.index_kind} "
+                f"representation (its --retriever kinds: {kinds})")
         self.model.eval()
         limit = position_limit(self.model)
         if max_length is None:

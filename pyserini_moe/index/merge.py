@@ -62,6 +62,8 @@ def check_shards(shards: list[str | os.PathLike]) -> list[tuple[Path, IndexMeta]
     first = found[0][1]
     for folder, meta in found[1:]:
         for field in ("encoder_fingerprint", "encoder_options", *_SAME):
+            if field == "collection" and first.corpus and meta.corpus:
+                continue  # the corpus identity decides (a copy under another folder name)
             ours, theirs = getattr(first, field), getattr(meta, field)
             if theirs != ours:
                 raise IndexMismatchError(f"{folder} and {found[0][0]} differ in {field} "

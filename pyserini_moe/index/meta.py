@@ -120,6 +120,11 @@ class IndexMeta:
     #: recorded to check the pairing against. Made by the searcher, not read from a file.
     foreign: bool = False
 
+    @property
+    def kind_phrase(self) -> str:
+        """``a dense index``, ``an impact index``: the kind in a sentence."""
+        return f"{'an' if self.kind[:1] in 'aeiou' else 'a'} {self.kind} index"
+
     def __post_init__(self) -> None:
         problem = _type_problem({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
         if problem:
@@ -218,7 +223,7 @@ def check_kind(index_dir: str | os.PathLike, kind: str) -> IndexMeta | None:
     _refuse_kind_the_files_deny(Path(index_dir), meta)
     if meta.kind != kind:
         raise IndexMismatchError(
-            f"{index_dir} is a {meta.kind!r} index; the {kind!r} retriever cannot search it")
+            f"{index_dir} is {meta.kind_phrase}; the {kind!r} retriever cannot search it")
     return meta
 
 

@@ -400,13 +400,17 @@ def _open(s: SearchSettings) -> tuple[Searcher | ExpertFusionSearcher, Searcher 
     """The searcher the settings name, and BM25's for a hybrid (else None)."""
     _refuse_mixed_collections([*([s.index] if isinstance(s.index, str) else s.index),
                                *([s.bm25_index] if s.bm25_index else [])])
+    meta = read_meta(s.bm25_index) if s.bm25_index else None
+    if meta is not None and meta.kind != "bm25":  # said of the flag, not of a BM25 "retriever"
+        raise IndexMismatchError(f"--bm25-index {s.bm25_index} is {meta.kind_phrase}: the "
+                                 "hybrid's BM25 side needs a BM25 index (python -m "
+                                 "pyserini_moe.index --retriever bm25)")
     if s.retriever == "fused":
         main = _fusion_searcher(s)
     else:
         main = open_any(s)
     if not s.bm25_index:
         return main, None
-
     return main, Bm25Searcher(s.bm25_index, k1=s.k1, b=s.b, fields=s.fields)
 
 

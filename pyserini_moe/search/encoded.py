@@ -50,8 +50,10 @@ def open_index(index: str | os.PathLike, kind: str, encoder: str | None = None,
         raise FileNotFoundError(f"index folder not found: {index}")
     meta = check_kind(index, kind)
     if meta is not None and meta.shard:
-        log.warning("%s is shard %s of %s (documents %s-%s of the corpus): its run covers that "
-                    "slice only; merge the shards first (python -m pyserini_moe.merge)", index,
+        log.warning("%s is shard %s of %s (documents %s-%s of the corpus): a search of it "
+                    "covers that slice only (queries encoded with it fit the merged index as "
+                    "well); merge the shards to search the whole corpus (python -m "
+                    "pyserini_moe.merge)", index,
                     meta.shard.get("id"), meta.shard.get("num"), meta.shard.get("start"),
                     meta.shard.get("stop"))
     if meta is not None:
@@ -182,20 +184,28 @@ class _EncodedSearcher:
 
         read = read_encoded_queries_made_by(path, self.kind)
         check_encoded_queries(self.meta, read.made_by, self.index, path)
-        self._say_another_cut(path, read.cut or {})
+        self._check_encoding(path, read.encoding or {})
         log.info("%s: %d queries encoded ahead of time in %s (no model loaded)", self.index,
                  len(read.vectors), path)
         return PrecomputedQueryEncoder(read.vectors, path, dense=self.kind == "dense")
 
-    def _say_another_cut(self, path: str, cut: dict[str, int]) -> None:
-        """Queries encoded with another cut than this search would make (``encode_queries
-        --query-max-length 4``) are searched as encoded, and one warning says so: the flags that
-        set the cut do not apply to a search of encoded queries."""
+    def _check_encoding(self, path: str, encoding: dict[str, int]) -> None:
+        """Impact queries quantised with another factor than the index's weights are refused
+        (their scores would be on another scale: rankings of neither); queries encoded with
+        another cut than this search would make (``encode_queries --query-max-length 4``) are
+        searched as encoded, and one warning says so (the flags that set the cut do not apply
+        to a search of encoded queries)."""
+        made = encoding.get("quantization")
+        if self.kind == "impact" and made is not None and made != self.meta.quantization:
+            raise IndexMismatchError(
+                f"{path}: its weights were quantised with factor {made}, the documents of "
+                f"{self.index} with {self.meta.quantization}: encode the topics with `python -m "
+                f"pyserini_moe.encode_queries --index {self.index}`")
         usual = {"query_max_length": self.meta.query_max_length,
                  "query_max_terms": getattr(self, "query_max_terms", None)}
-        other = [f"--{name.replace('_', '-')} {cut[name]} (a search with the encoder: {value})"
-                 for name, value in usual.items()
-                 if value is not None and name in cut and cut[name] != value]
+        other = [f"--{name.replace('_', '-')} {encoding[name]} (a search with the encoder: "
+                 f"{value})" for name, value in usual.items()
+                 if value is not None and name in encoding and encoding[name] != value]
         if other:
             log.warning("warning: %s were encoded with %s: they are searched as encoded; encode "
                         "them again to search as the encoder would", path, ", ".join(other))

@@ -45,10 +45,11 @@ EMBEDDING_FILE = "embedding.pkl"
 # each impact record's key. Pyserini reads the columns / keys it knows and ignores it; search
 # --encoded-queries compares it with the index's, as it compares an --encoder's.
 FINGERPRINT = "encoder_fingerprint"
-# How the queries were cut ({"query_max_length": n} and, impact, "query_max_terms"): the table's
-# ``attrs`` entry, each impact record's key; search --encoded-queries says it where it differs
-# from what a search of the index would use.
-CUT = "cut"
+# How the queries were encoded ({"query_max_length": n} and, impact, "query_max_terms" and the
+# "quantization" of the weights): the table's ``attrs`` entry, each impact record's key. search
+# --encoded-queries refuses another quantisation than the index's (scores on another scale) and
+# says where the cut differs from what a search with the encoder would make.
+ENCODING = "encoding"
 
 
 def encode_queries(index: str | os.PathLike, kind: str, topics: dict[str, str],
@@ -57,7 +58,7 @@ def encode_queries(index: str | os.PathLike, kind: str, topics: dict[str, str],
                    batch_size: int = 64, overwrite: bool = False,
                    precision: str = "fp32", query_max_terms: int | None = None) -> Path:
     """Encode ``topics`` with the query encoder of ``index`` into ``output`` (atomically),
-    recording the encoder and the cut (tokens, and impact terms) with them."""
+    recording the encoder and how they were encoded (the cut, impact's quantisation) with them."""
     if kind not in KINDS:
         raise UserError(f"Pyserini reads pre-encoded queries for dense and impact indexes, not "
                         f"{kind!r}")
@@ -71,13 +72,14 @@ def encode_queries(index: str | os.PathLike, kind: str, topics: dict[str, str],
         texts = [topics[q] for q in qids[start:start + batch_size]]
         vectors.extend(searcher.query_encoder.encode_batch(texts))
     made_by = fingerprint(searcher.query_encoder.model)
-    cut = {"query_max_length": searcher.query_encoder.max_length}
+    encoding = {"query_max_length": searcher.query_encoder.max_length}
     if kind == "impact":
-        cut["query_max_terms"] = searcher.query_max_terms
+        encoding.update(query_max_terms=searcher.query_max_terms,
+                        quantization=searcher.meta.quantization)
     if kind == "dense":
         frame = pd.DataFrame({"text": [topics[q] for q in qids],
                               "embedding": [v.astype("float32") for v in vectors]})
-        frame.attrs.update({FINGERPRINT: made_by, CUT: cut})  # pickled with the table
+        frame.attrs.update({FINGERPRINT: made_by, ENCODING: encoding})  # pickled with the table
         with atomic_path(output, directory=True, overwrite=overwrite) as tmp:
             frame.to_pickle(tmp / EMBEDDING_FILE)
     else:  # gzipped when the name ends in .gz, as every reader here expects
@@ -85,7 +87,7 @@ def encode_queries(index: str | os.PathLike, kind: str, topics: dict[str, str],
                 open_text_output(tmp, output) as f:
             for qid, vector in zip(qids, vectors):
                 f.write(json.dumps({"id": qid, "contents": topics[qid], "vector": vector,
-                                    FINGERPRINT: made_by, CUT: cut}) + "\n")
+                                    FINGERPRINT: made_by, ENCODING: encoding}) + "\n")
     return output
 
 
@@ -120,9 +122,9 @@ def _check_output(output: Path, kind: str, overwrite: bool) -> None:
 
 _IMPACT_KEYS = ("id", "contents", "vector")  # one impact query's record, as encode_queries writes it
 # ... with the encoder's fingerprint since hostile pass 8 (H8-34); without it before
-# ... and how they were cut since hostile pass 15 (H13-94)
+# ... and how they were encoded since hostile pass 15 (H13-94, H15-58)
 _IMPACT_FORMS = (sorted(_IMPACT_KEYS), sorted([*_IMPACT_KEYS, FINGERPRINT]),
-                 sorted([*_IMPACT_KEYS, FINGERPRINT, CUT]))
+                 sorted([*_IMPACT_KEYS, FINGERPRINT, ENCODING]))
 _FIRST_LINE_LIMIT = 1 << 24  # bytes: a query of every term of a large vocabulary fits
 
 
@@ -149,12 +151,13 @@ def _holds_impact_queries(file: Path) -> bool:
 
 class EncodedQueries(NamedTuple):
     """Queries encoded ahead of time: the vectors by query text, the fingerprint of the encoder
-    that made them and how they were cut (``{"query_max_length": n, "query_max_terms": m}``);
-    None where they record none (Pyserini's, or ours written before these were recorded)."""
+    that made them and how they were encoded (``{"query_max_length": n, "query_max_terms": m,
+    "quantization": q}``); None where they record none (Pyserini's, or ours written before these
+    were recorded)."""
 
     vectors: dict[str, Any]
     made_by: str | None
-    cut: dict[str, int] | None
+    encoding: dict[str, int] | None
 
 
 def read_encoded_queries(path: str | os.PathLike, kind: str) -> dict[str, Any]:
@@ -166,7 +169,7 @@ def read_encoded_queries_made_by(path: str | os.PathLike, kind: str) -> EncodedQ
     """Queries encoded ahead of time, by their text (stripped, as Pyserini keys them): a dense
     folder's ``embedding.pkl`` (float32 vectors; a pickle that would build anything but a table
     is refused unrun) or an impact JSON-lines file (``{token: weight}``, gzipped when named
-    ``.gz``), with what they record of their encoder and cut. Every problem is one line naming
+    ``.gz``), with what they record of their encoder and encoding. Every problem is one line naming
     the file."""
     if kind not in KINDS:
         raise UserError(f"--encoded-queries applies to dense and impact searches, not {kind!r}")
@@ -204,12 +207,13 @@ def _read_dense(file: Path) -> EncodedQueries:
     if len({v.shape for v in vectors.values()}) > 1:
         raise UserError(f"{file}: the query vectors differ in length")
     attrs = getattr(frame, "attrs", {})
-    made_by, cut = attrs.get(FINGERPRINT), attrs.get(CUT)
-    return EncodedQueries(vectors, made_by if isinstance(made_by, str) else None, _cut(cut))
+    made_by, encoding = attrs.get(FINGERPRINT), attrs.get(ENCODING)
+    return EncodedQueries(vectors, made_by if isinstance(made_by, str) else None,
+                          _encoding(encoding))
 
 
-def _cut(value: Any) -> dict[str, int] | None:
-    """A recorded cut, or None where it is missing or not one (nothing to say then)."""
+def _encoding(value: Any) -> dict[str, int] | None:
+    """A recorded encoding, or None where it is missing or not one (nothing to check then)."""
     if isinstance(value, dict) and all(isinstance(v, int) for v in value.values()):
         return value
     return None
@@ -254,25 +258,27 @@ def _read_impact(file: Path) -> EncodedQueries:
     read by :func:`~pyserini_moe.io.iter_lines` (gunzipped for a ``.gz`` name, a line that is
     not UTF-8 one error line, never a traceback). The fingerprint is the one the records name;
     a file whose records name two encoders (two files put together) is refused."""
-    vectors, made_by, cuts = {}, set(), set()
+    vectors, made_by, encodings = {}, set(), set()
     for number, line in iter_lines(file):
         where = f"{file}, line {number}"
-        text, vector, fingerprint_, cut = _impact_record(line, where)
+        text, vector, fingerprint_, encoding = _impact_record(line, where)
         vectors[text.strip()] = _impact_weights(vector, f"{where} (query {text[:60]!r})")
         made_by.add(fingerprint_)
-        cuts.add(json.dumps(cut, sort_keys=True))
+        encodings.add(json.dumps(encoding, sort_keys=True))
     made_by.discard(None)
     if len(made_by) > 1:
         raise UserError(f"{file} holds queries encoded by {len(made_by)} different encoders "
                         f"(fingerprints {', '.join(sorted(made_by))}): encode the topics again "
                         "with the index's encoder (python -m pyserini_moe.encode_queries)")
-    # one cut when every record names the same (else nothing to say: files put together)
-    return EncodedQueries(vectors, next(iter(made_by), None),
-                          _cut(json.loads(cuts.pop())) if len(cuts) == 1 else None)
+    if len(encodings) > 1:  # files put together: their scales may differ
+        raise UserError(f"{file} holds queries encoded {len(encodings)} different ways (query "
+                        "length, terms or quantisation): encode the topics again in one call "
+                        "(python -m pyserini_moe.encode_queries)")
+    return EncodedQueries(vectors, next(iter(made_by), None), _encoding(json.loads(encodings.pop())))
 
 
 def _impact_record(line: str, where: str) -> tuple[str, dict[str, Any], str | None, Any]:
-    """The line's ``(contents, vector, encoder fingerprint or None, cut or None)``, or one error
+    """The line's ``(contents, vector, encoder fingerprint or None, encoding or None)``, or one error
     line naming ``where``."""
     try:
         record = json.loads(line)
@@ -283,7 +289,7 @@ def _impact_record(line: str, where: str) -> tuple[str, dict[str, Any], str | No
         raise UserError(f"{where}: expected {{\"contents\": text, \"vector\": {{token: "
                         "weight}}")
     made_by = record.get(FINGERPRINT)
-    return text, vector, made_by if isinstance(made_by, str) else None, record.get(CUT)
+    return text, vector, made_by if isinstance(made_by, str) else None, record.get(ENCODING)
 
 
 def _impact_weights(vector: dict[str, Any], where: str) -> dict[str, int]:

@@ -106,6 +106,11 @@ class PretrainArgs:
         if not self.corpora and not self.queries and not self.pseudo_queries:
             raise UserError("nothing to pre-train on: give --corpus, --queries or "
                             "--pseudo-queries")
+        if self.switch_experts and self.variant == "siamese":  # recorded, yet a no-op (H15-24)
+            raise UserError("--switch-experts sends queries through the passage expert and "
+                            "passages through the query expert; a siamese encoder shares one "
+                            "for both, so nothing would change: leave it out, or pre-train "
+                            "--variant mote or separate")
 
 
 # ------------------------------------------------------------------------------------- data

@@ -112,7 +112,7 @@ def test_multivector_adapters_drop_padding(models):
 
 
 def test_wrong_representation_is_refused(models):
-    with pytest.raises(ValueError, match="not 'sparse'"):
+    with pytest.raises(ValueError, match="has no impact representation"):
         ImpactDocumentEncoder(models["dense"], device="cpu")
 
 
@@ -212,7 +212,7 @@ def test_index_kind_mismatch_is_refused(corpus, models, tmp_path):
     from pyserini_moe.search.encoded import ImpactSearcher
 
     index = build("dense", corpus, models["dense"], tmp_path / "dense")
-    with pytest.raises(IndexMismatchError, match="'dense' index"):
+    with pytest.raises(IndexMismatchError, match="is a dense index"):
         ImpactSearcher(index, device="cpu")
 
 

@@ -82,7 +82,9 @@ def test_a_public_beir_name_offline_is_one_error_line(tmp_path, capsys, monkeypa
     code = run_main(index_cli.main, ["--retriever", "bm25", "--corpus", "nfcorpus", "--index",
                                      str(tmp_path / "i")])
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert code == 2 and err.startswith("error: could not download the data set")
+    assert code == 2 and err.startswith("error: collection 'nfcorpus': not in the local data "
+                                        "folder ")  # where a local copy was looked for first
+    assert ", and could not download the data set" in err
     assert not (tmp_path / "i").exists()
 
 

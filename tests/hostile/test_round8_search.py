@@ -247,7 +247,7 @@ def _fake_encoder(monkeypatch, made_by: str = "f" * 16) -> None:
     encoder = SimpleNamespace(model=SimpleNamespace(fingerprint=made_by), max_length=64,
                               encode_batch=lambda texts: [{"cat": 3, "dog": len(t)} for t in texts])
     monkeypatch.setattr(eq, "open_searcher", lambda *a, **k: SimpleNamespace(
-        query_encoder=encoder, query_max_terms=1024))
+        query_encoder=encoder, query_max_terms=1024, meta=SimpleNamespace(quantization=100)))
 
 
 def test_impact_queries_named_gz_are_gzip(monkeypatch, tmp_path) -> None:
@@ -258,9 +258,9 @@ def test_impact_queries_named_gz_are_gzip(monkeypatch, tmp_path) -> None:
     assert out.read_bytes()[:2] == b"\x1f\x8b"
     lines = gzip.decompress(out.read_bytes()).decode().splitlines()
     assert [json.loads(line)["id"] for line in lines] == list(TOPICS)
-    vectors, made_by, cut = eq.read_encoded_queries_made_by(out, "impact")
+    vectors, made_by, encoding = eq.read_encoded_queries_made_by(out, "impact")
     assert vectors["the first document"] == {"cat": 3, "dog": 18} and made_by == "f" * 16
-    assert cut == {"query_max_length": 64, "query_max_terms": 1024}
+    assert encoding == {"query_max_length": 64, "query_max_terms": 1024, "quantization": 100}
 
 
 def test_impact_queries_gzipped_elsewhere_are_read(tmp_path) -> None:

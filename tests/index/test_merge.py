@@ -145,7 +145,7 @@ def test_searching_one_unmerged_shard_is_said(tiny_corpus, models, tmp_path, cap
                   "--shard-num", "3")
     with caplog.at_level(logging.WARNING):
         open_searcher("dense", shard, device="cpu")
-    assert any("is shard 1 of 3" in r.getMessage() and "merge the shards first"
+    assert any("is shard 1 of 3" in r.getMessage() and "merge the shards to search the whole corpus"
                in r.getMessage() for r in caplog.records)
 
 

@@ -88,7 +88,7 @@ def test_search_refuses_an_index_of_another_kind(tiny, tmp_path, capsys):
     write_meta(fake, "dense")
     code = run_main(search_cli.main, ["--retriever", "bm25", "--index", str(fake), "--topics",
                                       f"{tiny}:test", "--output", str(tmp_path / "r.trec")])
-    assert code == 2 and "'dense' index" in capsys.readouterr().err
+    assert code == 2 and "is a dense index" in capsys.readouterr().err
     assert not (tmp_path / "r.trec").exists()
     with pytest.raises(IndexMismatchError):
         from pyserini_moe.search.bm25 import Bm25Searcher

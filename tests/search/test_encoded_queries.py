@@ -208,3 +208,36 @@ def test_query_max_terms_for_a_dense_index_is_refused(setup, tmp_path, capsys) -
     assert capsys.readouterr().err.strip() == (
         f"error: --query-max-terms cuts impact queries; {indexes['dense']} is a dense index: "
         "leave it out")
+
+
+def test_impact_queries_of_another_quantisation_are_refused(setup, tiny_corpus, tmp_path,
+                                                            capsys) -> None:
+    """H15-58: queries quantised for an index at 100 searched one of the same model at 50
+    without a word: doubled scores, other rankings."""
+    root, indexes, topics = setup
+    half = tmp_path / "impact-50"
+    assert index_cli.main(["--retriever", "impact", "--corpus", str(tiny_corpus), "--index",
+                           str(half), "--encoder", str(root / "model"), "--device", "cpu",
+                           "--quantization", "50", "--quiet"]) == 0
+    encoded = _encoded(setup, "impact")  # quantised for the index at 100
+    capsys.readouterr()
+    assert run_main(search_cli.main, ["--retriever", "impact", "--index", str(half), "--topics",
+                                      str(topics), "--output", str(tmp_path / "run.trec"),
+                                      "--encoded-queries", str(encoded), "--quiet"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: {encoded}: its weights were quantised with factor 100, the documents of "
+        f"{half} with 50: encode the topics with `python -m pyserini_moe.encode_queries "
+        f"--index {half}`")
+    assert not (tmp_path / "run.trec").exists()
+
+
+def test_impact_queries_put_together_from_two_encodings_are_refused(setup, tmp_path) -> None:
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.search.encoded_queries import read_encoded_queries
+
+    lines = _encoded(setup, "impact").read_text().splitlines()
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(lines[0] + "\n" + lines[1].replace('"quantization": 100',
+                                                        '"quantization": 50') + "\n")
+    with pytest.raises(UserError, match="holds queries encoded 2 different ways"):
+        read_encoded_queries(mixed, "impact")

@@ -66,7 +66,7 @@ def test_a_bm25_index_is_still_searched_without_retriever(ws, tmp_path, index) -
 def test_a_retriever_that_contradicts_the_index_is_refused(ws, tmp_path, capsys) -> None:
     assert search(ws, tmp_path / "x.trec", "--retriever", "bm25", "--index",
                   str(ws["root"] / "dense")) == 2
-    assert "is a 'dense' index; the 'bm25' retriever cannot search it" in capsys.readouterr().err
+    assert "is a dense index; the 'bm25' retriever cannot search it" in capsys.readouterr().err
     assert not (tmp_path / "x.trec").exists()
 
 
