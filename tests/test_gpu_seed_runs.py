@@ -1000,3 +1000,58 @@ def test_hostile15_one_name_with_two_models_is_refused(tmp_path: Path) -> None:
     jobs = tool.parse_plan(_plan(tmp_path, f"a 42 {SIAMESE} | snapshots=yes\na 43 {SIAMESE}\n"),
                            check_sets=False)  # how a seed is searched may differ
     assert [j["name"] for j in jobs] == ["a-s42", "a-s43"]
+
+
+def test_unpack_writes_a_jobs_training_files_beside_its_runs(tiny_corpus: Path,
+                                                             tmp_path: Path) -> None:
+    log = b'{"step": 4, "val_loss": 1.5}\n'
+    tar = _tar(tmp_path / "runs-0.tar", {"a-s42.npz": _job(tiny_corpus),
+                                         "a-s42.train_log.jsonl": log,
+                                         "a-s42.dev_qrels.txt": b"q9 0 d1 1\n",
+                                         "notes.txt": b"not the job's"})
+    _unpack([tar], tmp_path / "out")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "a-s42.dev_qrels.txt", "a-s42.last.c-test.trec", "a-s42.train_log.jsonl"]
+    assert (tmp_path / "out" / "a-s42.train_log.jsonl").read_bytes() == log
+    with pytest.raises(SystemExit, match=r"exists \(3 of the 3 files do\): --overwrite"):
+        _unpack([tar], tmp_path / "out")
+
+
+def _curve_files(runs: Path, topics: str) -> None:
+    """Snapshots at steps 4 and 12 of job a-s42 over the tiny corpus's q0-q3 (relevant: d0-d3),
+    as unpack names them for ``topics``: step 4 ranks each query's relevant passage second,
+    step 12 first; dev at step 4 only."""
+    runs.mkdir()
+    for step, first in ((4, False), (12, True)):
+        lines = []
+        for i in range(4):
+            ranking = [f"d{i}", "d29"] if first else ["d29", f"d{i}"]
+            lines += [f"q{i} Q0 {d} {r} {2 - r} t\n" for r, d in enumerate(ranking, 1)]
+        (runs / f"{tool.run_key(f'a-s42.step-{step}', topics)}.trec").write_text("".join(lines))
+    (runs / "a-s42.step-4.dev.trec").write_text("q9 Q0 d1 1 1.0 t\n")
+    (runs / "a-s42.dev_qrels.txt").write_text("q9 0 d1 1\n")
+    (runs / "a-s42.train_log.jsonl").write_text(
+        '{"step": 4, "val_loss": 1.5}\n{"step": 8, "loss": 1.0}\n{"step": 12, "val_loss": 1.25}\n')
+
+
+def test_curve_tables_each_snapshots_metric_and_validation_loss(tiny_corpus: Path, tmp_path: Path,
+                                                               capsys) -> None:
+    runs, test = tmp_path / "runs", f"{tiny_corpus}:test"
+    _curve_files(runs, test)
+    tool.curve(argparse.Namespace(runs=str(runs), job="a-s42", kind="dense", test=test,
+                                  metric="ndcg@10", title="t", output=str(tmp_path / "c.md"),
+                                  plot=str(tmp_path / "c.png")))
+    text = (tmp_path / "c.md").read_text()
+    assert text == capsys.readouterr().out.rstrip("\n") + "\n"
+    rows = [line.split("|")[1:5] for line in text.splitlines() if line.startswith("| ")][1:]
+    assert [[cell.strip() for cell in row] for row in rows] == [
+        ["4", "1.5000", "1.0000", "0.6309"], ["12", "1.2500", "-", "1.0000"]]
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_curve_without_snapshot_runs_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(SystemExit, match=r"no a-s42.step-N\+hybrid.scifact-test.trec runs"):
+        tool.curve(argparse.Namespace(runs=str(tmp_path / "runs"), job="a-s42", kind="hybrid",
+                                      test="scifact:test", metric="ndcg@10", title=None,
+                                      output=None, plot=None))

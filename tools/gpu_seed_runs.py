@@ -21,8 +21,10 @@ its working tree travels in 64 MiB (files back: 8, 16 MiB each). So this tool, i
    code and error).
 3. ``unpack`` (here): the tars -> TREC runs (``work/gpu/runs/<job>.<checkpoint>.<topics>.trec``)
    that ``pyserini_moe.eval`` and ``fuse`` read; positions map back to the corpus's own ids.
-   Every member is checked before a file is written; a run file already there is replaced only
-   with ``--overwrite`` (it may be the user's own).
+   Each job's training log, summary and dev qrels come out beside them (``<job>.<file>``).
+   Every member is checked before a file is written; a file already there is replaced only
+   with ``--overwrite`` (it may be the user's own). ``curve`` (here) then tables and plots a
+   ``snapshots=yes`` job's metric and validation loss against the step.
 4. ``check`` (here, before spending device time): ``evaluate`` on the CPU for one model against
    the Pyserini / Faiss route of the regressions (same rankings, scores within 1e-4).
 
@@ -51,6 +53,7 @@ protocol files are in ``tools/gpu_plans/``. CAME's three experts are ``impact`` 
 from __future__ import annotations
 
 import argparse
+import glob
 import hashlib
 import io
 import json
@@ -128,6 +131,9 @@ NEGATIVES = "negatives.trec"
 # A carry folder this tool built holds this file with this text: prepare replaces only such a
 # folder (a plan.txt alone proves nothing: a user's folder of notes may have one).
 CARRY_MARK, CARRY_SIGNATURE = ".gpu_seed_runs", "carry folder of tools/gpu_seed_runs.py prepare\n"
+# A training's own files a job brings back beside its runs (``<job>.<file>``; unpack writes
+# them out): its log (validation loss by step), summary, and the held-out queries' qrels (dev).
+JOB_FILES = ("train_log.jsonl", "train_summary.json", "dev_qrels.txt")
 # What a call brings back: 8 files of at most 16 MiB, 64 MiB together; log.tsv is one of them.
 TARS, TAR_BYTES, ALL_BYTES = 7, 15 * 2**20, 62 * 2**20
 PLAN_LINE = "expected NAME SEED RECIPE [--set k=v ...] [| OPTION=VALUE ...]"
@@ -619,7 +625,7 @@ def run(args: argparse.Namespace) -> None:
         if not stage(cmd, name, "evaluate"):
             return False
         kept = [npz]
-        for log_name in ("train_log.jsonl", "train_summary.json"):
+        for log_name in JOB_FILES:
             if (model_dir / log_name).is_file():
                 kept.append(scratch / f"{name}.{log_name}")
                 shutil.copy(model_dir / log_name, kept[-1])
@@ -1028,11 +1034,15 @@ def unpack(args: argparse.Namespace) -> None:
     out = Path(args.output)
     check_output_folder(out)
     runs: dict[Path, tuple] = {}  # file -> (job, qids, positions, scores, collection, digest)
+    files: dict[Path, bytes] = {}  # a job's JOB_FILES, as they came
     for tar_path in args.tars:
         if not Path(tar_path).is_file() or not tarfile.is_tarfile(tar_path):
             fail(f"{tar_path} is not a tar file (run's runs-<k>.tar)")
         with tarfile.open(tar_path) as tar:
             for member in tar.getmembers():
+                if member.name.endswith(JOB_FILES) and member.isfile() \
+                        and plain_name(member.name):
+                    files[out / member.name] = tar.extractfile(member).read()
                 if not member.name.endswith(".npz"):
                     continue
                 arrays, meta = read_job(tar_path, tar, member)
@@ -1046,13 +1056,13 @@ def unpack(args: argparse.Namespace) -> None:
                                   meta["digests"][info["collection"]])
     if not runs:
         fail(f"no runs in {', '.join(args.tars)}: not the tars of a run call")
-    folders = [path for path in runs if path.exists() and not path.is_file()]
+    folders = [path for path in [*runs, *files] if path.exists() and not path.is_file()]
     if folders:  # with --overwrite it failed midway, the runs before it written
         fail(f"{folders[0]} is a folder, not a run file: move it (nothing was written)")
-    there = [path for path in runs if path.exists()]
+    there = [path for path in [*runs, *files] if path.exists()]
     if there and not args.overwrite:
-        fail(f"{there[0]} exists ({len(there)} of the {len(runs)} runs do): --overwrite "
-             "replaces them")
+        fail(f"{there[0]} exists ({len(there)} of the {len(runs) + len(files)} files do): "
+             "--overwrite replaces them")
     ids: dict[str, list[str]] = {}
     for path, (_, qids, positions, _, collection, digest) in runs.items():
         if collection not in ids:
@@ -1068,7 +1078,10 @@ def unpack(args: argparse.Namespace) -> None:
         fail(f"--output {out}: {e}")
     for path, (job, qids, positions, scores, collection, _) in runs.items():
         write_run(path, qids, positions, scores, ids[collection], job)
-    print(f"{len(runs)} runs in {out}")
+    for path, data in files.items():
+        path.write_bytes(data)
+    also = f" and {len(files)} training files ({', '.join(JOB_FILES)})" if files else ""
+    print(f"{len(runs)} runs{also} in {out}")
 
 
 def check_output_folder(out: Path) -> None:
@@ -1111,6 +1124,54 @@ def write_run(path: Path, qids: list[str], positions: np.ndarray, scores: np.nda
     path.write_text("".join(lines))
 
 
+# ----------------------------------------------------------------------------- curve (here)
+
+def curve(args: argparse.Namespace) -> None:
+    """A ``snapshots=yes`` job's test (and dev) metric at every snapshot, with its validation
+    loss, from the files ``unpack`` wrote: a Markdown table and (``--plot``) a PNG of the metric
+    against the step. Issue 35's diagnosis of checkpoint selection: no rule looks at test."""
+    from pyserini_moe.analyze.checkpoints import DEV, Snapshot, plot
+    from pyserini_moe.data.topics import load_qrels
+    from pyserini_moe.eval.metrics import evaluate, format_table
+    from pyserini_moe.runs import read_trec_run
+
+    runs, job = Path(args.runs), args.job
+    suffix = "" if args.kind == "dense" else f"+{args.kind}"
+    topics = run_key("", args.test)[1:]
+    pattern = re.compile(rf"{re.escape(job)}\.step-([0-9]+){re.escape(suffix)}\."
+                         rf"{re.escape(topics)}\.trec")
+    steps = {int(m[1]): path for path in runs.glob(f"{glob.escape(job)}.step-*")
+             if (m := pattern.fullmatch(path.name))}
+    if not steps:
+        fail(f"{runs}: no {job}.step-N{suffix}.{topics}.trec runs: unpack the tars of a run "
+             "whose plan gave this job snapshots=yes")
+    log = runs / f"{job}.train_log.jsonl"
+    losses = {row["step"]: row["val_loss"] for row in map(json.loads, log.read_text().splitlines())
+              if row.get("val_loss") is not None} if log.is_file() else {}
+    dev_qrels = runs / f"{job}.dev_qrels.txt"
+    test_qrels = load_qrels(args.test)
+    snapshots = []
+    for step in sorted(steps):
+        metrics = {args.test: evaluate(read_trec_run(steps[step]), test_qrels, [args.metric])}
+        dev_run = runs / f"{job}.step-{step}{suffix}.dev.trec"
+        if dev_qrels.is_file() and dev_run.is_file():
+            metrics[DEV] = evaluate(read_trec_run(dev_run), load_qrels(str(dev_qrels)),
+                                    [args.metric])
+        snapshots.append(Snapshot(step, losses.get(step), metrics))
+    rows = [[str(s.step), f"{s.val_loss:.4f}" if s.val_loss is not None else "-",
+             f"{s.metrics[DEV][args.metric]:.4f}" if DEV in s.metrics else "-",
+             f"{s.metrics[args.test][args.metric]:.4f}"] for s in snapshots]
+    table = format_table(["step", "validation loss", f"dev {args.metric}",
+                          f"{args.test} {args.metric} (diagnosis)"], rows, "markdown")
+    title = args.title or f"{job}{suffix}: {args.metric} against the training step"
+    text = f"### {title}\n\n{table}\n"
+    print(text)
+    if args.output:
+        Path(args.output).write_text(text)
+    if args.plot:
+        plot(snapshots, args.test, args.metric, args.metric, title, args.plot)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -1148,8 +1209,18 @@ def main() -> None:
     p.add_argument("--output", default="work/gpu/runs")
     p.add_argument("--overwrite", action="store_true",
                    help="replace run files already in --output")
+    p = sub.add_parser("curve", help="a snapshots=yes job's metric against the step (here)")
+    p.add_argument("--runs", default="work/gpu/runs", help="unpack's --output")
+    p.add_argument("--job", required=True, help="NAME-sSEED, e.g. mote-s42")
+    p.add_argument("--kind", default="dense", choices=KINDS)
+    p.add_argument("--test", default="scifact:test", help="test topics and qrels")
+    p.add_argument("--metric", default="ndcg@10")
+    p.add_argument("--title", default=None)
+    p.add_argument("--output", default=None, help="also write the Markdown table here")
+    p.add_argument("--plot", default=None, help="PNG of the metrics against the step")
     args = parser.parse_args()
-    {"prepare": prepare, "run": run, "evaluate": evaluate, "unpack": unpack}[args.command](args)
+    {"prepare": prepare, "run": run, "evaluate": evaluate, "unpack": unpack,
+     "curve": curve}[args.command](args)
 
 
 if __name__ == "__main__":

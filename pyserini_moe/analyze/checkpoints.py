@@ -259,8 +259,9 @@ def plot(snapshots: list[Snapshot], test_set: str, metric: str, dev_metric: str,
     steps = [s.step for s in snapshots]
     ax.plot(steps, [s.metrics[test_set][metric] for s in snapshots], "o-",
             label=f"{test_set} {metric} (diagnosis)")
-    ax.plot(steps, [s.metrics[DEV][dev_metric] for s in snapshots], "s--",
-            label=f"dev {dev_metric}")
+    if all(DEV in s.metrics for s in snapshots):  # runs brought back without dev qrels: none
+        ax.plot(steps, [s.metrics[DEV][dev_metric] for s in snapshots], "s--",
+                label=f"dev {dev_metric}")
     ax.set_xlabel("training step")
     ax.set_ylabel("metric")
     losses = [(s.step, s.val_loss) for s in snapshots if s.val_loss is not None]
