@@ -46,12 +46,15 @@ def test_hybrid_alpha_and_dev_tuning(runs, capsys):
     # q1: d1 is missing from B -> B's minimum 8: 3 + 2*8 = 19; d2 = 2 + 2*10 = 22
     assert run["q1"] == pytest.approx({"d2": 22.0, "d1": 19.0, "d3": 17.0})
     capsys.readouterr()
-    for name in ("a", "b"):  # the same systems on "dev" queries (here the same): other files,
-        # not byte copies, since the very runs fused are refused as dev runs (H8-25, H13-29)
-        write_trec_run(read_trec_run(runs / f"{name}.trec"), runs / f"{name}.dev.trec", tag="dev")
+    for name in ("a", "b"):  # the same systems on dev queries (the fused runs' rankings under
+        # other query ids: the very runs fused are refused as dev runs, H8-25, H13-29, H14-16)
+        run = read_trec_run(runs / f"{name}.trec")
+        write_trec_run({f"dev-{q}": hits for q, hits in run.items()}, runs / f"{name}.dev.trec",
+                       tag="dev")
+    (runs / "dev-qrels.txt").write_text(QRELS.replace("q", "dev-q"))
     fused(runs, "--method", "hybrid", "--hybrid-normalize", "--dev-runs",
           str(runs / "a.dev.trec"), str(runs / "b.dev.trec"), "--dev-qrels",
-          str(runs / "qrels.txt"))
+          str(runs / "dev-qrels.txt"))
     line = next(x for x in capsys.readouterr().err.splitlines() if x.startswith("tuned on dev: "))
     tuned = json.loads(line.removeprefix("tuned on dev: "))
     # Normalised, q1's relevant d2 (0 + 0.5a) beats d1 (0.5 - 0.5a) only from alpha = 1 on.

@@ -114,10 +114,10 @@ def test_a_log_that_is_not_utf8_text_is_refused_in_one_line(tmp_path, capsys, er
     log = tmp_path / name
     log.write_bytes(data)
     line = error_line(analyze_main, ["came-competition", "--log", f"c={log}"], capsys)
-    assert line.startswith(f"error: {log}:1: not valid UTF-8")
-    assert line.endswith("not a training log, which is UTF-8 JSON lines (or gzipped, named .gz)"
-                         + (" (it is gzip-compressed: name it .gz)" if name == "packed.jsonl"
-                            else ""))
+    assert line.startswith(f"error: {log}:1: " + ("gzip-compressed: name it with .gz"
+                                                   if name == "packed.jsonl" else
+                                                   "not valid UTF-8"))
+    assert line.endswith("not a training log, which is UTF-8 JSON lines (or gzipped, named .gz)")
 
 
 def test_a_training_folder_is_read_as_its_log(tmp_path, capsys, error_line) -> None:

@@ -28,12 +28,13 @@ QRELS = "q1 0 d2 1\nq2 0 d2 1\n"
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
-    """Two runs, their qrels, and the same two as dev runs (tagged dev: a byte copy of a fused
-    run is refused as a dev run, H13-29)."""
-    dev_a, dev_b = (run.replace(" t\n", " dev\n") for run in (A, B))
+    """Two runs, their qrels, and the same two systems' runs of dev queries dq1, dq2 (the same
+    rankings of the fused queries are refused as dev runs, H13-29, H14-16), judged in the same
+    qrels file."""
+    dev_a, dev_b = (run.replace("q", "dq") for run in (A, B))
     for name, text in (("a", A), ("b", B), ("dev-a", dev_a), ("dev-b", dev_b)):
         (tmp_path / f"{name}.trec").write_text(text)
-    (tmp_path / "qrels.txt").write_text(QRELS)
+    (tmp_path / "qrels.txt").write_text(QRELS + QRELS.replace("q", "dq"))
     return tmp_path
 
 
