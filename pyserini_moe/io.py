@@ -105,6 +105,8 @@ def _tree(top: Path) -> Iterator[Path]:
 
 # What a rename over the output path would replace besides a file or folder: the link itself
 # (its target keeps the old content, the link becomes a file) or a system's node (/dev/null).
+GZIP_MAGIC = b"\x1f\x8b"  # the first two bytes of every gzip stream
+
 _SPECIAL_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISCHR, "a character device"),
                   (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
                   (stat.S_ISSOCK, "a socket"))
@@ -374,15 +376,18 @@ def _kind_of(folder: Path) -> _OutputKind | None:
                  if names & set(kind.markers) and not kind.foreign(folder)), None)
 
 
-def output_kind(folder: Path) -> str | None:
+def output_kind(folder: Path, named_only: bool = False) -> str | None:
     """What one of this toolkit's outputs ``folder`` is ("an index", "a model", "a training
     run", ...), told by its marker files; None for any other folder or a missing one. For
     commands that write many files into a folder they are given (``regress --work-dir``), which
-    must not be one of these."""
+    must not be one of these. ``named_only``: by the markers named after the toolkit only
+    (``pyserini_moe*.json``: an index, a model, an export), for a folder above the one given,
+    which may hold a user's own ``recipe.yaml`` or ``docs.jsonl``."""
     if not folder.is_dir():
         return None
     return next((kind.what for kind in _OUTPUT_KINDS
-                 if any((folder / marker).exists() for marker in kind.markers)), None)
+                 if any((folder / marker).exists() for marker in kind.markers
+                        if not named_only or marker.startswith("pyserini_moe"))), None)
 
 
 def _marker(folder: Path) -> str:
@@ -630,6 +635,8 @@ def read_yaml(path: str | os.PathLike, what: str, error: type[ValueError]) -> ob
     except yaml.YAMLError as e:
         raise error(f"{path}: not valid YAML: {e}") from None
     except UnicodeDecodeError as e:
+        if path.read_bytes()[:2] == GZIP_MAGIC:
+            raise error(f"{path}: gzip-compressed: gunzip the {what}") from None
         raise error(f"{path}: not UTF-8 text (byte {e.start}); save the {what} as UTF-8") from None
 
 
@@ -674,7 +681,7 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
                     line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8").rstrip("\r\n")
                 except UnicodeDecodeError as e:
                     # a gzip stream under a name without .gz: say so, not where UTF-8 broke
-                    gzipped = lineno == 1 and raw.startswith(b"\x1f\x8b")
+                    gzipped = lineno == 1 and raw.startswith(GZIP_MAGIC)
                     why = ("gzip-compressed: name it with .gz, or gunzip it" if gzipped else
                            f"not valid UTF-8 ({e.reason} at byte {e.start})")
                     raise DataFormatError(path, why, lineno) from e

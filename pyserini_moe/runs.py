@@ -116,6 +116,9 @@ def read_trec_run(path: str | os.PathLike) -> Run:
     parse: LineParser | None = None
     for lineno, line in iter_lines(path):
         parts = line.split()
+        if parts[0].startswith("#"):  # else its words read as qid, docid and rank (or 3 columns)
+            raise RunFormatError(f"{path}:{lineno}: a comment line: a run holds none (trec_eval "
+                                 "reads every line as a result); remove it")
         parse = parse or _line_parser(parts, f"{path}:{lineno}")
         qid, docid, value = parse(parts, f"{path}:{lineno}")
         hits = run.setdefault(qid, {})
@@ -135,9 +138,6 @@ def read_trec_run(path: str | os.PathLike) -> Run:
 
 def _line_parser(parts: list[str], where: str) -> LineParser:
     """The format of a run, told by its first line; a line that fits neither names both."""
-    if parts[0].startswith("#"):  # three words of a comment read as qid, docid and rank
-        raise RunFormatError(f"{where}: a comment line: a run holds none (trec_eval reads every "
-                             "line as a result); remove it")
     if len(parts) not in (3, 6):
         raise RunFormatError(f"{where}: expected 6 columns (TREC: qid Q0 docid rank score tag) "
                              f"or 3 (MS MARCO: qid docid rank), got {len(parts)}")

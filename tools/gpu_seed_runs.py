@@ -310,6 +310,9 @@ def parse_plan(path: Path, collections: Iterable[str] = (), check_sets: bool = T
                  "leave it out otherwise")
         if snapshots and recipe == "zero-shot":
             fail(f"{where}: {SNAPSHOTS}=yes: a zero-shot job trains nothing to keep snapshots of")
+        if snapshots and any(word.startswith("training.keep_snapshots=") for word in sets):
+            fail(f"{where}: {SNAPSHOTS}=yes sets training.keep_snapshots itself: leave out its "
+                 "--set")
         for key, value in settings.items():
             check_setting(where, key, value, set(collections))
         job = f"{name}-s{seed}"  # the model folder and the npz are named after it
@@ -318,14 +321,16 @@ def parse_plan(path: Path, collections: Iterable[str] = (), check_sets: bool = T
                  "NAME SEED once")
         lines[job] = number
         # the seeds of a NAME are pooled as one condition: one model, trained and encoded alike
-        model = (recipe, sets, [f"{k}={v}" for k, v in pairs if k not in (*EVALUATION, SNAPSHOTS)])
+        options = [f"{k}={v}" for k, v in pairs if k not in (*EVALUATION, SNAPSHOTS)]
+        # compared as what they train: one recipe however spelt, the --set and options in any order
+        model = (os.path.normpath(recipe), sorted(sets), sorted(options))
         first = models.setdefault(name, (number, model))
         if first[1] != model:
             fail(f"{path}:{first[0]} and {number}: {name} is trained or encoded otherwise "
                  "(recipe, --set or options differ), yet its seeds make one condition: give "
                  "each model its own NAME")
         jobs.append({"name": job, "seed": seed, "recipe": recipe, "sets": sets,
-                     "options": model[2],
+                     "options": options,
                      "snapshots": snapshots == "yes",
                      "topics": settings["topics"].split(",") if "topics" in settings else None,
                      "evaluation": [f"--{k.replace('_', '-')}={v}" for k, v in settings.items()

@@ -500,12 +500,9 @@ def _log_lines(path: Path) -> list[tuple[int, str]]:
     one line naming the file."""
     try:
         return list(iter_lines(path))
-    except DataFormatError as error:
-        with path.open("rb") as f:
-            gzipped = f.read(2) == b"\x1f\x8b" and not path.name.endswith(".gz")
-        hint = " (it is gzip-compressed: name it .gz)" if gzipped else ""
+    except DataFormatError as error:  # it names a gzip stream under a plain name itself
         raise UserError(f"{error}: not a training log, which is UTF-8 JSON lines (or gzipped, "
-                        f"named .gz){hint}") from None
+                        "named .gz)") from None
     except OSError as error:
         raise UserError(f"{path}: cannot read the training log ({error.strerror or error})") \
             from None

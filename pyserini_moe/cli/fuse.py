@@ -233,11 +233,14 @@ def _refuse_dev_copies(paths: list[str], runs: list[Run], dev_paths: list[str],
                             "same systems' runs on dev queries")
 
 
-def _say_if_dev_judges_fused_queries(runs: list[Run], judged: set[str]) -> None:
-    """Dev qrels that judge the fused queries tune alpha or the weights on the very queries
-    being fused (dev runs of the test split under other names): one warning line says how many."""
+def _say_if_dev_judges_fused_queries(runs: list[Run], dev_runs: list[Run],
+                                     judged: set[str]) -> None:
+    """Dev runs of the fused queries, judged by the dev qrels, tune alpha or the weights on the
+    very queries being fused (dev runs of the test split under other names): one warning line
+    says how many. One qrels file judging both splits is no such case: only queries the dev runs
+    hold are tuned on."""
     fused = set().union(*runs)
-    both = fused & judged
+    both = fused & set().union(*dev_runs) & judged
     if both:
         print(f"warning: {len(both)} of the {len(fused)} fused queries are judged in --dev-qrels: "
               "tuning on them fits the fused run to its own queries (are the dev runs and qrels "
@@ -271,19 +274,21 @@ def _say_if_dev_runs_reordered(runs: list[str], dev_runs: list[str]) -> None:
 
 
 
-SPARSE_TAGS = ("bm25", "impact")  # search's default tags of the runs hybrid weighs by alpha
+# The default run tags of sparse runs: this toolkit's search (bm25, impact) and Pyserini's Lucene
+# searchers (Anserini); hybrid takes such a run second.
+SPARSE_TAGS = ("bm25", "impact", "Anserini")
 
 
-def _say_if_hybrid_order_swapped(runs: list[str]) -> None:
-    """``hybrid`` weighs its second run by ``--alpha`` (Pyserini's: dense first, sparse
-    second). When the run tags say the first is a BM25 or impact run and the second a model's
-    other run, they were given the other way round: one warning line says so (a tag is a
-    hint, so it does not refuse)."""
+def _say_if_hybrid_order_swapped(runs: list[str], flag: str) -> None:
+    """``hybrid`` takes the dense (or any model's) run first and the sparse one second, as
+    Pyserini's does (``--alpha`` weighs the sparse run, or with ``--weight-on-dense`` the dense
+    one). When the run tags say the first is a sparse run and the second is not, they were given
+    the other way round: one warning line says so (a tag is a hint, so it does not refuse)."""
     first, second = (_run_tag(path) for path in runs)
     if first in SPARSE_TAGS and second and second not in SPARSE_TAGS:
-        print(f"warning: --method hybrid weighs the second run by --alpha (dense first, sparse "
-              f"second), but the run tags say {runs[0]} is {first} and {runs[1]} {second}: give "
-              "them the other way round", file=sys.stderr)
+        print(f"warning: --method hybrid takes the dense (or model) run first and the sparse run "
+              f"second, but the run tags say {flag} {runs[0]} is {first} and {runs[1]} "
+              f"{second}: give them the other way round", file=sys.stderr)
 
 
 def _say_if_short(candidates: int | None, hits: int, runs: int) -> None:
@@ -318,10 +323,11 @@ def _refuse_rank_only_runs(args: argparse.Namespace) -> None:
         return
     for path in [*args.runs, *(args.dev_runs or [])]:
         if Path(path).is_file() and is_rank_only(path):  # a missing one: "not found", later
+            norm = " or --norm rank" if args.method in _ONLY_FOR["norm"] else ""
             raise UserError(f"{path} is an MS MARCO run (qid docid rank: no scores) and --method "
                             f"{args.method} fuses scores: use a rank fusion "
-                            f"({', '.join(RANK_FUSIONS)}) or --norm rank, or give TREC runs "
-                            "with their scores")
+                            f"({', '.join(RANK_FUSIONS)}){norm}, or give TREC runs with their "
+                            "scores")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -355,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
                load_qrels(args.dev_qrels))
         refuse_untunable_dev(*dev, names=[f"--dev-runs {p}" for p in args.dev_runs])
         _refuse_dev_copies(args.runs, runs, args.dev_runs, dev[0])
-        _say_if_dev_judges_fused_queries(runs, set(dev[1]))
+        _say_if_dev_judges_fused_queries(runs, dev[0], set(dev[1]))
         _say_different_queries(args.dev_runs, dev[0], judged=set(dev[1]))
     tuned: dict = {}
     _say_if_short(args.candidates, args.hits, len(runs))
@@ -364,7 +370,9 @@ def main(argv: list[str] | None = None) -> int:
 
         if len(runs) != 2:
             raise UserError("hybrid fuses exactly two runs: dense (or any model) first, sparse second")
-        _say_if_hybrid_order_swapped(args.runs)
+        _say_if_hybrid_order_swapped(args.runs, "--runs")
+        if args.dev_runs is not None:
+            _say_if_hybrid_order_swapped(args.dev_runs, "--dev-runs")
         alpha = args.alpha
         if dev is not None:
             alpha, table = search_alpha(*dev[0], dev[1], metric=args.metric,

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from pyserini_moe.cli import ArgumentParser, HelpFormatter, seed
+from pyserini_moe.data.beir import is_collection
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.regress import (
     REPO_ROOT,
@@ -83,12 +84,13 @@ def main(argv: list[str] | None = None) -> int:
                         f"{', '.join(sorted({reg.scale for reg in regressions}))}-scale): drop "
                         "--scale or name a file of that scale")
     kept = [reg for reg in regressions if args.scale in ("all", reg.scale)]
-    dropped = [reg for reg in regressions if reg not in kept
-               and any(c.name in (args.condition or []) for c in reg.conditions)]
-    if dropped:
-        raise UserError(f"--condition {', '.join(args.condition)}: {dropped[0].path} holds it, "
-                        f"a {dropped[0].scale}-scale file that --scale {args.scale} leaves out: "
-                        "drop --scale or the condition")
+    for reg in regressions:
+        held = [c.name for c in reg.conditions if c.name in (args.condition or [])]
+        if held and reg not in kept:
+            raise UserError(f"--condition {', '.join(held)}: {reg.path} holds "
+                            f"{'it' if len(held) == 1 else 'them'}, a {reg.scale}-scale file "
+                            f"that --scale {args.scale} leaves out: drop --scale or the "
+                            f"condition{'s' * (len(held) > 1)}")
     check_conditions(kept, args.condition, [str(reg.path) for reg in kept])
     check_selection(regressions, args.seed, args.condition, args.scale)
     work_dir = _work_dir(args.work_dir)
@@ -168,13 +170,18 @@ def _work_dir(given: str | None) -> Path:
 
 
 def _check_folder(flag: str, folder: Path) -> None:
-    """A folder the runner writes many files into: not a file, nor one of the toolkit's outputs
-    (an index, a model, a training run), whose folder would then hold files it did not write."""
+    """A folder the runner writes many files into: not a file, nor inside one of the
+    toolkit's outputs (an index, a model, a training run) or a collection, whose folder would
+    then hold files it did not write."""
     if folder.exists() and not folder.is_dir():
         raise UserError(f"{flag} {folder} is a file: name a folder (made if missing)")
-    kind = output_kind(folder)
-    if kind is not None:
-        raise UserError(f"{flag} {folder} is {kind}: name a folder of its own (made if missing)")
+    for place in (folder, *folder.parents):
+        kind = (output_kind(place, named_only=place != folder)
+                or ("a collection" if is_collection(place) else None))
+        if kind is not None:
+            what = kind if place == folder else f"inside {place}, {kind}"
+            raise UserError(f"{flag} {folder} is {what}: name a folder of its own (made if "
+                            "missing)")
 
 
 def _refuse_skipped_conditions(regressions: list[Regression],

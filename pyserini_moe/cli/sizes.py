@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pyserini_moe.cli import ArgumentParser
 from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.sizes import parameter_counts
@@ -27,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from pyserini_moe.modeling.backbone import load_config
 
+        _refuse_export(args.backbone)
         try:
             config, name = load_config(args.backbone), args.backbone
         except UserError as e:  # offline, bert-base-uncased's shape needs no download
@@ -47,6 +50,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {model} | {size(count)} |" if isinstance(count, int)
               else f"| {model} | cannot be built: {count} |")
     return 0
+
+
+def _refuse_export(folder: str) -> None:
+    """An ONNX export holds graphs, not a config to build architectures on: the model it was
+    exported from (its record's ``source``) is named instead."""
+    from pyserini_moe.io import read_json
+    from pyserini_moe.modeling.onnx import ONNX_FILE
+
+    record = Path(folder) / ONNX_FILE
+    if record.is_file():
+        source = (read_json(record, "export record") or {}).get("source") or "its source model"
+        raise UserError(f"{folder} is an ONNX export of {source}: give --backbone {source}, the "
+                        "model it was exported from")
 
 
 def _say_if_saved_model(folder: str) -> None:

@@ -210,13 +210,18 @@ def warn_unknown_documents(path: Path, unknown: dict[str, int]) -> None:
 # --------------------------------------------------------------------------- locating collections
 
 
+def is_collection(folder: Path) -> bool:
+    """Whether ``folder`` holds a collection in the BEIR layout (its corpus file)."""
+    return folder.is_dir() and any((folder / f).is_file()
+                                   for f in ("corpus.jsonl.gz", "corpus.jsonl"))
+
+
 def local_collections() -> list[str]:
     """Names of the collections under :func:`shared_data_root` (empty if there is none)."""
     root = shared_data_root()
     if root is None:
         return []
-    return sorted(p.name for p in root.iterdir()
-                  if p.is_dir() and any((p / f).is_file() for f in ("corpus.jsonl.gz", "corpus.jsonl")))
+    return sorted(p.name for p in root.iterdir() if is_collection(p))
 
 
 def resolve_collection(spec: str | os.PathLike) -> Path:

@@ -64,21 +64,31 @@ def _looks_like_path(spec: str) -> bool:
             or spec.rpartition(":")[0].endswith(_FILE_SUFFIXES))
 
 
-def _not_found(what: str, spec: str) -> FileNotFoundError:
+def _not_found(what: str, spec: str) -> Exception:
     """``what`` file not found; with a colon in it, the ``COLLECTION:SPLIT`` reading is ruled
     out too (``/data/corpus:test`` whose collection folder is missing). A collection's folder
     given without its split is named as such, with the split to add."""
     folder = Path(spec).expanduser()
-    if folder.is_dir():  # a collection's folder without its split
-        splits = sorted(p.stem for p in (folder / "qrels").glob("*.tsv"))
-        example = f"{spec.rstrip(os.sep)}:{splits[0] if splits else 'test'}"
-        named = f" (its splits: {', '.join(splits)})" if splits else ""
-        return FileNotFoundError(f"{what} {spec} is a folder, not a {what} file: for a "
-                                 f"collection's {what} give COLLECTION:SPLIT, e.g. {example}{named}")
+    if folder.is_dir():
+        return _a_folder(what, spec, folder)
     collection, _, split = spec.rpartition(":")
     also = f" (nor is {collection} a collection folder)" \
         if collection and split and os.sep not in split else ""
     return FileNotFoundError(f"{what} file not found: {spec}{also}")
+
+
+def _a_folder(what: str, spec: str, folder: Path) -> UserError:
+    """A folder given for a topics or qrels file: a collection's (or its ``qrels/``) is named
+    with the ``COLLECTION:SPLIT`` to give instead, any other as a folder."""
+    collection = folder.parent if folder.name == "qrels" else folder
+    splits = sorted(p.stem for p in (collection / "qrels").glob("*.tsv"))
+    if not splits:
+        return UserError(f"{what} {spec} is a folder, not a {what} file: give the file, or a "
+                         "collection's COLLECTION:SPLIT")
+    shown = str(collection) if collection != folder else spec.rstrip(os.sep)
+    return UserError(f"{what} {spec} is a folder, not a {what} file: for a collection's {what} "
+                     f"give COLLECTION:SPLIT, e.g. {shown}:{splits[0]} (its splits: "
+                     f"{', '.join(splits)})")
 
 
 def _first_error_line(e: Exception) -> str:
@@ -175,10 +185,7 @@ def load_topics(spec: str | os.PathLike) -> dict[str, str]:
     pair = _collection_split(text)
     if pair is not None:
         return BeirCollection.load(pair[0]).topics(pair[1])
-    if path.is_dir():
-        raise UserError(f"{text} is a folder, not a topics file: for a collection's queries "
-                        f"give COLLECTION:SPLIT, e.g. {text.rstrip('/')}:test")
-    if _looks_like_path(text):
+    if path.is_dir() or _looks_like_path(text):
         raise _not_found("topics", text)
     return _pyserini_topics(text)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from pyserini_moe.errors import UserError
+from pyserini_moe.io import GZIP_MAGIC
 
 # A test of an existing output file: True when the command wrote it.
 Sign = Callable[[Path], bool]
@@ -50,7 +51,7 @@ def head_lines(path: Path, count: int = 3) -> list[str]:
     gives a line no sign matches."""
     try:
         with path.open("rb") as handle:
-            packed = handle.read(2) == b"\x1f\x8b"
+            packed = handle.read(2) == GZIP_MAGIC
         with (gzip.open(path, "rb") if packed else path.open("rb")) as handle:
             raw = [handle.readline(1 << 16) for _ in range(count)]
         return [line.decode("utf-8-sig").rstrip("\r\n") for line in raw if line]

@@ -96,9 +96,13 @@ def _check_one_corpus(found: list[tuple[Path, IndexMeta]]) -> None:
             continue
         if (theirs.get("documents"), theirs.get("sha256")) != (ours.get("documents"),
                                                              ours.get("sha256")):
+            # the digest is of the files' bytes: a gzipped copy of one corpus differs too
+            packed = (" (or one copy of the corpus is gzipped and the other not: the digest is of "
+                      "the files' bytes; encode every shard from the same files)"
+                      if theirs.get("documents") == ours.get("documents") else "")
             raise IndexMismatchError(f"{folder} and {first_folder} were encoded from different "
                                      f"corpora ({_corpus(theirs)} vs {_corpus(ours)}): not shards "
-                                     "of one encoding")
+                                     f"of one encoding{packed}")
 
 
 def _corpus(identity: dict[str, Any]) -> str:

@@ -97,8 +97,13 @@ def check_encoded_queries(meta: IndexMeta, made_by: str | None, index: str | os.
                     "it): nothing checks that %s, the encoder that built %s, made them", path,
                     meta.encoder, index)
     elif made_by != meta.encoder_fingerprint:
+        # an export's fingerprint extends its source's (``<fp>-int8-...``): one model, run apart
+        related = made_by.startswith(meta.encoder_fingerprint) or \
+            meta.encoder_fingerprint.startswith(made_by)
+        other = ("the same model exported otherwise (an int8 export is another encoder)"
+                 if related else "another model")
         raise IndexMismatchError(
-            f"{path} holds queries encoded by another model (fingerprint {made_by}) than "
+            f"{path} holds queries encoded by {other} (fingerprint {made_by}) than "
             f"{meta.encoder!r}, which built {index} (fingerprint {meta.encoder_fingerprint}): "
             f"encode the topics with `python -m pyserini_moe.encode_queries --index {index}`")
 

@@ -99,6 +99,10 @@ def _check_output(output: Path, kind: str, overwrite: bool) -> None:
     output folder was once refused as "a directory: name a file"). A FIFO or device is refused
     before anything reads it (a read of a FIFO would wait for a writer)."""
     refuse_special_output(output)
+    if kind == "dense" and output.name.endswith((".gz", ".pkl")):  # else a folder of that name
+        raise UserError(f"--output {output}: a dense index's queries are a folder holding "
+                        f"{EMBEDDING_FILE} (Pyserini's form, never gzipped): name a folder, "
+                        f"e.g. {output.name.split('.')[0] or 'encoded'}")
     if not output.exists():
         return
     if kind == "impact" and output.is_dir():

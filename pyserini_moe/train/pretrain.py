@@ -235,6 +235,11 @@ def _train(model: ContextualMae, examples: list[ContextExample], args: PretrainA
            log_path: Path, progress: bool) -> None:
     """``args.max_steps`` optimizer steps over ``examples`` reshuffled each pass, one line per
     step in ``log_path``."""
+    per_step = args.batch_size * args.grad_accumulation
+    if len(examples) < per_step:  # batches are topped up from one reshuffled copy at a time
+        log.warning("warning: %d examples are fewer than one optimizer step takes (--batch-size "
+                    "%d x --grad-accumulation %d): examples repeat within a step", len(examples),
+                    args.batch_size, args.grad_accumulation)
     loop = OptimizerLoop(model, _parameter_groups(model, args), args.learning_rate,
                          args.max_steps, args.warmup_ratio, args.max_grad_norm)
     rng = random.Random(args.seed)

@@ -59,16 +59,19 @@ def test_a_dev_run_with_the_rankings_of_a_fused_run_is_refused(fuse_argv, runs, 
     assert not (runs / "f.trec").exists()
 
 
-def test_dev_qrels_that_judge_the_fused_queries_are_warned_of(fuse_argv, runs, capsys) -> None:
-    """Dev runs of other queries under the test qrels: q1 and q2, fused, are judged on dev."""
+def test_dev_runs_of_the_fused_queries_judged_on_dev_are_warned_of(fuse_argv, runs,
+                                                                    capsys) -> None:
+    """Dev runs that also rank q1, a fused query, under qrels judging it: tuned on it. One qrels
+    file judging both splits (H16-04) is no such case while the dev runs hold q3 and q4 only."""
     (runs / "qrels.txt").write_text("q1 0 d1 1\nq3 0 d3 1\nq4 0 d4 1\n")
+    assert run_main(fuse.main, fuse_argv(runs, "wsum", ("dev-d.trec", "dev-b.trec"))) == 0
+    assert "fused queries are judged" not in capsys.readouterr().err
+    for name in ("dev-d.trec", "dev-b.trec"):  # another system's ranking of q1 joins the dev runs
+        (runs / name).write_text((runs / name).read_text() + "q1 Q0 d3 1 5.0 dev\n")
     assert run_main(fuse.main, fuse_argv(runs, "wsum", ("dev-d.trec", "dev-b.trec"))) == 0
     assert ("warning: 1 of the 2 fused queries are judged in --dev-qrels: tuning on them fits "
             "the fused run to its own queries (are the dev runs and qrels of another split?)"
             in capsys.readouterr().err.splitlines())
-    (runs / "qrels.txt").write_text("q3 0 d3 1\nq4 0 d4 1\n")
-    assert run_main(fuse.main, fuse_argv(runs, "wsum", ("dev-d.trec", "dev-b.trec"))) == 0
-    assert "fused queries are judged" not in capsys.readouterr().err
 
 
 # -- runs: a rank twice in an MS MARCO run (H14-41, H14-42) ----------------------------------------

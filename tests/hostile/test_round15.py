@@ -44,7 +44,8 @@ def _tagged(path: Path, tag: str) -> str:
 
 
 @pytest.mark.parametrize(("first", "second", "warned"), [
-    ("bm25", "dense", True), ("impact", "fused-came_sum", True), ("dense", "bm25", False),
+    ("bm25", "dense", True), ("impact", "fused-came_sum", True), ("Anserini", "Faiss", True),
+    ("dense", "bm25", False),
     ("bm25", "impact", False), ("run-a", "run-b", False)])
 def test_hybrid_runs_whose_tags_say_sparse_first_are_warned_of(tmp_path, capsys, first, second,
                                                                warned) -> None:
@@ -52,8 +53,8 @@ def test_hybrid_runs_whose_tags_say_sparse_first_are_warned_of(tmp_path, capsys,
     assert run_main(fuse.main, ["--runs", *runs, "--method", "hybrid", "--output",
                                 str(tmp_path / "f.trec")]) == 0
     err = capsys.readouterr().err
-    assert ("weighs the second run by --alpha (dense first, sparse second), but the run tags "
-            f"say {runs[0]} is {first} and {runs[1]} {second}" in err) == warned
+    assert ("takes the dense (or model) run first and the sparse run second, but the run tags "
+            f"say --runs {runs[0]} is {first} and {runs[1]} {second}" in err) == warned
 
 
 def test_a_condition_only_in_a_file_scale_drops_is_refused(capsys, error_line) -> None:
