@@ -29,3 +29,25 @@ class DataFormatError(UserError):
         self.reason = message
         where = f"{self.path}:{line}" if line is not None else str(self.path)
         super().__init__(f"{where}: {message}")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, unwound like Ctrl-C so that nothing half-written stays behind."""
+
+
+# The termination signal received, if any. The command layer's handler raises
+# :class:`Terminated`, but a signal that lands inside a finaliser (a ``__del__``) has its
+# exception swallowed ("Exception ignored in ..."), and the command would run on to write its
+# output: writers check this before they commit one (:func:`raise_if_terminated`).
+_received: list[str] = []
+
+
+def note_termination(name: str) -> None:
+    """Record a termination signal (the command layer's handler)."""
+    _received.append(name)
+
+
+def raise_if_terminated() -> None:
+    """Raise :class:`Terminated` if a termination signal was received and its exception lost."""
+    if _received:
+        raise Terminated(_received[0])

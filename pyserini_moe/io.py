@@ -23,7 +23,7 @@ from typing import IO, Any
 import numpy as np
 import yaml
 
-from pyserini_moe.errors import DataFormatError, UserError
+from pyserini_moe.errors import DataFormatError, UserError, raise_if_terminated
 
 
 @contextlib.contextmanager
@@ -48,6 +48,7 @@ def atomic_path(target: str | os.PathLike, *, directory: bool = False,
         tmp = Path(name)
     try:
         yield tmp
+        raise_if_terminated()  # a SIGTERM whose exception a finaliser swallowed: not committed
         _usual_modes(tmp)
         # Checked again: another writer may have created the target (or a directory stood up in
         # its place) while this one worked.

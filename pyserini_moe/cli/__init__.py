@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pyserini_moe.errors import UserError
+from pyserini_moe.errors import Terminated, UserError, note_termination, raise_if_terminated
 from pyserini_moe.io import refuse_special_output
 from pyserini_moe.paths import shared_data_root
 from pyserini_moe.validate import seed_range
@@ -235,7 +235,9 @@ def run_main(main: Callable[[list[str] | None], int], argv: list[str] | None = N
     if command_line and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)
     try:
-        return main(argv)
+        code = main(argv)
+        raise_if_terminated()  # a SIGTERM whose exception a finaliser swallowed
+        return code
     except USER_ERRORS as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -262,9 +264,7 @@ def quiet_libraries() -> None:
         hf_logging.set_verbosity_error()
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, unwound like Ctrl-C so that nothing half-written stays behind."""
-
-
 def _interrupt(signum: int, frame: object) -> None:
-    raise Terminated(signal.Signals(signum).name)
+    name = signal.Signals(signum).name
+    note_termination(name)  # honoured before an output is committed, should this be swallowed
+    raise Terminated(name)
