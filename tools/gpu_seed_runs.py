@@ -1135,7 +1135,7 @@ def curve(args: argparse.Namespace) -> None:
     """A ``snapshots=yes`` job's test (and dev) metric at every snapshot, with its validation
     loss, from the files ``unpack`` wrote: a Markdown table and (``--plot``) a PNG of the metric
     against the step. Issue 35's diagnosis of checkpoint selection: no rule looks at test."""
-    from pyserini_moe.analyze.checkpoints import DEV, Snapshot, plot
+    from pyserini_moe.analyze.checkpoints import DEV, Snapshot, log_validation_losses, plot
     from pyserini_moe.data.topics import load_qrels
     from pyserini_moe.eval.metrics import evaluate, format_table
     from pyserini_moe.runs import read_trec_run
@@ -1151,8 +1151,7 @@ def curve(args: argparse.Namespace) -> None:
         fail(f"{runs}: no {job}.step-N{suffix}.{topics}.trec runs: unpack the tars of a run "
              "whose plan gave this job snapshots=yes")
     log = runs / f"{job}.train_log.jsonl"
-    losses = {row["step"]: row["val_loss"] for row in map(json.loads, log.read_text().splitlines())
-              if row.get("val_loss") is not None} if log.is_file() else {}
+    losses = log_validation_losses(log) if log.is_file() else {}
     dev_qrels = runs / f"{job}.dev_qrels.txt"
     test_qrels = load_qrels(args.test)
     snapshots = []

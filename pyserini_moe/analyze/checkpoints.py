@@ -70,6 +70,12 @@ def validation_losses(train_dir: Path) -> dict[int, float]:
     path = train_dir / "train_log.jsonl"
     if not path.is_file():
         raise UserError(f"{train_dir}: no train_log.jsonl (not a training output folder?)")
+    return log_validation_losses(path)
+
+
+def log_validation_losses(path: Path) -> dict[int, float]:
+    """``{step: val_loss}`` of a training log file (a training's, or one brought back as
+    ``<job>.train_log.jsonl``)."""
     entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return {e["step"]: e["val_loss"] for e in entries if e.get("val_loss") is not None}
 
