@@ -6,6 +6,7 @@ their own modules, test_encoding.py and test_search.py, so that xdist runs them 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -350,6 +351,24 @@ def test_child_processes_report_their_own_peak_memory(tmp_path, monkeypatch) -> 
         run_process("hog", ["1", "3"])
 
 
+def test_child_processes_report_the_peak_disk_their_scratch_filled(tmp_path, monkeypatch) -> None:
+    """A build's scratch in the system's temp folder counts towards its peak disk (TMPDIR is
+    redirected into the watched folder), though it is gone when the build ends."""
+    (tmp_path / "scratch.py").write_text(
+        "import sys, tempfile, time\n"
+        "with tempfile.NamedTemporaryFile() as f:\n"
+        "    f.write(b'x' * 40 * 2 ** 20); f.flush(); time.sleep(1.0)\n"
+        "open(sys.argv[1], 'wb').write(b'y' * 2 ** 20)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    work = tmp_path / "work"
+    (work / "earlier").mkdir(parents=True)
+    (work / "earlier" / "index").write_bytes(b"z" * 3 * 2 ** 20)  # there before: not counted
+    done = run_process("scratch", [str(work / "out")], watch=work)
+    assert 39 < done.peak_disk_mb < 42
+    assert (work / "out").stat().st_size == 2 ** 20 and not any((work / ".tmp").iterdir())
+    assert math.isnan(run_process("scratch", [str(tmp_path / "out2")]).peak_disk_mb)
+
+
 @pytest.mark.usefixtures("one_thread")
 def test_a_scaling_sitting_cut_short_keeps_the_points_it_measured(bert3, tiny_corpus, tmp_path,
                                                                  monkeypatch) -> None:
@@ -419,3 +438,14 @@ def test_onnx_scaling_and_approximate_sections_share_the_corpus_dense_index(tiny
         t["target"] for t in result["targets"]}
     assert all(0 <= row["recall_at_100"] <= 1 for row in sections["approximate"])
     assert [row["complete"] for row in sections["run"]] == [True]  # one run row, the last
+
+
+def test_the_default_scaling_pool_is_the_measured_sittings_collections() -> None:
+    """A scaling point means the same documents in every sitting: a collection added to the
+    local data later (ArguAna) does not join the default pool and change the 20k and 100k
+    corpora under the points measured before it."""
+    assert parse(["--sections", "scaling"]).scaling_pool == ["cisi", "cranfield", "vaswani"]
+    assert parse(["--sections", "scaling", "--corpus", "vaswani"]).scaling_pool == [
+        "cisi", "cranfield", "scifact"]
+    assert parse(["--sections", "scaling", "--scaling-pool", "arguana"]).scaling_pool == [
+        "arguana"]
