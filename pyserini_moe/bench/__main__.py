@@ -5,4 +5,5 @@ import sys
 from pyserini_moe.bench.run import main
 from pyserini_moe.cli import run_main
 
-sys.exit(run_main(main))
+if __name__ == "__main__":  # a spawned tokenizer worker imports this module again: run nothing
+    sys.exit(run_main(main))

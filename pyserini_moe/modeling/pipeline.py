@@ -8,10 +8,12 @@ in windows of ``bucket`` and hands each window to a tokenizer worker; the prepar
 in order, in a bounded queue; the model's thread pins a batch's memory when the model is on
 CUDA and copies it without blocking.
 
-One worker is a background thread. More are processes, spawned once per stream, each with its
-own copy of the tokenizer and one core: measured on an H200 (docs/performance.md), tokenizer
-*threads* did not beat the batch-by-batch loop, because turning a tokenizer's output into arrays
-holds the GIL, and the model's thread needs the GIL for every kernel it launches.
+One worker is a background thread. More are processes, spawned once per stream (the stream
+starts when all of them have: its first batch waits for the slowest start, and from then on
+it runs at its full rate), each with its own copy of the tokenizer and one core: measured on
+an H200 (docs/performance.md), tokenizer *threads* did not beat the batch-by-batch loop,
+because turning a tokenizer's output into arrays holds the GIL, and the model's thread needs
+the GIL for every kernel it launches.
 
 ``bucket=1`` keeps every batch as it is: the vectors are exactly those of
 :meth:`RetrievalModel.encode` batch by batch. ``bucket=W > 1`` sorts the texts of W consecutive
@@ -86,9 +88,11 @@ def encode_stream(model: TextEncoder, batches: Iterable[T], side: Side, max_leng
         pool: Executor = ThreadPoolExecutor(1, thread_name_prefix="tokenize")
         window_args: tuple[Any, ...] = (settings,)
     else:  # a process keeps them from its start (the tokenizer is pickled once, not a window)
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_start_worker, initargs=(settings,))
+        context = multiprocessing.get_context("spawn")
+        pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
+                                   initargs=(settings, context.Barrier(workers)))
         window_args = ()
+        _wait_for_workers(pool, workers)
 
     def encode(window: _Window[T]) -> Iterator[tuple[T, Encoded]]:
         outs = []
@@ -152,14 +156,36 @@ def encode_stream(model: TextEncoder, batches: Iterable[T], side: Side, max_leng
 
 
 # ------------------------------------------------------------------ the tokenizer's side
-# A worker process's tokenizer and settings, set once when it starts.
+# A worker process's tokenizer and settings, set once when it starts, and its start barrier.
 _WORKER: dict[str, Any] = {}
 
 
-def _start_worker(settings: dict[str, Any]) -> None:
+# How long started workers wait for the last one to start (spawning imports torch: seconds).
+START_TIMEOUT = 600.0
+
+
+def _wait_for_workers(pool: ProcessPoolExecutor, workers: int) -> None:
+    """Return once every worker process has started. The pool spawns its processes one by one
+    as work arrives, and each imports torch and unpickles the tokenizer (seconds): a stream
+    would otherwise open on one worker and reach its full rate seconds later. Each worker takes
+    one of ``workers`` tasks that meet at a barrier, so none can take two. A worker that fails
+    to start shuts the pool and raises here."""
+    try:
+        for future in [pool.submit(_meet) for _ in range(workers)]:
+            future.result()
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+
+
+def _start_worker(settings: dict[str, Any], barrier: Any) -> None:
     # one core a worker: the tokenizers' Rust threads would fight the other workers
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    _WORKER.update(settings)
+    _WORKER.update(settings, barrier=barrier)
+
+
+def _meet() -> None:
+    _WORKER["barrier"].wait(timeout=START_TIMEOUT)
 
 
 def _tokenize_window(per_batch: list[list[str]], bucket: int,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import pytest
 
@@ -309,8 +310,25 @@ def test_every_flag_says_what_it_is_and_its_default() -> None:
 
 def test_a_stream_of_one_batch_has_no_rate() -> None:
     with pytest.raises(ValueError, match="fewer than two batches"):
-        pipeline._stream_rate(iter([(["a", "b"], None)]), "cpu")
-    assert pipeline._stream_rate(iter([(["a"], None), (["b", "c"], None)]), "cpu")[0] > 0
+        pipeline._stream_rate(iter([(["a", "b"], None)]), "cpu", 1)
+    assert pipeline._stream_rate(iter([(["a"], None), (["b", "c"], None)]), "cpu", 2)[0] > 0
+    with pytest.raises(ValueError, match="gave 2 batches, not 3"):
+        pipeline._stream_rate(iter([(["a"], None), (["b", "c"], None)]), "cpu", 3)
+
+
+def test_a_streams_rate_leaves_out_its_end() -> None:
+    """Joining the tokenizer processes after the last batch is not the steady state."""
+
+    def stream():
+        try:
+            yield ["a"], None
+            time.sleep(0.05)
+            yield ["b", "c"], None
+        finally:
+            time.sleep(0.5)  # the pool's shutdown
+
+    rate, first = pipeline._stream_rate(stream(), "cpu", 2)
+    assert 2 / 0.5 < rate < 2 / 0.05 * 1.01 and first < 0.05
 
 
 def test_a_backbone_too_shallow_for_taser_is_refused_before_anything_is_built(

@@ -4,7 +4,9 @@ encoding batch by batch (bit for bit on the CPU), same order, errors raised at t
 from __future__ import annotations
 
 import multiprocessing
+import operator
 import threading
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pytest
@@ -116,6 +118,32 @@ def test_two_workers_give_the_one_workers_vectors_bit_for_bit(tiny_bert: Path) -
     assert [batch for batch, _ in two] == batches
     for a, (_, b) in zip(one, two, strict=True):
         assert torch.equal(a, b.dense)
+
+
+def test_every_worker_has_started_before_the_first_batch(tiny_bert: Path) -> None:
+    """The pool spawns its processes as work arrives; the stream waits for all of them, so its
+    rate from the first batch on is the full one (issue 36's host scaling: measured from the
+    first batch, two workers had looked slower than one while the second was still starting)."""
+    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").eval()
+    stream = encode_stream(model, (["text"] for _ in range(4)), Side.PASSAGE, 16, workers=3)
+    next(stream)
+    assert len(multiprocessing.active_children()) == 3
+    stream.close()
+
+
+class _FailsInTheWorker:
+    """A tokenizer that pickles in the parent and fails to unpickle in a worker process."""
+
+    def __reduce__(self):
+        return operator.truediv, (1, 0)
+
+
+def test_a_worker_that_cannot_start_is_raised_and_leaves_no_process(tiny_bert: Path) -> None:
+    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").eval()
+    model.tokenizer = _FailsInTheWorker()
+    with pytest.raises(BrokenProcessPool):
+        next(encode_stream(model, iter([["text"]]), Side.PASSAGE, 16, workers=2))
+    assert not multiprocessing.active_children()
 
 
 def test_stopping_early_ends_every_worker(tiny_bert: Path) -> None:
