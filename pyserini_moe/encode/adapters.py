@@ -9,6 +9,7 @@ passages through the Pyserini-free ``*PassageEncoder`` classes instead.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ from pyserini_moe.encode.impact import (  # noqa: E402
 from pyserini_moe.encode.multivector import MultiVector, MultiVectorPassageEncoder  # noqa: E402
 from pyserini_moe.errors import UserError  # noqa: E402
 from pyserini_moe.modeling.base import Encoded, Side, TextEncoder  # noqa: E402
+from pyserini_moe.modeling.pipeline import encode_stream  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,16 @@ class ModelQueryEncoder(ModelAdapter, QueryEncoder):
         out = self.model.encode(queries, Side.QUERY, self.max_length, only=self.representation)
         self._refuse_non_finite(out, queries)
         return self.convert(out)
+
+    def encode_batches(self, batches: Iterable[list[str]]) -> Iterator[Any]:
+        """:meth:`encode_batch` of each batch, in order, the next batches tokenized in the
+        background while the model encodes (``encode_stream``: the same vectors bit for bit)."""
+        stream = encode_stream(self.model, (list(b) for b in batches), Side.QUERY,
+                               self.max_length, only=self.representation)
+        for queries, out in stream:
+            self._count_cut(queries)
+            self._refuse_non_finite(out, queries)
+            yield self.convert(out)
 
     def _refuse_non_finite(self, out: Encoded, queries: list[str]) -> None:
         """A query side with broken weights encoded NaN: the search wrote an empty run and
@@ -130,6 +142,13 @@ class ImpactQueryEncoder(Impact, ModelQueryEncoder):
         ``LuceneImpactSearcher`` encodes one query at a time too."""
         one = super().encode_batch  # (a comprehension has no zero-argument super())
         return [vector for query in queries for vector in one([query])]
+
+    def encode_batches(self, batches: Iterable[list[str]]) -> Iterator[list[dict[str, int]]]:
+        """:meth:`encode_batch` of each batch: one query at a time too, streamed."""
+        batches = [list(b) for b in batches]
+        singles = super().encode_batches([query] for b in batches for query in b)
+        for queries in batches:
+            yield [next(singles)[0] for _ in queries]
 
     def convert(self, out: Encoded) -> list[dict[str, int]]:
         vectors = quantize(out.sparse, self.vocab, self.quantization, self.max_terms)

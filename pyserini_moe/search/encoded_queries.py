@@ -68,9 +68,10 @@ def encode_queries(index: str | os.PathLike, kind: str, topics: dict[str, str],
                              precision=precision)
     qids = list(topics)
     vectors = []
-    for start in range(0, len(qids), batch_size):
-        texts = [topics[q] for q in qids[start:start + batch_size]]
-        vectors.extend(searcher.query_encoder.encode_batch(texts))
+    batches = ([topics[q] for q in qids[start:start + batch_size]]
+               for start in range(0, len(qids), batch_size))
+    for batch_vectors in searcher.query_encoder.encode_batches(batches):
+        vectors.extend(batch_vectors)
     made_by = fingerprint(searcher.query_encoder.model)
     encoding = {"query_max_length": searcher.query_encoder.max_length}
     if kind == "impact":

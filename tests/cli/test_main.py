@@ -53,6 +53,7 @@ def _entry_modules() -> list[str]:
 
 
 @pytest.mark.parametrize("module", _entry_modules())
+@pytest.mark.filterwarnings("ignore:.*found in sys.modules after import:RuntimeWarning")
 def test_importing_a_command_module_as_a_spawned_child_runs_nothing(module: str,
                                                                    monkeypatch) -> None:
     """A tokenizer worker process (spawn) imports the parent's main module again, as

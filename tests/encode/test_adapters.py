@@ -438,3 +438,23 @@ def test_an_impact_query_has_one_encoding_alone_or_in_a_batch(models, monkeypatc
     assert seen == [1, 1, 1]
     assert batched == [encoder.encode(q) for q in queries]
     assert encoder.queries == 6
+
+
+@pytest.mark.parametrize("kind", ["dense", "impact", "multivector"])
+def test_streamed_query_batches_are_encode_batch_of_each_batch(models, kind):
+    """encode_queries streams its batches (the next tokenized while the model encodes): the
+    same vectors as encode_batch, batch by batch; impact still one query at a time."""
+    make = {"dense": DenseQueryEncoder, "impact": ImpactQueryEncoder,
+            "multivector": MultiVectorQueryEncoder}[kind]
+    batches = [["cat", "what is dense retrieval with many experts"], ["sparse"],
+               ["a b c d e f", "experts", "mixture of them"]]
+    streamed = list(make(models[kind], device="cpu").encode_batches(iter(batches)))
+    one_by_one = [make(models[kind], device="cpu").encode_batch(b) for b in batches]
+    assert len(streamed) == len(batches)
+    for got, expected in zip(streamed, one_by_one, strict=True):
+        if kind == "impact":
+            assert got == expected
+        else:
+            assert len(got) == len(expected)
+            for a, b in zip(got, expected, strict=True):
+                np.testing.assert_array_equal(a, b)
