@@ -244,8 +244,11 @@ def test_one_expert_left_is_its_own_ranking(monkeypatch) -> None:
 
 def _fake_encoder(monkeypatch, made_by: str = "f" * 16) -> None:
     """encode_queries' searcher, without an index: weights per query, a model's fingerprint."""
+    def encode_batch(texts):
+        return [{"cat": 3, "dog": len(t)} for t in texts]
+
     encoder = SimpleNamespace(model=SimpleNamespace(fingerprint=made_by), max_length=64,
-                              encode_batch=lambda texts: [{"cat": 3, "dog": len(t)} for t in texts])
+                              encode_batches=lambda batches: map(encode_batch, batches))
     monkeypatch.setattr(eq, "open_searcher", lambda *a, **k: SimpleNamespace(
         query_encoder=encoder, query_max_terms=1024, meta=SimpleNamespace(quantization=100)))
 
