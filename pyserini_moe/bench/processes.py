@@ -100,8 +100,9 @@ class _DiskWatch:
 
 
 def _bytes_in(folder: Path) -> int:
-    """Bytes of the files under ``folder`` now; a file renamed or deleted while it is walked (a
-    build moving its output into place) is skipped."""
+    """Bytes of the files under ``folder`` now (a link counts as itself, not as what it points
+    to: what it takes on the disk); a file renamed or deleted while it is walked (a build
+    moving its output into place) is skipped."""
     total = 0
     for root, _, files in os.walk(folder):
         for name in files:
@@ -145,4 +146,4 @@ class Indexes:
 
 
 def folder_mb(path: Path) -> float:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2 ** 20
+    return _bytes_in(path) / 2 ** 20
