@@ -54,10 +54,8 @@ class ModelQueryEncoder(ModelAdapter, QueryEncoder):
 
     def encode_batch(self, queries: list[str]) -> Any:
         queries = list(queries)
-        self._count_cut(queries)
-        out = self.model.encode(queries, Side.QUERY, self.max_length, only=self.representation)
-        self._refuse_non_finite(out, queries)
-        return self.convert(out)
+        return self._finish(queries, self.model.encode(queries, Side.QUERY, self.max_length,
+                                                       only=self.representation))
 
     def encode_batches(self, batches: Iterable[list[str]]) -> Iterator[Any]:
         """:meth:`encode_batch` of each batch, in order, the next batches tokenized in the
@@ -65,9 +63,14 @@ class ModelQueryEncoder(ModelAdapter, QueryEncoder):
         stream = encode_stream(self.model, (list(b) for b in batches), Side.QUERY,
                                self.max_length, only=self.representation)
         for queries, out in stream:
-            self._count_cut(queries)
-            self._refuse_non_finite(out, queries)
-            yield self.convert(out)
+            yield self._finish(queries, out)
+
+    def _finish(self, queries: list[str], out: Encoded) -> Any:
+        """What a batch's encoding leaves to do, encoded alone or streamed: count the queries
+        cut, refuse broken vectors, convert to Pyserini's form."""
+        self._count_cut(queries)
+        self._refuse_non_finite(out, queries)
+        return self.convert(out)
 
     def _refuse_non_finite(self, out: Encoded, queries: list[str]) -> None:
         """A query side with broken weights encoded NaN: the search wrote an empty run and
