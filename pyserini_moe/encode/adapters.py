@@ -54,21 +54,26 @@ class ModelQueryEncoder(ModelAdapter, QueryEncoder):
 
     def encode_batch(self, queries: list[str]) -> Any:
         queries = list(queries)
+        self._count_cut(queries)
         return self._finish(queries, self.model.encode(queries, Side.QUERY, self.max_length,
                                                        only=self.representation))
 
     def encode_batches(self, batches: Iterable[list[str]]) -> Iterator[Any]:
         """:meth:`encode_batch` of each batch, in order, the next batches tokenized in the
         background while the model encodes (``encode_stream``: the same vectors bit for bit)."""
-        stream = encode_stream(self.model, (list(b) for b in batches), Side.QUERY,
-                               self.max_length, only=self.representation)
+        batches = [list(b) for b in batches]
+        # counted before the stream starts: its tokenizer thread shares this tokenizer, and a
+        # call without padding here would switch padding off under that thread's batch
+        for queries in batches:
+            self._count_cut(queries)
+        stream = encode_stream(self.model, batches, Side.QUERY, self.max_length,
+                               only=self.representation)
         for queries, out in stream:
             yield self._finish(queries, out)
 
     def _finish(self, queries: list[str], out: Encoded) -> Any:
-        """What a batch's encoding leaves to do, encoded alone or streamed: count the queries
-        cut, refuse broken vectors, convert to Pyserini's form."""
-        self._count_cut(queries)
+        """What a batch's encoding leaves to do, encoded alone or streamed: refuse broken
+        vectors, convert to Pyserini's form."""
         self._refuse_non_finite(out, queries)
         return self.convert(out)
 
