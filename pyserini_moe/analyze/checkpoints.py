@@ -27,6 +27,7 @@ import re
 import shutil
 import sys
 import tempfile
+import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,16 +83,19 @@ def log_validation_losses(path: Path) -> dict[int, float]:
 
 def evaluate_training(train_dir: Path, corpus: str, test_sets: list[str], metrics: list[str],
                       kind: str = "dense", max_length: int = 256,
-                      progress: bool = True,
+                      query_max_length: int | None = None, progress: bool = True,
                       searcher: Callable[..., dict[str, dict[str, float]]] | None = None
                       ) -> list[Snapshot]:
     """Every snapshot of ``train_dir`` on its dev split and on ``test_sets`` (cached: see
-    :func:`_read_cache` for what a cached evaluation is keyed by)."""
+    :func:`_read_cache` for what a cached evaluation is keyed by). ``query_max_length`` None
+    searches at the query length each snapshot was trained with."""
     topic_sets = {DEV: (train_dir / "dev_topics.tsv", train_dir / "dev_qrels.txt")}
     topic_sets.update({name: (name, name) for name in test_sets})
     settings = {"corpus": corpus, "corpus_sha256": _corpus_digest(corpus),
                 "test_sets": test_sets, "metrics": metrics, "kind": kind,
                 "max_length": max_length, "data": _topic_digests(topic_sets)}
+    if query_max_length is not None:  # absent, not None: caches made before the flag stay valid
+        settings["query_max_length"] = query_max_length
     cache_path = train_dir / "snapshots" / CACHE_FILE
     cache = _read_cache(cache_path, settings)
     losses = validation_losses(train_dir)
@@ -103,7 +107,8 @@ def evaluate_training(train_dir: Path, corpus: str, test_sets: list[str], metric
         if not isinstance(entry, dict) or entry.get("snapshot") != stamp \
                 or not isinstance(entry.get("metrics"), dict):
             entry = {"snapshot": stamp, "metrics": evaluate(
-                folder, corpus, topic_sets, metrics, kind, max_length, progress)}
+                folder, corpus, topic_sets, metrics, kind, max_length, query_max_length,
+                progress)}
             cache["steps"][key] = entry
             _write_json(cache_path, cache)
         out.append(Snapshot(step, losses.get(step), entry["metrics"]))
@@ -164,6 +169,7 @@ def _snapshot_stamp(folder: Path) -> list[list[Any]]:
 
 def _index_and_search(model: Path, corpus: str, topic_sets: dict[str, tuple[Any, Any]],
                       metrics: list[str], kind: str, max_length: int,
+                      query_max_length: int | None,
                       progress: bool) -> dict[str, dict[str, float]]:
     """One snapshot indexed into a temporary folder, searched and scored as the regressions do."""
     from pyserini_moe.index.encoded import BuildSettings, build_indexes  # noqa: PLC0415 - `analyze --help` stays light
@@ -174,7 +180,8 @@ def _index_and_search(model: Path, corpus: str, topic_sets: dict[str, tuple[Any,
         index = scratch / "index"
         build_indexes(BuildSettings(corpus, str(model), {kind: index}, max_length=max_length,
                                     progress=progress))
-        settings = SearchSettings(retriever=kind, index=str(index), quiet=not progress)
+        settings = SearchSettings(retriever=kind, index=str(index), quiet=not progress,
+                                  query_max_length=query_max_length)
         return {name: evaluate(search_topics(settings, load_topics(str(topics))).run,
                                load_qrels(str(qrels)), metrics)
                 for name, (topics, qrels) in topic_sets.items()}
@@ -277,7 +284,7 @@ def plot(snapshots: list[Snapshot], test_set: str, metric: str, dev_metric: str,
         twin.set_ylabel("validation loss")
         twin.legend(loc="lower right")
     ax.legend(loc="lower left")
-    ax.set_title(title)
+    ax.set_title("\n".join(textwrap.wrap(title, 70)))  # one long line is clipped by the figure
     save_png(fig, path)
 
 
@@ -473,6 +480,7 @@ class CheckpointsAnalysis:
     dev_metric: str = "ndcg@10"
     kind: str = "dense"
     max_length: int = 256
+    query_max_length: int | None = None  # None: the length each snapshot was trained with
     title: str = "Checkpoint selection"
     quiet: bool = False
     output: str | None = None
@@ -509,10 +517,10 @@ def run_checkpoints(analysis: CheckpointsAnalysis) -> int:
     check_one_condition(folders)
     for folder in folders.values():
         check_held_out(folder)
-    with _one_query_cut_warning():
+    with _one_query_cut_warning(analysis.query_max_length):
         trainings = {label: evaluate_training(folder, analysis.corpus, [test], metrics,
                                               analysis.kind, analysis.max_length,
-                                              not analysis.quiet)
+                                              analysis.query_max_length, not analysis.quiet)
                      for label, folder in folders.items()}
     emit(report(trainings, test, analysis.metric, analysis.dev_metric, analysis.title),
          analysis.output)
@@ -524,15 +532,18 @@ def run_checkpoints(analysis: CheckpointsAnalysis) -> int:
 
 
 @contextlib.contextmanager
-def _one_query_cut_warning() -> Iterator[None]:
-    """While the snapshots are searched, the cut-query warnings become one line at the end: the
-    query encoder's names search's ``--query-max-length``, which this command lacks (a
-    snapshot's query length is its training's), and comes once per snapshot and topic set."""
+def _one_query_cut_warning(query_max_length: int | None) -> Iterator[None]:
+    """While the snapshots are searched, the cut-query warnings become one line at the end (the
+    query encoder's comes once per snapshot and topic set), naming where the length came from:
+    ``--query-max-length``, or each snapshot's training."""
     from pyserini_moe.search.dispatch import held_query_cuts  # noqa: PLC0415 - `analyze --help` stays light
 
     with held_query_cuts() as cut_lengths:
         yield
     if cut_lengths:
         lengths = " or ".join(map(str, sorted(cut_lengths)))
-        print(f"warning: queries longer than {lengths} tokens, the query length the snapshots "
-              "were trained with, were cut when searched", file=sys.stderr)
+        source = ("(--query-max-length)" if query_max_length is not None else
+                  "(the query length the snapshots were trained with; --query-max-length "
+                  "searches them at another)")
+        print(f"warning: queries longer than {lengths} tokens {source} were cut when searched",
+              file=sys.stderr)

@@ -192,6 +192,10 @@ def _checkpoint_parsers(sub: Any, _encoding: argparse.ArgumentParser) -> dict[st
                         help="index kind the snapshots are searched with")
     parser.add_argument("--max-length", type=positive_int, default=256,
                         help="passage tokens of the snapshots' indexes (the regressions': 256)")
+    parser.add_argument("--query-max-length", type=positive_int, default=None,
+                        help="query tokens when searching (default: the length each snapshot "
+                             "was trained with; the regression rows' length reproduces their "
+                             "numbers at the last step)")
     parser.add_argument("--title", default="Checkpoint selection", help="report heading")
     parser.add_argument("--output", type=output_file, help="also write the Markdown here")
     parser.add_argument("--plot", help="PNG of the first seed's metrics against the step")

@@ -37,7 +37,7 @@ def training_folder(root: Path, tiny_bert: Path, losses: dict[int, float]) -> Pa
 
 
 def test_every_snapshot_is_indexed_searched_and_cached(tiny_bert, tiny_corpus, tmp_path,
-                                                      capsys):
+                                                      capsys, monkeypatch):
     folder = training_folder(tmp_path / "s1", tiny_bert, {2: 0.5, 4: 0.4})
     test = f"{tiny_corpus}:test"
     snaps = evaluate_training(folder, str(tiny_corpus), [test], ["ndcg@10"], progress=False)
@@ -51,10 +51,27 @@ def test_every_snapshot_is_indexed_searched_and_cached(tiny_bert, tiny_corpus, t
 
     again = evaluate_training(folder, str(tiny_corpus), [test], ["ndcg@10"], searcher=never)
     assert again == snaps
-    # the command: a report with every rule, and a plot
+    # a query length of its own is another evaluation (cached under it); the default keeps
+    # the caches made before the flag existed
+    lengths: list[int | None] = []
+
+    def record(_folder, _corpus, _sets, _metrics, _kind, _max_length, query_max_length,
+               _progress) -> dict:
+        lengths.append(query_max_length)
+        return snaps[0].metrics
+
+    evaluate_training(folder, str(tiny_corpus), [test], ["ndcg@10"], query_max_length=8,
+                      searcher=record)
+    assert lengths == [8, 8]
+    evaluate_training(folder, str(tiny_corpus), [test], ["ndcg@10"], query_max_length=8,
+                      searcher=never)
+    # the command: a report with every rule, and a plot; its --query-max-length reaches the
+    # evaluation (the cache made for 8 above serves it: nothing is searched)
+    monkeypatch.setattr(checkpoints, "_index_and_search", never)
     out, png = tmp_path / "report.md", tmp_path / "curve.png"
     assert run_main(analyze_main, ["checkpoints", "--train-dir", f"1={folder}", "--corpus",
                                    str(tiny_corpus), "--test", test, "--output", str(out),
+                                   "--query-max-length", "8",
                                    "--plot", str(png), "--quiet"]) == 0
     text = out.read_text()
     assert "| val-loss " in text and "| last " in text and "| dev-ndcg@10 " in text
