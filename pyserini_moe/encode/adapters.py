@@ -62,8 +62,8 @@ class ModelQueryEncoder(ModelAdapter, QueryEncoder):
         """:meth:`encode_batch` of each batch, in order, the next batches tokenized in the
         background while the model encodes (``encode_stream``: the same vectors bit for bit)."""
         batches = [list(b) for b in batches]
-        # counted before the stream starts: its tokenizer thread shares this tokenizer, and a
-        # call without padding here would switch padding off under that thread's batch
+        # counted up front, so the warning comes before the encoding (the stream's thread
+        # tokenizes with a copy of the tokenizer: this unpadded call cannot reach its batches)
         for queries in batches:
             self._count_cut(queries)
         stream = encode_stream(self.model, batches, Side.QUERY, self.max_length,

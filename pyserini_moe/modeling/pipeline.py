@@ -27,6 +27,7 @@ export) is encoded batch by batch as before.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 import multiprocessing
@@ -82,7 +83,12 @@ def encode_stream(model: TextEncoder, batches: Iterable[T], side: Side, max_leng
     if workers < 1 or bucket < 1:
         raise ValueError(f"workers and bucket must be >= 1 (got {workers}, {bucket})")
     pin = model.device.type == "cuda"
-    settings = {"tokenizer": model.tokenizer, "side": side, "max_length": max_length,
+    # The tokenizer thread gets a copy of the tokenizer (processes unpickle one anyway): a fast
+    # tokenizer keeps its padding and truncation as state that each call sets, so a caller
+    # tokenizing with the model's own tokenizer while the stream runs would change a batch
+    # under the thread (it did: a ragged batch). A copy costs ~30 ms a stream.
+    tokenizer = copy.deepcopy(model.tokenizer) if workers == 1 else model.tokenizer
+    settings = {"tokenizer": tokenizer, "side": side, "max_length": max_length,
                 "prefix": text_prefix(model.args, side)}
     if workers == 1:  # the thread gets this stream's settings with each window
         pool: Executor = ThreadPoolExecutor(1, thread_name_prefix="tokenize")

@@ -34,6 +34,25 @@ def test_same_vectors_in_the_same_order_as_batch_by_batch(make, tiny_bert: Path)
             assert torch.equal(out.dense, model.encode(texts, side, 16).dense)
 
 
+def test_the_callers_use_of_the_models_tokenizer_cannot_change_a_streamed_batch(
+        tiny_bert: Path) -> None:
+    # A fast tokenizer's settings are state: the stream tokenizes with a copy of its own, so
+    # the model's tokenizer changed mid-stream (here left padding, which moves every token's
+    # position) leaves the batches still to come as they were
+    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").eval()
+    batches = [["a cat sat on the mat today", "x"]] * 12
+    expected = model.encode(batches[0], Side.PASSAGE, 16).dense
+    stream = encode_stream(model, iter(batches), Side.PASSAGE, 16, prefetch=1)
+    outs = [next(stream)[1].dense]
+    model.tokenizer.padding_side = "left"
+    try:
+        outs += [out.dense for _, out in stream]
+        assert not torch.equal(model.encode(batches[0], Side.PASSAGE, 16).dense, expected)
+    finally:
+        model.tokenizer.padding_side = "right"
+    assert len(outs) == 12 and all(torch.equal(out, expected) for out in outs)
+
+
 def test_an_error_in_the_tokenizer_thread_is_raised_at_its_batch(tiny_bert: Path) -> None:
     model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").eval()
     stream = encode_stream(model, iter([["fine"], ["   "], ["never reached"]]), Side.QUERY, 16)
