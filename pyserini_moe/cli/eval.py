@@ -33,15 +33,16 @@ from pyserini_moe.eval.metrics import (
     check_coverage,
     compare,
     distinct_metrics,
-    evaluate,
     evaluate_per_query,
     format_comparison,
     format_table,
+    mean_values,
     say_if_depths_differ,
     trec_eval,
 )
 from pyserini_moe.eval.outputs import refuse_foreign_outputs as refuse_outputs_of_others
 from pyserini_moe.eval.outputs import text_sign
+from pyserini_moe.eval.per_query import is_per_query_file, read_per_query, write_per_query
 from pyserini_moe.eval.seeds import compare_groups, format_seeded
 from pyserini_moe.io import atomic_path, open_text_output, refuse_one_file_twice, same_file_key
 from pyserini_moe.runs import Run, read_nonempty_run
@@ -70,7 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "one per seed. With "
                              "several seeds anywhere, the comparison reports mean ± sd over "
                              "seeds and a t-test over queries and seeds (effect, 95%% interval, "
-                             "p), not the paired test of --stat-test")
+                             "p), not the paired test of --stat-test. There a seed's file may "
+                             "also be kept per-query values (--per-query's format, as the "
+                             "regression runner keeps them in regressions/per-query/) in place "
+                             "of its run")
     parser.add_argument("--qrels", required=True,
                         help="`<collection>:<split>` (e.g. scifact:test), a qrels file (TREC "
                              "`qid 0 docid rel` or BEIR TSV), or a Pyserini qrels name "
@@ -158,8 +162,8 @@ def _refuse_seeds_of_other_queries(groups: dict[str, list[str]], names: list[str
     that share fewer than half of the judged queries either answers."""
     by_name = iter(names)
     for label, files in groups.items():
-        seeds = [next(by_name) for _ in files]
-        if len(seeds) < 2:
+        seeds = [name for name in (next(by_name) for _ in files) if name in runs]
+        if len(seeds) < 2:  # (kept per-query values hold the qrels' queries exactly)
             continue
         answered = {seed: {q for q in qrels if runs[seed].get(q)} for seed in seeds}
         first = seeds[0]
@@ -170,6 +174,24 @@ def _refuse_seeds_of_other_queries(groups: dict[str, list[str]], names: list[str
                     f"--run {label}: its seeds {first} and {other} answer different queries "
                     f"({len(a - b)} judged queries only in the first, {len(b - a)} only in the "
                     "second): the seeds of one condition must be runs of the same topics")
+
+
+def _refuse_kept_values_where_runs_are_read(args: argparse.Namespace,
+                                            groups: dict[str, list[str]],
+                                            kept: dict[str, str]) -> None:
+    """Kept per-query values (``eval --per-query``, or a regression's ``per-query/`` files) stand
+    in for a run where only per-query values are read: the test over queries and seeds. A
+    paired test of one-seed runs and trec_eval read the ranked lists themselves."""
+    if not kept:
+        return
+    first = next(iter(kept.values()))
+    if args.trec_eval:
+        raise UserError(f"--trec-eval reads runs; {first} holds per-query values: give its run, "
+                        "or leave --trec-eval out")
+    if not any(len(files) > 1 for files in groups.values()):
+        raise UserError(f"{first} holds per-query values, read in place of a run only in a "
+                        "comparison over seeds (--run 'NAME=PATTERN' matching several seeds); "
+                        "give the run itself here")
 
 
 def _stat_test(given: str | None, groups: dict[str, list[str]]) -> str:
@@ -272,8 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     baseline = _baseline(args.baseline, groups)
     max_p = _max_p(args.max_p)
     _refuse_comparison_without_runs(args, groups)
+    kept = {name: path for name, path in zip(names, paths) if is_per_query_file(path)}
+    _refuse_kept_values_where_runs_are_read(args, groups, kept)
     runs: dict[str, Run] = {name: read_nonempty_run(path, "evaluate")
-                            for name, path in zip(names, paths)}
+                            for name, path in zip(names, paths) if name not in kept}
     from pyserini_moe.data.topics import load_qrels, qrels_file
 
     qrels = load_qrels(args.qrels)
@@ -281,14 +305,16 @@ def main(argv: list[str] | None = None) -> int:
     check_coverage(runs, qrels)
     say_if_depths_differ(runs, metrics)
 
-    means = {name: evaluate(run, qrels, metrics) for name, run in runs.items()}
+    scores = {name: read_per_query(kept[name], qrels, metrics) if name in kept
+              else evaluate_per_query(runs[name], qrels, metrics) for name in names}
+    means = {name: mean_values(scores[name]) for name in names}
     result: dict[str, Any] = {"qrels": args.qrels, "queries": len(qrels), "metrics": metrics,
                     "runs": {name: {"path": path, "metrics": means[name]}
                              for name, path in zip(names, paths)}}
     tables = []
     if any(len(files) > 1 for files in groups.values()):
-        by_file = iter(runs.values())
-        per_query = {name: [evaluate_per_query(next(by_file), qrels, metrics) for _ in files]
+        by_file = iter(names)
+        per_query = {name: [scores[next(by_file)] for _ in files]
                      for name, files in groups.items()}
         seeded = compare_groups(per_query, metrics, baseline, max_p)
         result["comparison"] = seeded.to_dict()
@@ -323,13 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n\n".join(tables))
 
     if args.per_query:
-        with atomic_path(args.per_query) as tmp, open_text_output(tmp, Path(args.per_query)) as f:
-            f.write("\t".join(["run", "qid", *metrics]) + "\n")
-            for name in names:
-                scores = evaluate_per_query(runs[name], qrels, metrics)
-                for qid in scores[metrics[0]]:
-                    values = [f"{scores[m][qid]:.6f}" for m in metrics]
-                    f.write("\t".join([name, qid, *values]) + "\n")
+        write_per_query(args.per_query, scores, metrics)
     if args.table:
         command = " ".join(["python -m pyserini_moe.eval", *(argv if argv is not None
                                                               else sys.argv[1:])])

@@ -15,6 +15,7 @@ from pyserini_moe.cli import ArgumentParser, HelpFormatter, seed
 from pyserini_moe.data.beir import is_collection
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.regress import (
+    KEPT_DIR,
     REPO_ROOT,
     RESULTS_DIR,
     Regression,
@@ -38,7 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("files", nargs="+", help="regression YAML files")
     parser.add_argument("--work-dir", default=None,
                         help="where indexes, runs and reports go, one subfolder per file "
-                             f"(default: {DEFAULT_WORK.relative_to(REPO_ROOT)})")
+                             f"(default: {DEFAULT_WORK.relative_to(REPO_ROOT)}); each seed's "
+                             "per-query values are kept in "
+                             f"{KEPT_DIR.relative_to(REPO_ROOT)}/<file>/ with the default, else "
+                             "in <work-dir>/per-query/<file>/ (what the test over seeds reads "
+                             "once the runs are gone: eval --run 'NAME=PATTERN')")
     parser.add_argument("--results-dir", default=None,
                         help="where results pages ({results} in a file's steps) are written "
                              f"(default: the repository's {RESULTS_DIR.relative_to(REPO_ROOT)} "
@@ -98,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         _check_folder("--results-dir", Path(args.results_dir))
     results = Path(args.results_dir).resolve() if args.results_dir else (
         work_dir / "results" if args.work_dir else RESULTS_DIR)
+    # the seeds' per-query values: tracked beside the files with the default work folder (as the
+    # results pages), else in the work folder, so a run elsewhere leaves the tracked ones alone
+    per_query = work_dir / "per-query" if args.work_dir else KEPT_DIR
     failed = False
     for reg in kept:
         if args.condition and not any(c.name in args.condition for c in reg.conditions):
@@ -108,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {reg.name} ({reg.scale}): {reg.description}", flush=True)
         rows, times = run_regression(reg, work, dry_run=args.dry_run, only=args.condition,
                                      evaluate_only=args.evaluate_only, only_seeds=args.seed,
-                                     results=results)
+                                     results=results, keep=per_query / reg.name)
         print(format_table(rows, times), flush=True)
         if args.dry_run:
             continue

@@ -206,8 +206,12 @@ def evaluate_per_query(run: Run, qrels: Qrels,
 
 def evaluate(run: Run, qrels: Qrels, metrics: Iterable[str] = DEFAULT_METRICS) -> dict[str, float]:
     """Mean of each metric over the qrels' queries, as ``trec_eval -c`` reports it."""
-    return {name: math.fsum(values.values()) / len(values)
-            for name, values in evaluate_per_query(run, qrels, metrics).items()}
+    return mean_values(evaluate_per_query(run, qrels, metrics))
+
+
+def mean_values(per_query: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """``{metric: mean}`` of ``{metric: {qid: value}}`` (a run's, or kept per-query values)."""
+    return {name: math.fsum(values.values()) / len(values) for name, values in per_query.items()}
 
 
 def per_query(run: Run, qrels: Qrels, metric: str) -> dict[str, float]:

@@ -47,7 +47,9 @@ with the per-seed values beside them::
 The runner checks the mean over the seeds it measures against ``expected``; ``tolerance: spread``
 derives the tolerance from the recorded per-seed values (``pyserini_moe.eval.seeds.TOLERANCE_RULE``).
 ``expected`` and ``sd`` must be the mean and standard deviation of ``seeds`` (to 4 decimals); a
-condition of one seed records no ``sd`` (a spread needs at least 2 seeds).
+condition of one seed records no ``sd`` (a spread needs at least 2 seeds). Each seed's per-query
+values are kept (``regressions/per-query/<file>/<condition>.s<seed>.tsv`` with the default work
+folder): the test over queries and seeds reads them after the runs and models are gone.
 
 A metric whose expected value is ``null`` has not been measured yet: the runner reports what it
 measures with status ``UNSET`` (neither pass nor fail), so a new condition can be run once and its
@@ -85,7 +87,8 @@ from typing import Any
 from pyserini_moe.data.dpr import load_answers
 from pyserini_moe.data.topics import load_qrels
 from pyserini_moe.errors import UserError
-from pyserini_moe.eval.metrics import answer_accuracy, evaluate, parse_metric
+from pyserini_moe.eval.metrics import answer_accuracy, evaluate_per_query, mean_values, parse_metric
+from pyserini_moe.eval.per_query import write_per_query
 from pyserini_moe.eval.seeds import TOLERANCE_RULE, SeedSummary, tolerance_from_spread
 from pyserini_moe.io import atomic_path, read_yaml
 from pyserini_moe.paths import shared_data_root
@@ -100,6 +103,7 @@ PLACEHOLDERS = ("python", "work", "root", "data", "results", "seed")
 PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 PATH_BRACE = re.compile(r"\{([A-Za-z_]+)\}/")  # a placeholder where a path starts
 RESULTS_DIR = REPO_ROOT / "docs" / "results"  # {results} unless the run says otherwise
+KEPT_DIR = REPO_ROOT / "regressions" / "per-query"  # seeds' per-query values, one folder a file
 # Flags whose value a step writes; ``--index`` is written by the commands that build one and
 # read by the others. Every other path under the work folder that a step names is read.
 WRITE_FLAGS = frozenset({"--output", "--output-dir", "--table", "--plot", "--per-query"})
@@ -142,13 +146,19 @@ class Condition:
         """The seeds to run (``[None]``: a condition without seeds runs once)."""
         return list(self.seeds) or [None]
 
-    def evaluate(self, work: Path, seed: int | None = None) -> dict[str, float]:
+    def evaluate(self, work: Path, seed: int | None = None,
+                 keep: Path | None = None) -> dict[str, float]:
         """The metrics of this condition's run (of ``seed``), from its qrels or its answers (each
-        path may name the seed: a seed's own held-out queries)."""
+        path may name the seed: a seed's own held-out queries). ``keep``: a seed's per-query
+        values (qrels metrics) are also written to ``keep/<condition>.s<seed>.tsv``, where the
+        verdicts over seeds can read them once the run is gone (``pyserini_moe.eval.per_query``)."""
         run = read_trec_run(expand(self.run, work, seed))
         if self.answers is None:
-            return evaluate(run, load_qrels(expand(self.qrels, work, seed)),
-                            [k.metric for k in self.checks])
+            metrics = [k.metric for k in self.checks]
+            scores = evaluate_per_query(run, load_qrels(expand(self.qrels, work, seed)), metrics)
+            if keep is not None and seed is not None:
+                write_per_query(keep / f"{self.name}.s{seed}.tsv", {self.name: scores}, metrics)
+            return mean_values(scores)
         assert self.passages is not None
         ks = {k.metric: int(_TOPK.fullmatch(k.metric).group(1)) for k in self.checks}
         accuracy = answer_accuracy(run, load_answers(expand(self.answers, work, seed)),
@@ -530,7 +540,8 @@ def check(measured: float, c: MetricCheck) -> str:
 def run_regression(reg: Regression, work: Path, dry_run: bool = False,
                    only: list[str] | None = None, evaluate_only: bool = False,
                    only_seeds: list[int] | None = None,
-                   results: Path | None = None) -> tuple[list[Outcome], dict[str, float]]:
+                   results: Path | None = None,
+                   keep: Path | None = None) -> tuple[list[Outcome], dict[str, float]]:
     """Run ``reg``; returns the table rows and each condition's wall time in seconds.
 
     ``evaluate_only`` runs no step and evaluates the runs already in ``work``: for steps run by
@@ -538,8 +549,9 @@ def run_regression(reg: Regression, work: Path, dry_run: bool = False,
     ``only_seeds`` runs the seeded conditions for these of their seeds only (two queues share a
     condition's seeds); their rows report the seeds run, status SEEDS, without a verdict on the
     mean, which ``evaluate_only`` gives once every seed's run is there. ``results``: where
-    ``{results}`` points (default: the repository's docs/results). A dry run returns each
-    metric's expected value with status PLAN."""
+    ``{results}`` points (default: the repository's docs/results). ``keep``: where each seed's
+    per-query values are kept (see :meth:`Condition.evaluate`; None: nowhere). A dry run returns
+    each metric's expected value with status PLAN."""
     conditions = [c for c in reg.conditions if not only or c.name in only]
     if only and not evaluate_only:
         problem = skipped_dependency(reg, conditions, work)
@@ -581,7 +593,7 @@ def run_regression(reg: Regression, work: Path, dry_run: bool = False,
                              f"{'' if seed is None else f' seed {seed}'}, step {i}/{len(c.steps)}] ")
                     run_step(step, work, dry_run, seed, results, where)
                 if not dry_run:
-                    per_seed[seed] = c.evaluate(work, seed)
+                    per_seed[seed] = c.evaluate(work, seed, keep)
             if dry_run:
                 rows += [Outcome(c.name, k.metric, k.expected, None, k.tolerance, "PLAN", c.source)
                          for k in c.checks]

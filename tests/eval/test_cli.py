@@ -176,3 +176,32 @@ def test_a_seed_pattern_matching_nothing_is_one_error_line(tmp_path, capsys):
     assert main(["--run", f"moe={tmp_path}/none-s*.trec", "--qrels",
                  str(tmp_path / "qrels.txt")]) == 2
     assert "no run file matches" in capsys.readouterr().err
+
+
+def test_kept_per_query_values_stand_in_for_a_seed_s_run(tmp_path, capsys):
+    # what a regression keeps once the runs are gone gives the same test over seeds
+    (tmp_path / "qrels.txt").write_text("".join(f"q{i} 0 d{i} 1\n" for i in range(30)))
+    seeded_runs(tmp_path, "base", [0.5])
+    seeded_runs(tmp_path, "moe", [0.1, 0.2, 0.3])
+    qrels = ["--qrels", str(tmp_path / "qrels.txt"), "--metrics", "mrr@10", "ndcg@10"]
+    for seed in range(3):
+        assert main(["--run", str(tmp_path / f"moe-s{seed}.trec"), *qrels, "--per-query",
+                     str(tmp_path / f"moe-s{seed}.tsv")]) == 0
+    base = str(tmp_path / "base-s0.trec")
+    assert main(["--run", base, f"moe={tmp_path}/moe-s*.trec", *qrels, "--output",
+                 str(tmp_path / "runs.json")]) == 0
+    assert main(["--run", base, f"moe={tmp_path}/moe-s*.tsv", *qrels, "--output",
+                 str(tmp_path / "kept.json")]) == 0
+    from_runs, from_kept = (json.loads((tmp_path / f).read_text())["comparison"]
+                            for f in ("runs.json", "kept.json"))
+    for metric in ("mrr@10", "ndcg@10"):
+        a, b = from_runs["tests"]["moe"][metric], from_kept["tests"]["moe"][metric]
+        assert b["effect"] == pytest.approx(a["effect"], abs=1e-6)
+        assert b["p_value"] == pytest.approx(a["p_value"], abs=1e-4)
+    capsys.readouterr()
+    # where the ranked lists themselves are read, a per-query file is refused in one line
+    kept = str(tmp_path / "moe-s0.tsv")
+    assert main(["--run", base, kept, *qrels]) == 2
+    assert "only in a comparison over seeds" in capsys.readouterr().err
+    assert main(["--run", base, f"moe={tmp_path}/moe-s*.tsv", *qrels, "--trec-eval"]) == 2
+    assert "--trec-eval reads runs" in capsys.readouterr().err

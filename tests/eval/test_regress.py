@@ -373,3 +373,24 @@ def test_qrels_may_name_the_seed(files):  # H6-12: the path was read without the
     doc = {"name": "r", "conditions": [condition(files, 0.75, qrels=str(files / "q-{seed}.txt"))]}
     with pytest.raises(RegressionSpecError, match="names no 'seeds'"):
         load_regression(write_yaml(files, doc, name="unseeded.yaml"))
+
+
+def test_each_seed_s_per_query_values_are_kept_for_the_verdicts(files, capsys):
+    # runs and models stay on one machine; the per-query values the test over seeds reads are
+    # kept (with --work-dir: in <work-dir>/per-query/<file>/), one file a seed
+    spec = {"mrr@10": {"expected": 0.875, "sd": 0.1768, "seeds": [0.75, 1.0],
+                       "tolerance": "spread"}}
+    path = write_yaml(files, {"name": "r", "conditions": [seeded(files, spec, [1, 2])]})
+    from pyserini_moe.cli import run_main
+
+    assert run_main(regress.main, [str(path), "--work-dir", str(files / "w")]) == 0
+    kept = files / "w" / "per-query" / "r"
+    assert sorted(p.name for p in kept.iterdir()) == ["seeded.s1.tsv", "seeded.s2.tsv"]
+    assert (kept / "seeded.s1.tsv").read_text().splitlines() == [
+        "run\tqid\tmrr@10", "seeded\tq1\t1.000000", "seeded\tq2\t0.500000"]
+    assert (kept / "seeded.s2.tsv").read_text().splitlines()[2] == "seeded\tq2\t1.000000"
+    # a one-seed condition (no seeds) keeps nothing: it is the same run every time
+    path = write_yaml(files, {"name": "plain", "conditions": [condition(files, 0.75)]},
+                      name="plain.yaml")
+    assert run_main(regress.main, [str(path), "--work-dir", str(files / "w")]) == 0
+    assert not (files / "w" / "per-query" / "plain").exists()
