@@ -48,6 +48,8 @@ from pyserini_moe.eval.seeds import compare_groups, format_seeded
 from pyserini_moe.io import atomic_path, open_text_output, refuse_one_file_twice, same_file_key
 from pyserini_moe.runs import Run, read_nonempty_run
 
+# The trec_eval cell of kept per-query values: no ranked list to run it on.
+KEPT_UNCHECKED = "kept values"
 # trec_eval prints 4 decimals: a larger gap than its rounding means the two disagree.
 TREC_EVAL_TOLERANCE = 1e-4
 DEFAULT_STAT_TEST = "student"
@@ -94,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                              f"above 0 and below 1 (default {DEFAULT_MAX_P})")
     parser.add_argument("--trec-eval", action="store_true",
                         help="also compute every metric with trec_eval (Java, via Pyserini) and "
-                             "print both values and their absolute difference")
+                             "print both values and their absolute difference (kept per-query "
+                             "values have no ranked list: their rows say 'kept values')")
     parser.add_argument("--per-query", metavar="OUT.tsv", type=output_file,
                         help="write per-query values (columns: run, qid, one per metric)")
     parser.add_argument("--output", metavar="OUT.json", type=output_file,
@@ -182,13 +185,11 @@ def _refuse_kept_values_where_runs_are_read(args: argparse.Namespace,
                                             kept: dict[str, str]) -> None:
     """Kept per-query values (``eval --per-query``, or a regression's ``per-query/`` files) stand
     in for a run where only per-query values are read: the test over queries and seeds. A
-    paired test of one-seed runs and trec_eval read the ranked lists themselves."""
+    paired test of one-seed runs reads the ranked lists themselves (``--trec-eval`` checks the
+    runs given and marks the kept values as unchecked)."""
     if not kept:
         return
     first = next(iter(kept.values()))
-    if args.trec_eval:
-        raise UserError(f"--trec-eval reads runs; {first} holds per-query values: give its run, "
-                        "or leave --trec-eval out")
     if not any(len(files) > 1 for files in groups.values()):
         raise UserError(f"{first} holds per-query values, read in place of a run only in a "
                         "comparison over seeds (--run 'NAME=PATTERN' matching several seeds); "
@@ -325,11 +326,15 @@ def main(argv: list[str] | None = None) -> int:
         result["comparison"] = comparison.to_dict()
         tables.append(format_comparison(comparison, args.format))
     if args.trec_eval:  # the JVM's start and Pyserini's wrapper: ~50 s that said nothing
-        print(f"running trec_eval (Java, via Pyserini) on {len(paths)} run(s); this takes a "
+        print(f"running trec_eval (Java, via Pyserini) on {len(runs)} run(s); this takes a "
               "while", file=sys.stderr)
         rows = []
         qrels_path = qrels_file(args.qrels)  # trec_eval reads TREC format only
         for name, path in zip(names, paths):
+            if name in kept:  # its ranked list is gone: say so rather than drop the row
+                result["runs"][name]["trec_eval"] = None
+                rows += [[name, m, f"{means[name][m]:.4f}", KEPT_UNCHECKED, ""] for m in metrics]
+                continue
             reference = trec_eval(path, qrels_path, metrics)
             result["runs"][name]["trec_eval"] = reference
             for m in metrics:

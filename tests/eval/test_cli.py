@@ -203,5 +203,36 @@ def test_kept_per_query_values_stand_in_for_a_seed_s_run(tmp_path, capsys):
     kept = str(tmp_path / "moe-s0.tsv")
     assert main(["--run", base, kept, *qrels]) == 2
     assert "only in a comparison over seeds" in capsys.readouterr().err
-    assert main(["--run", base, f"moe={tmp_path}/moe-s*.tsv", *qrels, "--trec-eval"]) == 2
-    assert "--trec-eval reads runs" in capsys.readouterr().err
+
+
+
+def test_trec_eval_checks_the_runs_and_marks_kept_values(tmp_path, capsys, monkeypatch):
+    """A results page over seeds whose runs are partly gone: trec_eval checks the runs there
+    are, and each kept file's row says it was not checked instead of vanishing."""
+    from pyserini_moe.cli import eval as eval_cli
+
+    (tmp_path / "qrels.txt").write_text("".join(f"q{i} 0 d{i} 1\n" for i in range(30)))
+    seeded_runs(tmp_path, "base", [0.5])
+    seeded_runs(tmp_path, "moe", [0.1, 0.2])
+    qrels = ["--qrels", str(tmp_path / "qrels.txt"), "--metrics", "mrr@10"]
+    assert main(["--run", str(tmp_path / "moe-s1.trec"), *qrels, "--per-query",
+                 str(tmp_path / "moe-s1.tsv")]) == 0
+    checked = []
+
+    def trec_eval(run, qrels, metrics):  # the JVM's minute spared: only who is checked matters
+        checked.append(Path(run).name)
+        return {m: 0.25 for m in metrics}
+
+    monkeypatch.setattr(eval_cli, "trec_eval", trec_eval)
+    (tmp_path / "moe-s1.trec").unlink()
+    capsys.readouterr()
+    assert main(["--run", str(tmp_path / "base-s0.trec"), f"moe={tmp_path}/moe-s*",
+                 *qrels, "--trec-eval", "--output", str(tmp_path / "out.json")]) == 0
+    captured = capsys.readouterr()
+    assert checked == ["base-s0.trec", "moe-s0.trec"]
+    assert "on 2 run(s)" in captured.err
+    kept_row = [line for line in captured.out.splitlines() if "moe-s1.tsv" in line]
+    assert len(kept_row) == 1 and eval_cli.KEPT_UNCHECKED in kept_row[0]
+    runs = json.loads((tmp_path / "out.json").read_text())["runs"]
+    assert runs["moe/moe-s1.tsv"]["trec_eval"] is None
+    assert runs["moe/moe-s0.trec"]["trec_eval"] == {"mrr@10": 0.25}
