@@ -344,11 +344,11 @@ def main(argv: list[str] | None = None) -> int:
                 if diff > TREC_EVAL_TOLERANCE:
                     print(f"warning: {name} {m}: ranx {means[name][m]:.6f} differs from trec_eval "
                           f"{reference[m]:.4f}", file=sys.stderr)
-        if len(runs) == 1:
+        if len(names) == 1:  # (kept values never stand alone: one name is one run)
             rows = [row[1:] for row in rows]
         headers = ["run"] * (len(runs) > 1) + ["metric", "ranx", "trec_eval", "abs diff"]
         tables.append(format_table(headers, rows, args.format))
-    elif len(runs) == 1:
+    elif len(names) == 1:
         rows = [[m, f"{means[names[0]][m]:.4f}"] for m in metrics]
         tables.append(format_table(["metric", names[0]], rows, args.format))
     print(f"{len(qrels)} queries in {args.qrels}\n")

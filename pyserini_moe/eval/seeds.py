@@ -46,10 +46,10 @@ from pyserini_moe.eval.metrics import format_table
 # say nothing below that: a re-run elsewhere would fail a tolerance of 0.0001 with nothing wrong.
 TOLERANCE_FLOOR = 0.005
 # How a multi-seed regression row's tolerance is set (tolerance_from_spread); the files quote it.
-TOLERANCE_RULE = ("max(sd, 1.96 * sd * sqrt(2 / n), 0.005), rounded up to 4 decimals: the 95% "
-                  "bound on the difference of two n-seed means whose seeds spread by sd, never "
-                  "tighter than one seed's spread nor than the 0.005 a fixed checkpoint moves "
-                  "between machines")
+TOLERANCE_RULE = (f"max(sd, 1.96 * sd * sqrt(2 / n), {TOLERANCE_FLOOR}), rounded up to 4 decimals: "
+                  "the 95% bound on the difference of two n-seed means whose seeds spread by sd, "
+                  f"never tighter than one seed's spread nor than the {TOLERANCE_FLOOR} a fixed "
+                  "checkpoint moves between machines")
 
 
 @dataclass(frozen=True)

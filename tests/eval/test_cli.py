@@ -205,7 +205,6 @@ def test_kept_per_query_values_stand_in_for_a_seed_s_run(tmp_path, capsys):
     assert "only in a comparison over seeds" in capsys.readouterr().err
 
 
-
 def test_trec_eval_checks_the_runs_and_marks_kept_values(tmp_path, capsys, monkeypatch):
     """A results page over seeds whose runs are partly gone: trec_eval checks the runs there
     are, and each kept file's row says it was not checked instead of vanishing."""
@@ -236,3 +235,12 @@ def test_trec_eval_checks_the_runs_and_marks_kept_values(tmp_path, capsys, monke
     runs = json.loads((tmp_path / "out.json").read_text())["runs"]
     assert runs["moe/moe-s1.tsv"]["trec_eval"] is None
     assert runs["moe/moe-s0.trec"]["trec_eval"] == {"mrr@10": 0.25}
+    # one run beside a condition of kept values only: still several rows, the run column stays
+    assert main(["--run", str(tmp_path / "moe-s0.trec"), *qrels, "--per-query",
+                 str(tmp_path / "moe-s0.tsv")]) == 0
+    capsys.readouterr()
+    assert main(["--run", str(tmp_path / "base-s0.trec"), f"moe={tmp_path}/moe-s*.tsv",
+                 *qrels, "--trec-eval"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("| base-s0.trec") and "0.2500" in line for line in lines)
+    assert sum(eval_cli.KEPT_UNCHECKED in line for line in lines) == 2
