@@ -344,9 +344,10 @@ def main(argv: list[str] | None = None) -> int:
                 if diff > TREC_EVAL_TOLERANCE:
                     print(f"warning: {name} {m}: ranx {means[name][m]:.6f} differs from trec_eval "
                           f"{reference[m]:.4f}", file=sys.stderr)
-        if len(names) == 1:  # (kept values never stand alone: one name is one run)
+        several = len(names) > 1  # by names, not runs: kept values are rows without a run
+        if not several:
             rows = [row[1:] for row in rows]
-        headers = ["run"] * (len(runs) > 1) + ["metric", "ranx", "trec_eval", "abs diff"]
+        headers = ["run"] * several + ["metric", "ranx", "trec_eval", "abs diff"]
         tables.append(format_table(headers, rows, args.format))
     elif len(names) == 1:
         rows = [[m, f"{means[names[0]][m]:.4f}"] for m in metrics]

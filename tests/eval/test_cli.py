@@ -243,4 +243,6 @@ def test_trec_eval_checks_the_runs_and_marks_kept_values(tmp_path, capsys, monke
                  *qrels, "--trec-eval"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert any(line.startswith("| base-s0.trec") and "0.2500" in line for line in lines)
+    header = next(line for line in lines if "trec_eval" in line and "abs diff" in line)
+    assert header.split("|")[1].strip() == "run"  # the header names the run column too
     assert sum(eval_cli.KEPT_UNCHECKED in line for line in lines) == 2
