@@ -14,10 +14,12 @@ from pathlib import Path
 from pyserini_moe.cli import ArgumentParser, HelpFormatter, seed
 from pyserini_moe.data.beir import is_collection
 from pyserini_moe.errors import UserError
+from pyserini_moe.eval.record import record
 from pyserini_moe.eval.regress import (
     KEPT_DIR,
     REPO_ROOT,
     RESULTS_DIR,
+    Outcome,
     Regression,
     format_table,
     load_regression,
@@ -68,6 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--evaluate-only", action="store_true",
                         help="run no step: evaluate the runs already in the work folder (steps "
                              "run by hand or in parallel queues) against the expected values")
+    parser.add_argument("--record", action="store_true",
+                        help="write the measured values into the files: each condition measured "
+                             "in full (every seed) gets its value, or its seeds' values with "
+                             "their mean and sd ('tolerance: spread' for a metric measured for "
+                             "the first time); comments and the rest of "
+                             "the file are kept, and the 'source' lines (when, where, how) stay "
+                             "yours to update. The exit status still says whether the values "
+                             "held against the file as it was")
     return parser
 
 
@@ -84,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run and args.evaluate_only:  # a dry run evaluates nothing either
         raise UserError("--dry-run prints the plan and evaluates nothing; --evaluate-only "
                         "evaluates runs already there: give one of them")
+    if args.record and (args.dry_run or args.seed):  # nothing measured, or some seeds only
+        raise UserError(f"--record writes measured values, every seed's: it cannot go with "
+                        f"{'--dry-run' if args.dry_run else '--seed'} (run the seeds, then "
+                        "--evaluate-only --record)")
     if args.scale != "all" and all(reg.scale != args.scale for reg in regressions):
         raise UserError(f"--scale {args.scale} leaves none of the files given (they are "
                         f"{', '.join(sorted({reg.scale for reg in regressions}))}-scale): drop "
@@ -123,18 +137,31 @@ def main(argv: list[str] | None = None) -> int:
         if any(r.status != "SKIP" for r in rows):
             print(f"report: {write_report(reg, rows, times, work)}")
         failed |= any(r.status in ("FAIL", "ERROR") for r in rows)
+        if args.record and any(r.status != "SKIP" for r in rows):
+            _record(reg, rows)
+            continue
         unset = sum(r.status == "UNSET" for r in rows)
         if unset:
-            print(f"{unset} measured value(s) have no expected value in {reg.path} yet: copy them "
-                  "in to make them regressions")
+            print(f"{unset} measured value(s) have no expected value in {reg.path} yet: "
+                  "--evaluate-only --record writes them in")
     return 1 if failed else 0
+
+
+def _record(reg: Regression, rows: list[Outcome]) -> None:
+    """``--record``: the measured values into the file, and what was left out."""
+    recorded, left = record(reg, rows)
+    if recorded:
+        print(f"recorded in {reg.path}: {', '.join(recorded)} (update their 'source' lines: "
+              "when, where and how they were measured)")
+    if left:
+        print(f"not recorded (not measured, or not for every seed): {', '.join(left)}")
 
 
 # Flags --smoke cannot honour: it runs every step for real on stand-ins (no dry run, nothing
 # merely evaluated), runs a condition's steps once without {seed} queues, and writes its results
 # pages into its own work folder.
 NOT_WITH_SMOKE = (("dry_run", "--dry-run"), ("evaluate_only", "--evaluate-only"),
-                  ("seed", "--seed"), ("results_dir", "--results-dir"))
+                  ("seed", "--seed"), ("results_dir", "--results-dir"), ("record", "--record"))
 
 
 def _smoke(args: argparse.Namespace, regressions: list[Regression]) -> int:
