@@ -71,13 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run no step: evaluate the runs already in the work folder (steps "
                              "run by hand or in parallel queues) against the expected values")
     parser.add_argument("--record", action="store_true",
-                        help="write the measured values into the files: each condition measured "
+                        help="write the measured values into the files: a condition measured "
                              "in full (every seed) gets its value, or its seeds' values with "
                              "their mean and sd ('tolerance: spread' for a metric measured for "
-                             "the first time); comments and the rest of "
-                             "the file are kept, and the 'source' lines (when, where, how) stay "
-                             "yours to update. The exit status still says whether the values "
-                             "held against the file as it was")
+                             "the first time); with --seed, those seeds' values replace theirs "
+                             "and the others stay as recorded. Comments and the rest of the file "
+                             "are kept; the 'source' lines (when, where, how) stay yours to "
+                             "update. The exit status still says whether the values held "
+                             "against the file as it was")
     return parser
 
 
@@ -94,10 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run and args.evaluate_only:  # a dry run evaluates nothing either
         raise UserError("--dry-run prints the plan and evaluates nothing; --evaluate-only "
                         "evaluates runs already there: give one of them")
-    if args.record and (args.dry_run or args.seed):  # nothing measured, or some seeds only
-        raise UserError(f"--record writes measured values, every seed's: it cannot go with "
-                        f"{'--dry-run' if args.dry_run else '--seed'} (run the seeds, then "
-                        "--evaluate-only --record)")
+    if args.record and args.dry_run:  # nothing measured
+        raise UserError("--record writes measured values: it cannot go with --dry-run (a dry "
+                        "run measures nothing)")
     if args.scale != "all" and all(reg.scale != args.scale for reg in regressions):
         raise UserError(f"--scale {args.scale} leaves none of the files given (they are "
                         f"{', '.join(sorted({reg.scale for reg in regressions}))}-scale): drop "
@@ -154,7 +154,8 @@ def _record(reg: Regression, rows: list[Outcome]) -> None:
         print(f"recorded in {reg.path}: {', '.join(recorded)} (update their 'source' lines: "
               "when, where and how they were measured)")
     if left:
-        print(f"not recorded (not measured, or not for every seed): {', '.join(left)}")
+        print(f"not recorded (not measured, or some seeds only with no value recorded for the "
+              f"others): {', '.join(left)}")
 
 
 # Flags --smoke cannot honour: it runs every step for real on stand-ins (no dry run, nothing

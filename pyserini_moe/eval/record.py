@@ -7,7 +7,8 @@ row saying where each number came from), so it is never re-dumped through a YAML
 the old one. A multi-seed row gets its seeds' values (4 decimals, the precision the files keep)
 with their mean and standard deviation, and a metric of two or more seeds measured for the first
 time trades its stand-in tolerance (``{expected: null, tolerance: 0.01}``) for ``spread``; every
-other tolerance stays as written. The ``source`` line is left alone: when, where and how a value
+other tolerance stays as written. A seed re-run on its own (``--seed``) replaces that seed's
+value only, the others kept as recorded. The ``source`` line is left alone: when, where and how a value
 was measured is for the person recording it to write.
 """
 
@@ -29,26 +30,26 @@ from pyserini_moe.eval.regress import (
 from pyserini_moe.eval.seeds import SeedSummary
 from pyserini_moe.io import atomic_path, read_yaml
 
-# Rows whose value can be recorded: measured for every seed (SEEDS: some seeds only; ERROR,
-# SKIP and PLAN: nothing measured).
+# Rows whose value can be recorded: measured for every seed (ERROR, SKIP and PLAN: nothing
+# measured; SEEDS, some seeds only: see _recordable).
 RECORDABLE = frozenset({"OK", "FAIL", "UNSET"})
 
 
 def record(reg: Regression, rows: Sequence[Outcome]) -> tuple[list[str], list[str]]:
     """Write the measured values of ``rows`` into ``reg.path``. Returns (recorded, left): the
     conditions rewritten, and those left as they were because a value is missing (a row not
-    measured, or measured for some of its seeds only)."""
+    measured, or measured for some of its seeds while the others have no value in the file)."""
     by_name: dict[str, list[Outcome]] = {}
     for row in rows:
         by_name.setdefault(row.condition, []).append(row)
+    conditions = {c.name: c for c in reg.conditions}
     recorded = [name for name, group in by_name.items()
-                if all(r.status in RECORDABLE and r.measured is not None for r in group)]
+                if _recordable(conditions[name], group)]
     left = [name for name in by_name if name not in recorded]
     if not recorded:
         return [], left
     raw = {c["name"]: c for c in read_yaml(reg.path, "regression file",
                                            RegressionSpecError)["conditions"]}
-    conditions = {c.name: c for c in reg.conditions}
     lines = reg.path.read_text(encoding="utf-8").split("\n")
     for name in recorded:
         entries = _entries(raw[name], conditions[name], by_name[name])
@@ -57,6 +58,16 @@ def record(reg: Regression, rows: Sequence[Outcome]) -> tuple[list[str], list[st
         tmp.write_text("\n".join(lines), encoding="utf-8")
         load_regression(tmp)  # what does not load never replaces the file
     return recorded, left
+
+
+def _recordable(condition: Condition, rows: list[Outcome]) -> bool:
+    """Every metric measured; or, a seed re-run on its own (``--seed``), measured for some seeds
+    while the file holds every seed's value, the others then kept as they are recorded."""
+    if any(r.measured is None for r in rows):
+        return False
+    recorded = {k.metric: k.seeds for k in condition.checks}
+    return all(r.status in RECORDABLE or (r.status == "SEEDS" and recorded[r.metric])
+               for r in rows)
 
 
 def _entries(raw: dict, condition: Condition, rows: list[Outcome]) -> dict[str, str]:
@@ -76,8 +87,11 @@ def _entry(spec: Any, row: Outcome, condition: Condition) -> str:
             return f"{row.measured:.4f}"
         parts = [f"expected: {row.measured:.4f}"]
     else:
-        # the mean and sd of the values as written, so the file checks itself when loaded
-        values = tuple(round(row.seeds[seed], 4) for seed in condition.seeds)
+        # the mean and sd of the values as written, so the file checks itself when loaded; a
+        # seed not measured now (a --seed run) keeps its recorded value
+        kept = next(k.seeds for k in condition.checks if k.metric == row.metric)
+        values = tuple(round(row.seeds[seed], 4) if seed in row.seeds else kept[i]
+                       for i, seed in enumerate(condition.seeds))
         summary = SeedSummary(values)
         parts = [f"expected: {summary.mean:.4f}"]
         if len(values) > 1:

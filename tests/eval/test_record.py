@@ -83,14 +83,31 @@ def test_measured_values_are_written_in_each_entry_s_own_style(path):
     assert [r.status for r in rows] == ["OK"] * 5
 
 
-def test_a_row_not_measured_for_every_seed_is_left_as_it_was(path):
+def test_a_seed_re_run_alone_replaces_its_value_where_the_others_are_recorded(path):
     reg = load_regression(path)
     rows, _ = run_regression(reg, path.parent / "work", only_seeds=[2])
     assert {r.status for r in rows if r.condition == "seeded"} == {"SEEDS"}
     text = path.read_text()
+    # mrr@10 has no recorded values for seed 1 to keep: the condition is left whole
     recorded, left = record(reg, [r for r in rows if r.condition == "seeded"])
     assert (recorded, left) == ([], ["seeded"])
     assert path.read_text() == text
+    path.write_text(text.replace("mrr@10: {expected: null, tolerance: 0.01}",
+                                 "mrr@10: {expected: 0.5, sd: 0.0, seeds: [0.5, 0.5], "
+                                 "tolerance: spread}"))
+    reg = load_regression(path)
+    rows, _ = run_regression(reg, path.parent / "work", only_seeds=[2])
+    assert record(reg, [r for r in rows if r.condition == "seeded"]) == (["seeded"], [])
+    after = path.read_text()
+    # seed 2 measured (1.0), seed 1 kept as recorded (0.5); the tolerances as written
+    assert ("      mrr@10: {expected: 0.7500, sd: 0.3536, seeds: [0.5000, 1.0000], "
+            "tolerance: spread}") in after
+    assert ("      recall@1: {expected: 0.7500, sd: 0.3536, seeds: [0.5000, 1.0000], "
+            "tolerance: 0.3}") in after
+
+
+def test_a_row_not_measured_is_left_as_it_was(path):
+    reg = load_regression(path)
     (path.parent / "run.trec").unlink()  # the unseeded rows: ERROR, nothing to record
     rows, _ = run_regression(reg, path.parent / "work", evaluate_only=True)
     assert record(reg, rows) == (["seeded"], ["inline", "block"])
@@ -114,7 +131,5 @@ def test_the_command_line_records_and_refuses_what_measures_nothing(path, capsys
     out = capsys.readouterr().out
     assert f"recorded in {path}: inline, block, seeded" in out
     assert regress.main([str(path), *work, "--evaluate-only"]) == 0
-    for flags, message in ((["--dry-run"], "cannot go with --dry-run"),
-                           (["--seed", "1"], "cannot go with --seed")):
-        with pytest.raises(UserError, match=message):
-            regress.main([str(path), *work, "--record", *flags])
+    with pytest.raises(UserError, match="cannot go with --dry-run"):
+        regress.main([str(path), *work, "--record", "--dry-run"])
