@@ -134,10 +134,11 @@ def main(argv: list[str] | None = None) -> int:
         print(format_table(rows, times), flush=True)
         if args.dry_run:
             continue
-        if any(r.status != "SKIP" for r in rows):
+        ran = any(r.status != "SKIP" for r in rows)
+        if ran:
             print(f"report: {write_report(reg, rows, times, work)}")
         failed |= any(r.status in ("FAIL", "ERROR") for r in rows)
-        if args.record and any(r.status != "SKIP" for r in rows):
+        if args.record and ran:
             _record(reg, rows)
             continue
         unset = sum(r.status == "UNSET" for r in rows)

@@ -8,8 +8,8 @@ the old one. A multi-seed row gets its seeds' values (4 decimals, the precision 
 with their mean and standard deviation, and a metric of two or more seeds measured for the first
 time trades its stand-in tolerance (``{expected: null, tolerance: 0.01}``) for ``spread``; every
 other tolerance stays as written. A seed re-run on its own (``--seed``) replaces that seed's
-value only, the others kept as recorded. The ``source`` line is left alone: when, where and how a value
-was measured is for the person recording it to write.
+value only, the others kept as recorded. The ``source`` line is left alone: when, where and how a
+value was measured is for the person recording it to write.
 """
 
 from __future__ import annotations
@@ -73,25 +73,26 @@ def _recordable(condition: Condition, rows: list[Outcome]) -> bool:
 def _entries(raw: dict, condition: Condition, rows: list[Outcome]) -> dict[str, str]:
     """Each metric's new value as YAML flow text, in the file's order of metrics."""
     measured = {r.metric: r for r in rows}
-    return {metric: _entry(spec, measured[metric], condition)
+    recorded = {k.metric: k.seeds for k in condition.checks}
+    return {metric: _entry(spec, measured[metric], condition.seeds, recorded[metric])
             for metric, spec in raw["metrics"].items()}
 
 
-def _entry(spec: Any, row: Outcome, condition: Condition) -> str:
+def _entry(spec: Any, row: Outcome, seeds: tuple[int, ...], recorded: tuple[float, ...]) -> str:
     """``0.1234`` or ``{expected: ..., [sd: ..., seeds: [...],] [tolerance: ...]}``: the form
-    the metric was written in, with the measured value."""
+    the metric was written in, with the measured value (``recorded``: its seeds' values in the
+    file, kept for the seeds not measured now)."""
     given = spec if isinstance(spec, dict) else {"expected": spec}
     tolerance = given.get("tolerance")
-    if not condition.seeds:
+    if not seeds:
         if not isinstance(spec, dict):
             return f"{row.measured:.4f}"
         parts = [f"expected: {row.measured:.4f}"]
     else:
         # the mean and sd of the values as written, so the file checks itself when loaded; a
         # seed not measured now (a --seed run) keeps its recorded value
-        kept = next(k.seeds for k in condition.checks if k.metric == row.metric)
-        values = tuple(round(row.seeds[seed], 4) if seed in row.seeds else kept[i]
-                       for i, seed in enumerate(condition.seeds))
+        values = tuple(round(row.seeds[seed], 4) if seed in row.seeds else recorded[i]
+                       for i, seed in enumerate(seeds))
         summary = SeedSummary(values)
         parts = [f"expected: {summary.mean:.4f}"]
         if len(values) > 1:
@@ -108,7 +109,7 @@ def _rewrite_metrics(lines: list[str], name: str, entries: dict[str, str],
                      path: Path) -> list[str]:
     """``lines`` with condition ``name``'s ``metrics`` entry replaced by ``entries``."""
     start, end = _condition_block(lines, name, path)
-    dash = re.match(r"\s*", lines[start]).end()
+    dash = _indent(lines[start])
     key = re.compile(rf"^ {{{dash + 2}}}metrics:(.*)$")
     at = next((i for i in range(start, end) if key.match(lines[i])), None)
     if at is None:
@@ -128,7 +129,7 @@ def _rewrite_metrics(lines: list[str], name: str, entries: dict[str, str],
         text = lines[i]
         if not text.strip():
             continue
-        if len(text) - len(text.lstrip()) <= dash + 2:
+        if _indent(text) <= dash + 2:
             break
         if text.lstrip().startswith("#"):
             raise UserError(f"{path}: condition '{name}': a comment inside its metrics would be "
@@ -147,14 +148,18 @@ def _condition_block(lines: list[str], name: str, path: Path) -> tuple[int, int]
         raise UserError(f"{path}: condition '{name}' is not written as one '- name: {name}' line "
                         "(a flow-style or quoted-key condition): write its values by hand")
     start = starts[0]
-    dash = len(item.match(lines[start])[1])
+    dash = _indent(lines[start])
     for end in range(start + 1, len(lines)):
         text = lines[end]
         if text.strip() and not text.lstrip().startswith("#") and (
-                len(text) - len(text.lstrip()) < dash
-                or (len(text) - len(text.lstrip()) == dash and text.lstrip().startswith("- "))):
+                _indent(text) < dash or (_indent(text) == dash and text.lstrip().startswith("- "))):
             return start, end
     return start, len(lines)
+
+
+def _indent(text: str) -> int:
+    """The number of spaces a line starts with: where YAML's block structure reads it."""
+    return len(text) - len(text.lstrip())
 
 
 def _flow_end(lines: list[str], at: int, path: Path, name: str) -> tuple[int, str]:
