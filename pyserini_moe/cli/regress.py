@@ -52,7 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "with the default --work-dir, else <work-dir>/results: a run "
                              "elsewhere leaves the tracked pages alone)")
     parser.add_argument("--condition", action="append", default=None,
-                        help="run only this condition (repeatable)")
+                        help="run only this condition (repeatable), and of the file's own "
+                             "steps only those writing what it reads (a seeded row does not "
+                             "re-train the models the other rows share)")
     parser.add_argument("--seed", type=seed, action="append", default=None,
                         help="run a multi-seed condition for this seed only (repeatable): two "
                              "queues share a condition's seeds; their rows say SEEDS (no verdict "

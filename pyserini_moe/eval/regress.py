@@ -8,7 +8,8 @@ A regression file (``regressions/<name>.yaml``)::
     requires:                     # optional; all must hold or the conditions are skipped
       data: [scifact]             # collection names or paths that must resolve locally
       gpu: false
-    steps:                        # optional; run once before the conditions
+    steps:                        # optional; run once before the conditions (with a selection
+                                  # of conditions: only the steps writing what it reads)
       - "{python} -m pyserini_moe.index --corpus scifact --index {work}/index --overwrite"
     conditions:
       - name: bm25-flat
@@ -529,6 +530,30 @@ def skipped_dependency(reg: Regression, selected: list[Condition], work: Path) -
     return None
 
 
+def _condition_reads(c: Condition, work: Path, seed: int | None) -> list[str]:
+    """The paths under ``work`` a condition reads: its steps' inputs and the files it evaluates."""
+    evaluated = [expand(path, work, seed) for path in (c.run, c.qrels, c.answers, c.passages)
+                 if path is not None]
+    return ([read for step in c.steps for read in step_paths(step, work, seed)[1]]
+            + [os.path.normpath(path) for path in evaluated])
+
+
+def shared_steps(reg: Regression, selected: list[Condition], work: Path) -> list[str]:
+    """The file's own steps a selection of its conditions needs: those writing what a selected
+    condition reads, and in turn what those steps read. A step whose outputs its arguments do not
+    name always runs (nothing says it is not needed). Why: ``--condition`` on one seeded row must
+    not re-train every model the file's other rows share (came-scifact.yaml: seven trainings)."""
+    reads = [path for c in selected for seed in c.runs_per_seed()
+             for path in _condition_reads(c, work, seed)]
+    needed: list[str] = []
+    for step in reversed(reg.steps):
+        made, read = step_paths(step, work)
+        if not made or any(_within(path, m) for path in reads for m in made):
+            needed.append(step)
+            reads += read
+    return needed[::-1]
+
+
 def check(measured: float, c: MetricCheck) -> str:
     """OK / FAIL of a measured value (a multi-seed row's mean) against its expectation."""
     if c.expected is None:
@@ -557,13 +582,14 @@ def run_regression(reg: Regression, work: Path, dry_run: bool = False,
         problem = skipped_dependency(reg, conditions, work)
         if problem:
             raise UserError(problem)
+    file_steps = shared_steps(reg, conditions, work) if only else reg.steps
     missing = missing_requirements(reg)
     if missing:
         reason = f"skipped: {reg.scale}-scale, this machine lacks " + ", ".join(missing)
         rows = [Outcome(c.name, k.metric, k.expected, None, k.tolerance, "SKIP", reason)
                 for c in conditions for k in c.checks]
         if dry_run:
-            for step in reg.steps:
+            for step in file_steps:
                 print(f"$ {expand(step, work, results=results, quote=True)}")
             for c in conditions:
                 for seed in c.runs_per_seed():
@@ -575,7 +601,7 @@ def run_regression(reg: Regression, work: Path, dry_run: bool = False,
     times: dict[str, float] = {}
     start = time.perf_counter()
     try:
-        for step in [] if evaluate_only else reg.steps:
+        for step in [] if evaluate_only else file_steps:
             run_step(step, work, dry_run, results=results)
     except UserError as e:
         return [Outcome(c.name, k.metric, k.expected, None, k.tolerance, "ERROR", str(e))

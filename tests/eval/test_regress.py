@@ -108,6 +108,30 @@ def test_dry_run_prints_commands_and_runs_nothing(files, capsys):
     assert not (files / "work" / "x").exists() and statuses(rows) == ["PLAN"]
 
 
+@pytest.mark.parametrize("selection, printed", [
+    (None, ["train", "search-a", "search-b", "print"]),
+    (["a"], ["train", "search-a", "print"]),  # search-a reads the model that train writes
+    (["b"], ["search-b", "print"]),  # nothing of b needs the model: no training
+])
+def test_a_condition_selection_runs_only_the_file_steps_it_reads(files, capsys, selection,
+                                                                 printed):
+    steps = {"train": "{python} -m pyserini_moe.train --output-dir {work}/model",
+             "search-a": "{python} -m pyserini_moe.search --encoder {work}/model "
+                         "--output {work}/a.trec",
+             "search-b": "{python} -m pyserini_moe.search --output {work}/b.trec",
+             "print": "{python} -c \"print('outputs unnamed: always run')\""}
+    reg = load_regression(write_yaml(files, {"name": "r", "steps": list(steps.values()),
+                                             "conditions": [
+        condition(files, 0.75, name="a", run="{work}/a.trec"),
+        condition(files, 0.75, name="b", run="{work}/b.trec")]}))
+    run_regression(reg, files / "work", dry_run=True, only=selection)
+    ran = [line for line in capsys.readouterr().out.splitlines() if "$ " in line]
+    marks = {"train": "pyserini_moe.train", "search-a": "a.trec", "search-b": "b.trec",
+             "print": "always run"}  # a text only that step's command line holds
+    assert len(ran) == len(printed)
+    assert [name for name, mark in marks.items() if any(mark in line for line in ran)] == printed
+
+
 @pytest.mark.parametrize("doc, message", [
     ({"conditions": []}, "missing field 'name'"),
     ({"name": "r", "conditions": []}, "'conditions' is empty"),
