@@ -1055,3 +1055,152 @@ def test_curve_without_snapshot_runs_is_one_line(tmp_path: Path) -> None:
         tool.curve(argparse.Namespace(runs=str(tmp_path / "runs"), job="a-s42", kind="hybrid",
                                       test="scifact:test", metric="ndcg@10", title=None,
                                       output=None, plot=None))
+
+
+# ------------------------------------------------------- round 2 on the device (negatives_from)
+
+def test_mine_writes_the_run_the_regressions_mine_with(tiny_bert: Path, tiny_corpus: Path,
+                                                       tmp_path: Path) -> None:
+    """A round-2 job's negatives pool is the run ``search`` writes here: dense top DEPTH, and
+    the exact hybrid over the union of both top-DEPTH lists (``--candidates DEPTH``)."""
+    from pyserini_moe.cli import run_main
+    from pyserini_moe.index import __main__ as index_cli
+    from pyserini_moe.modeling import CotMoteEncoder
+    from pyserini_moe.search import __main__ as search_cli
+
+    torch.manual_seed(0)
+    model = CotMoteEncoder.from_backbone(tiny_bert, device="cpu").save(tmp_path / "mote")
+    dense, impact = tmp_path / "dense", tmp_path / "impact"
+    assert run_main(index_cli.main, ["--retriever", "dense", "impact", "--index", str(dense),
+                                     str(impact), "--corpus", str(tiny_corpus), "--encoder",
+                                     str(model), "--max-length", "32", "--device", "cpu",
+                                     "--quiet"]) == 0
+    topics = f"{tiny_corpus}:test"
+    for kind, depth in (("dense", 4), ("hybrid", 3)):
+        here = tmp_path / f"{kind}.here.trec"
+        searched = (["--retriever", "fused", "--fusion", "exact", "--candidates", str(depth),
+                     "--index", str(dense), str(impact)] if kind == "hybrid"
+                    else ["--retriever", "dense", "--index", str(dense)])
+        assert search_cli.main([*searched, "--topics", topics, "--query-max-length", "16",
+                                "--hits", str(depth), "--output", str(here), "--device", "cpu",
+                                "--quiet"]) == 0
+        mined = tmp_path / f"{kind}.mined.trec"
+        tool.mine(argparse.Namespace(checkpoint=str(model), topics=topics, kind=kind,
+                                     depth=depth, output=str(mined), device="cpu", batch=7,
+                                     doc_length=32, query_length=16))
+        expected, got = read_trec_run(here), read_trec_run(mined)
+        assert got.keys() == expected.keys()
+        for qid, hits in expected.items():  # the same hits up to near-ties of the tiny model
+            mine_ranked, here_ranked = ranked(got[qid]), ranked(hits)
+            assert len(mine_ranked) == depth
+            assert all(abs(a[1] - b[1]) < 1e-4 for a, b in zip(mine_ranked, here_ranked)), \
+                (kind, qid)
+            assert all(abs(s - hits[d]) < 1e-4 for d, s in got[qid].items() if d in hits), \
+                (kind, qid)
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_round2_line_names_its_source_and_what_to_mine(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, f"r1 43 {SIAMESE} | doc_length=128 query_length=64\n"
+                           f"r2 43 {SIAMESE} | negatives_from=r1 mine=hybrid:200 "
+                           "doc_length=256 topics=scifact:test\n")
+    first, second = tool.parse_plan(plan, check_sets=False)
+    assert first["mining"] is None
+    assert second["mining"] == {"source": "r1-s43", "kind": "hybrid", "depth": 200,
+                                "doc_length": 128, "query_length": 64}
+    assert second["options"] == [] and second["doc_length"] == 256
+
+
+@pytest.mark.parametrize("lines, message", [
+    ([f"r2 42 {SIAMESE} | negatives_from=r1"], r"negatives_from=NAME and mine=KIND:DEPTH go"),
+    ([f"r2 42 {SIAMESE} | mine=dense:100"], r"go together"),
+    ([f"r1 42 {SIAMESE}", f"r2 42 {SIAMESE} | negatives_from=r1 mine=local:100"],
+     r"mine=local:100: KIND:DEPTH, KIND one of dense,impact,hybrid"),
+    ([f"r1 42 {SIAMESE}", f"r2 42 {SIAMESE} | negatives_from=r1 mine=dense:0"], r"KIND:DEPTH"),
+    ([f"r2 42 {SIAMESE} | negatives_from=r1 mine=dense:100", f"r1 42 {SIAMESE}"],
+     r"no earlier line trains r1 seed 42"),
+    ([f"r1 43 {SIAMESE}", f"r2 42 {SIAMESE} | negatives_from=r1 mine=dense:100"],
+     r"no earlier line trains r1 seed 42"),
+    (["r1 42 zero-shot", f"r2 42 {SIAMESE} | negatives_from=r1 mine=dense:100"],
+     r"a zero-shot job has no training to mine with"),
+    ([f"r1 42 {SIAMESE}", "r2 42 zero-shot | negatives_from=r1 mine=dense:100"],
+     r"a zero-shot job trains nothing to give mined negatives to"),
+    ([f"r1 42 {SIAMESE}", f"r2 42 {SIAMESE} --set data.negatives.run=x.trec | "
+                          "negatives_from=r1 mine=dense:100"],
+     r"run sets data.negatives.run itself \(the run mined with r1\)"),
+])
+def test_a_malformed_round2_line_is_refused_before_any_device_time(
+        lines: list[str], message: str, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match=message):
+        tool.parse_plan(_plan(tmp_path, "\n".join(lines) + "\n"), check_sets=False)
+
+
+def test_a_round2_line_of_an_in_batch_recipe_is_refused(tmp_path: Path) -> None:
+    """The SB-MoE recipes train on in-batch negatives: a mined run would be read by nothing."""
+    sbmoe = "encoders/sbmoe-protocol-minilm.yaml"
+    with pytest.raises(SystemExit, match=r"in-batch negatives only \(num_negatives 0\)"):
+        tool.parse_plan(_plan(tmp_path, f"r1 42 {sbmoe}\n"
+                                        f"r2 42 {sbmoe} | negatives_from=r1 mine=dense:100\n"))
+
+
+def test_seeds_of_one_round2_name_mine_alike(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, f"r1 42 {SIAMESE}\nr1 43 {SIAMESE}\n"
+                           f"r2 42 {SIAMESE} | negatives_from=r1 mine=dense:100\n"
+                           f"r2 43 {SIAMESE} | negatives_from=r1 mine=dense:200\n")
+    with pytest.raises(SystemExit, match=r"r2 is trained or encoded otherwise"):
+        tool.parse_plan(plan, check_sets=False)
+
+
+def _fake_device(calls: list[list[str]], fail_train: str | None = None):
+    """subprocess.run of run's stages: a training of ``fail_train`` fails, the rest succeed;
+    a stage with an --output writes it."""
+    def fake(cmd, **kwargs):
+        calls.append(cmd)
+        if "pyserini_moe.train" in cmd:
+            out = Path(cmd[cmd.index("--output-dir") + 1])
+            if out.name == fail_train:
+                return subprocess.CompletedProcess(cmd, 1, "", "boom")
+            (out / "last").mkdir(parents=True, exist_ok=True)
+        else:
+            Path(cmd[cmd.index("--output") + 1]).write_bytes(b"x")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+    return fake
+
+
+def test_run_mines_a_round2_jobs_negatives_with_its_sources_trained_model(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    args = _run_args(tmp_path, workers=2)
+    (Path(args.carry) / "plan.txt").write_text(
+        f"r1 42 {SIAMESE} | doc_length=128 query_length=64\n"
+        f"r2 42 {SIAMESE} | negatives_from=r1 mine=hybrid:200\n")
+    calls: list[list[str]] = []
+    monkeypatch.setattr(tool.subprocess, "run", _fake_device(calls))
+    tool.run(args)
+    scratch = Path(args.scratch)
+    mine = next(c for c in calls if "mine" in c)
+    option = {mine[i]: mine[i + 1] for i in range(3, len(mine) - 1, 2)}
+    assert option == {"--checkpoint": str(scratch / "r1-s42" / "last"),
+                      "--topics": "scifact:train", "--kind": "hybrid", "--depth": "200",
+                      "--doc-length": "128", "--query-length": "64",
+                      "--output": str(scratch / "r2-s42.negatives.trec")}
+    trains = {c[c.index("--output-dir") + 1].rsplit("/", 1)[1]: c for c in calls
+              if "pyserini_moe.train" in c}
+    assert calls.index(trains["r1-s42"]) < calls.index(mine) < calls.index(trains["r2-s42"])
+    assert f"data.negatives.run={scratch / 'r2-s42.negatives.trec'}" in trains["r2-s42"]
+    assert f"data.negatives.run={Path(args.carry).resolve() / tool.NEGATIVES}" in trains["r1-s42"]
+
+
+def test_a_round2_job_whose_source_did_not_train_fails_without_training(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    args = _run_args(tmp_path)
+    (Path(args.carry) / "plan.txt").write_text(
+        f"r1 42 {SIAMESE}\nr2 42 {SIAMESE} | negatives_from=r1 mine=dense:100\n")
+    (Path(args.scratch) / "r1-s42" / "last").mkdir(parents=True)  # an earlier call's model
+    calls: list[list[str]] = []
+    monkeypatch.setattr(tool.subprocess, "run", _fake_device(calls, fail_train="r1-s42"))
+    with pytest.raises(SystemExit, match=r"2 of 2 jobs failed"):
+        tool.run(args)
+    assert not [c for c in calls if "mine" in c]
+    assert [c[c.index("--output-dir") + 1].rsplit("/", 1)[1] for c in calls
+            if "pyserini_moe.train" in c] == ["r1-s42"]
+    assert "r2-s42\tmine\t0.0\t1\t" in (Path(args.out) / "log.tsv").read_text()

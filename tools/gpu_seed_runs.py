@@ -38,7 +38,10 @@ SEED once; quote a value holding spaces or ``|``; comments on their own lines
 see KINDS; default dense), ``topics=SPEC,...`` (specs of TOPICS, ``dev``, or COLLECTION:SPLIT
 of a carried collection; default: run's --topics), ``doc_length=N`` / ``query_length=N``
 (default 256 / 512, the regressions' --max-length / --query-max-length), ``snapshots=yes``
-(keep the training's snapshots and search each as ``best``: test nDCG@10 against the step) and
+(keep the training's snapshots and search each as ``best``: test nDCG@10 against the step),
+``negatives_from=NAME mine=KIND:DEPTH`` (a round-2 training: its hard negatives are the top
+DEPTH of the KIND run, dense, impact or hybrid, of the earlier line NAME's model of the same seed
+on the training queries, mined on the device by ``mine`` once that model has trained) and
 any other KEY=VALUE as an extra encoding of every checkpoint (SB-MoE's ``inference=all``). Plans of the
 protocol files are in ``tools/gpu_plans/``. CAME's three experts are ``impact`` (lexical),
 ``local`` (multi-vector) and ``dense`` (global); ``came`` is their fusion.
@@ -79,7 +82,8 @@ TOPICS = {
     "scifact:test": ("scifact", 100, False, True),
     # the recipe's held-out queries (dev_topics.tsv), searched in the recipe's data.collection
     "dev": (None, 100, False, True),
-    "arguana:test": ("arguana", 100, True, False),
+    # scores kept: the ArguAna rows fuse the hybrid run with BM25 by normalised score
+    "arguana:test": ("arguana", 100, True, True),
     "cranfield:test": ("cranfield", 1000, False, False),
     "cisi:test": ("cisi", 1000, False, False),
     "vaswani:test": ("vaswani", 1000, False, False),
@@ -98,6 +102,14 @@ EVALUATION = ("doc_length", "query_length", "kinds", "topics")
 # searched as ``best`` is (SciFact test and dev, not the zero-shot collections): issue 35's plot of
 # test nDCG@10 against the step, for one seed per condition (a diagnosis; no rule looks at it).
 SNAPSHOTS = "snapshots"
+# ``negatives_from=NAME mine=KIND:DEPTH``: a round-2 training (TASER appendix B, CoT-MoTE table
+# 5) whose hard negatives are the top DEPTH of the KIND run of the plan's job NAME of the same
+# seed (an earlier line: the pool starts jobs in plan order, so the source is running or done
+# when this job waits on it) on the training queries, searched with the source's document and
+# query lengths at its last checkpoint, as the regressions mine them here (search --hits DEPTH;
+# the hybrid over the union of both top-DEPTH lists, --candidates DEPTH).
+NEGATIVES_FROM, MINE = "negatives_from", "mine"
+MINE_KINDS = ("dense", "impact", "hybrid")
 # dense: inner product; impact: quantised term weights as Lucene scores them (sum of query x
 # document integers, ties in index order); hybrid: the two summed exactly over the union of both
 # top-1000 lists (search --retriever fused --fusion exact), impact scores dequantised; local:
@@ -109,6 +121,8 @@ KINDS = ("dense", "impact", "hybrid", "local", "came")
 FIELDS = {"dense": ("dense",), "impact": ("sparse",), "hybrid": ("dense", "sparse"),
           "local": ("multi",), "came": ("dense", "sparse", "multi")}
 QUANTIZATION, QUERY_MAX_TERMS, FUSED_CANDIDATES = 100, 1024, 1000
+# evaluate's --doc-length / --query-length when a plan line gives none
+DOC_LENGTH, QUERY_LENGTH = 256, 512
 
 
 def topics_settings(spec: str, dev: str | None = None) -> tuple[str, int, bool, bool]:
@@ -315,15 +329,23 @@ def parse_plan(path: Path, collections: Iterable[str] = (), check_sets: bool = T
                  "--set")
         for key, value in settings.items():
             check_setting(where, key, value, set(collections))
+        mining = parse_mining(where, dict(pairs), seed, recipe, sets, jobs)
+        if mining and check_sets and not recipe_config(recipe, sets).data.num_negatives:
+            fail(f"{where}: {NEGATIVES_FROM}={dict(pairs)[NEGATIVES_FROM]}: the recipe trains "
+                 "on in-batch negatives only (num_negatives 0): nothing would read the mined run")
         job = f"{name}-s{seed}"  # the model folder and the npz are named after it
         if job in lines:
             fail(f"{path}:{lines[job]} and {number}: both are {name} seed {seed}: give each "
                  "NAME SEED once")
         lines[job] = number
         # the seeds of a NAME are pooled as one condition: one model, trained and encoded alike
-        options = [f"{k}={v}" for k, v in pairs if k not in (*EVALUATION, SNAPSHOTS)]
-        # compared as what they train: one recipe however spelt, the --set and options in any order
-        model = (os.path.normpath(recipe), sorted(sets), sorted(options))
+        options = [f"{k}={v}" for k, v in pairs
+                   if k not in (*EVALUATION, SNAPSHOTS, NEGATIVES_FROM, MINE)]
+        # compared as what they train: one recipe however spelt, the --set and options in any
+        # order, the negatives mined alike (from the same NAME's job of each seed)
+        model = (os.path.normpath(recipe), sorted(sets), sorted(options),
+                 mining and (mining["source"].rsplit("-s", 1)[0], mining["kind"],
+                             mining["depth"]))
         first = models.setdefault(name, (number, model))
         if first[1] != model:
             fail(f"{path}:{first[0]} and {number}: {name} is trained or encoded otherwise "
@@ -331,13 +353,44 @@ def parse_plan(path: Path, collections: Iterable[str] = (), check_sets: bool = T
                  "each model its own NAME")
         jobs.append({"name": job, "seed": seed, "recipe": recipe, "sets": sets,
                      "options": options,
-                     "snapshots": snapshots == "yes",
+                     "snapshots": snapshots == "yes", "mining": mining,
+                     "doc_length": int(settings.get("doc_length", DOC_LENGTH)),
+                     "query_length": int(settings.get("query_length", QUERY_LENGTH)),
                      "topics": settings["topics"].split(",") if "topics" in settings else None,
                      "evaluation": [f"--{k.replace('_', '-')}={v}" for k, v in settings.items()
                                     if k != "topics"]})
     if not jobs:
         fail(f"{path}: no jobs")
     return jobs
+
+
+def parse_mining(where: str, settings: dict[str, str], seed: int, recipe: str, sets: list[str],
+                 earlier: list[dict]) -> dict | None:
+    """A round-2 line's ``negatives_from=NAME mine=KIND:DEPTH`` (see NEGATIVES_FROM): the job
+    to mine with (an earlier line's, same seed), what to search and how deep, and the source's
+    lengths to search with; None for a line without them."""
+    source, mine = settings.get(NEGATIVES_FROM), settings.get(MINE)
+    if source is None and mine is None:
+        return None
+    if source is None or mine is None:
+        fail(f"{where}: {NEGATIVES_FROM}=NAME and {MINE}=KIND:DEPTH go together: the job whose "
+             "run gives the negatives, and which run how deep")
+    if recipe == "zero-shot":
+        fail(f"{where}: {NEGATIVES_FROM}={source}: a zero-shot job trains nothing to give "
+             "mined negatives to")
+    kind, _, depth = mine.partition(":")
+    if kind not in MINE_KINDS or not is_count(depth):
+        fail(f"{where}: {MINE}={mine}: KIND:DEPTH, KIND one of {','.join(MINE_KINDS)} (e.g. "
+             "hybrid:200)")
+    job = next((j for j in earlier if j["name"] == f"{source}-s{seed}"), None)
+    if job is None:
+        fail(f"{where}: {NEGATIVES_FROM}={source}: no earlier line trains {source} seed {seed} "
+             "(the job to mine with comes first in the plan)")
+    if job["recipe"] == "zero-shot":
+        fail(f"{where}: {NEGATIVES_FROM}={source}: a zero-shot job has no training to mine with")
+    check_taken(where, sets, dict.fromkeys(NEGATIVE_SETS, f"the run mined with {source}"))
+    return {"source": job["name"], "kind": kind, "depth": int(depth),
+            "doc_length": job["doc_length"], "query_length": job["query_length"]}
 
 
 def plan_lines(path: Path) -> list[tuple[int, str]]:
@@ -575,6 +628,9 @@ def run(args: argparse.Namespace) -> None:
     log = open(out / "log.tsv", "a", buffering=1)
     deadline = time.monotonic() + args.budget
     start = time.monotonic()
+    # set once a job's training is over (or will not happen): a round-2 job waits on its source's
+    trained = {job["name"]: threading.Event() for job in jobs}
+    ready: set[str] = set()  # the jobs whose training succeeded in this call
 
     def stage(cmd: list[str], name: str, what: str) -> bool:
         t = time.monotonic()
@@ -598,6 +654,29 @@ def run(args: argparse.Namespace) -> None:
                       f"# {type(e).__name__}: {e}\n")
             print(f"{job['name']} setup failed: {type(e).__name__}: {e}", flush=True)
             return False
+        finally:
+            trained[job["name"]].set()
+
+    def mined_negatives(job: dict) -> list[str] | None:
+        """The --set of a round-2 job's training: its negatives mined with its source's last
+        checkpoint once that has trained (None: no model to mine with, or the search failed)."""
+        mining, name = job["mining"], job["name"]
+        trained[mining["source"]].wait()
+        model = scratch / mining["source"] / "last"
+        if mining["source"] not in ready:  # a folder of an earlier call is not this training
+            log.write(f"{name}\tmine\t0.0\t1\t{time.monotonic() - start:.0f}\n"
+                      f"# {mining['source']} has no trained model to mine with\n")
+            print(f"{name} mine failed: {mining['source']} did not train", flush=True)
+            return None
+        data = recipe_config(job["recipe"], job["sets"]).data
+        run_file = scratch / f"{name}.negatives.trec"
+        cmd = [sys.executable, __file__, "mine", "--checkpoint", str(model),
+               "--topics", f"{data.collection}:{data.split}", "--kind", mining["kind"],
+               "--depth", str(mining["depth"]), "--doc-length", str(mining["doc_length"]),
+               "--query-length", str(mining["query_length"]), "--output", str(run_file)]
+        if not stage(cmd, name, "mine"):
+            return None
+        return ["--set", "data.negatives.source=run", "--set", f"data.negatives.run={run_file}"]
 
     def job_stages(index: int, job: dict) -> bool | None:
         """True: searched; False: a stage failed; None: not started (budget, nothing to
@@ -613,12 +692,17 @@ def run(args: argparse.Namespace) -> None:
             checkpoints = trained_checkpoints(model_dir, job)
         else:
             keep = ["--set", "training.keep_snapshots=true"] if job["snapshots"] else []
+            negatives = mined_negatives(job) if job["mining"] else negatives_sets(job, carry)
+            if negatives is None:
+                return False
             cmd = [sys.executable, "-m", "pyserini_moe.train", "--config",
                    str(ROOT / job["recipe"]), "--seed", str(job["seed"]), "--output-dir",
                    str(model_dir), "--overwrite", "--quiet",
-                   "--set", f"model.backbone={backbone}", *negatives_sets(job, carry),
-                   *job["sets"], *keep]
-            if not stage(cmd, name, "train"):
+                   "--set", f"model.backbone={backbone}", *negatives, *job["sets"], *keep]
+            if stage(cmd, name, "train"):
+                ready.add(name)
+            trained[name].set()  # its round-2 jobs may mine now, while it is searched
+            if name not in ready:
                 return False
             checkpoints = trained_checkpoints(model_dir, job)
         npz = scratch / f"{name}.npz"  # only the tars go to out: a call returns 8 files
@@ -753,14 +837,14 @@ def top_hits(scores, qids: list[str], doc_ids: list[str], hits: int, remove_quer
     return positions[:, :hits], scores[:, :hits]
 
 
-def kind_scores(kind: str, q: dict, d: dict):
+def kind_scores(kind: str, q: dict, d: dict, candidates: int = FUSED_CANDIDATES):
     """[Q, D] scores of one run kind from the encoded queries and passages (see KINDS).
 
     Lucene's impact run is Pyserini's ``LuceneImpactSearcher``'s: it leaves out of every query
     the terms whose idf log(N / df) is not above its ``min_idf`` of 0, i.e. the terms that occur
     in every passage. The fused run re-scores the union of the dense and the Lucene top 1,000
     with exact dot products of the whole quantised vectors (``doc_vectors/``), those terms
-    included."""
+    included. ``candidates``: each list's depth for the hybrid (search's ``--candidates``)."""
     import torch
     if kind == "local":
         return maxsim(q, d)
@@ -772,7 +856,7 @@ def kind_scores(kind: str, q: dict, d: dict):
     lucene = queries.masked_fill(everywhere, 0) @ passages.T
     if kind == "impact":
         return lucene
-    k = min(FUSED_CANDIDATES, dense.shape[1])
+    k = min(candidates, dense.shape[1])
     union = torch.zeros_like(dense, dtype=torch.bool)
     union.scatter_(1, dense.topk(k, dim=1).indices, True)
     union.scatter_(1, _lucene_order(lucene).topk(k, dim=1).indices, True)
@@ -1030,6 +1114,45 @@ def dev_collection(dev_topics: str) -> str:
              f"recipe.yaml beside it: {e}")
 
 
+def mine(args: argparse.Namespace) -> None:
+    """One model's ``--kind`` run of the ``--topics`` queries, ``--depth`` hits each, as a TREC
+    file (real scores): the negatives pool of a round-2 training, mined as the regressions mine
+    it here (``search --hits DEPTH``; the hybrid over the union of both top-DEPTH lists,
+    ``--candidates DEPTH``; impact with Lucene's dropped terms and ties)."""
+    import torch
+
+    from pyserini_moe.data.topics import load_topics
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.modeling.base import Side
+
+    output = Path(args.output)
+    if output.is_dir() or not output.parent.is_dir():
+        fail(f"--output {output}: name a file in an existing folder")
+    for flag in ("depth", "batch", "doc_length", "query_length"):
+        if getattr(args, flag) < 1:
+            fail(f"--{flag.replace('_', '-')} {getattr(args, flag)}: at least 1")
+    _, folder = parse_checkpoint(f"mined={args.checkpoint}")
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model = load_checked(folder, device)
+    check_fields(model, folder, FIELDS[args.kind], args.kind)
+    model.eval()
+    try:
+        queries = load_topics(args.topics)
+    except (OSError, UserError) as e:
+        fail(f"--topics {args.topics}: {e}")
+    doc_ids, texts = read_corpus(args.topics.rsplit(":", 1)[0])
+    qids = list(queries)
+    d = encode_fields(model, texts, Side.PASSAGE, args.doc_length, args.batch, FIELDS[args.kind])
+    q = encode_fields(model, [queries[i] for i in qids], Side.QUERY, args.query_length,
+                      args.batch, FIELDS[args.kind])
+    positions, scores = top_hits(kind_scores(args.kind, q, d, candidates=args.depth), qids,
+                                 doc_ids, args.depth, False, index_order=args.kind == "impact")
+    tmp = output.with_name(output.name + ".tmp")
+    write_run(tmp, qids, positions, scores, doc_ids, f"mined-{args.kind}")
+    os.replace(tmp, output)
+    print(f"{output}: {len(qids)} queries x {positions.shape[1]} hits ({args.kind})", flush=True)
+
+
 # ----------------------------------------------------------------------------- unpack (here)
 
 def unpack(args: argparse.Namespace) -> None:
@@ -1205,9 +1328,22 @@ def main() -> None:
     p.add_argument("--output", required=True)
     p.add_argument("--device", default=None)
     p.add_argument("--batch", type=int, default=128)
-    p.add_argument("--doc-length", type=int, default=256, help="passage tokens (index's)")
-    p.add_argument("--query-length", type=int, default=512, help="query tokens (search's)")
+    p.add_argument("--doc-length", type=int, default=DOC_LENGTH, help="passage tokens (index's)")
+    p.add_argument("--query-length", type=int, default=QUERY_LENGTH,
+                   help="query tokens (search's)")
     p.add_argument("--kinds", default="dense", help=f"runs to write: {','.join(KINDS)}")
+    p = sub.add_parser("mine", help="a round-2 job's negatives: one model's run on the training "
+                                    "queries as a TREC file (device or CPU)")
+    p.add_argument("--checkpoint", required=True, help="the trained model's folder")
+    p.add_argument("--topics", required=True, help="the training queries, e.g. scifact:train")
+    p.add_argument("--kind", default="dense", choices=MINE_KINDS)
+    p.add_argument("--depth", type=int, default=100, help="hits a query (and the hybrid's "
+                                                           "candidates a list)")
+    p.add_argument("--output", required=True)
+    p.add_argument("--device", default=None)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--doc-length", type=int, default=DOC_LENGTH, help="passage tokens")
+    p.add_argument("--query-length", type=int, default=QUERY_LENGTH, help="query tokens")
     p = sub.add_parser("unpack", help="tars -> TREC runs (here)")
     p.add_argument("tars", nargs="+")
     p.add_argument("--output", default="work/gpu/runs")
@@ -1223,7 +1359,7 @@ def main() -> None:
     p.add_argument("--output", default=None, help="also write the Markdown table here")
     p.add_argument("--plot", default=None, help="PNG of the metrics against the step")
     args = parser.parse_args()
-    {"prepare": prepare, "run": run, "evaluate": evaluate, "unpack": unpack,
+    {"prepare": prepare, "run": run, "evaluate": evaluate, "mine": mine, "unpack": unpack,
      "curve": curve}[args.command](args)
 
 
