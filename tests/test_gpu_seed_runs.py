@@ -201,22 +201,30 @@ def _device_runs(model: Path, corpus: Path, kinds: str, tmp_path: Path) -> dict[
             for kind, name in label.items()}
 
 
-def test_impact_and_hybrid_runs_are_the_lucene_and_fused_runs(tiny_bert: Path, tiny_corpus: Path,
-                                                               tmp_path: Path) -> None:
-    """The device's impact and hybrid runs of a CoT-MoTE model rank as the Lucene impact index
-    and ``search --retriever fused --fusion exact`` here (top 10 of every query)."""
+def _mote_indexes(tiny_bert: Path, corpus: Path, tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A tiny random CoT-MoTE model and its dense and impact indexes of ``corpus`` built here
+    (32 passage tokens): what the device's runs are compared with."""
     from pyserini_moe.cli import run_main
     from pyserini_moe.index import __main__ as index_cli
     from pyserini_moe.modeling import CotMoteEncoder
-    from pyserini_moe.search import __main__ as search_cli
 
     torch.manual_seed(0)
     model = CotMoteEncoder.from_backbone(tiny_bert, device="cpu").save(tmp_path / "mote")
     dense, impact = tmp_path / "dense", tmp_path / "impact"
     assert run_main(index_cli.main, ["--retriever", "dense", "impact", "--index", str(dense),
-                                     str(impact), "--corpus", str(tiny_corpus), "--encoder",
+                                     str(impact), "--corpus", str(corpus), "--encoder",
                                      str(model), "--max-length", "32", "--device", "cpu",
                                      "--quiet"]) == 0
+    return model, dense, impact
+
+
+def test_impact_and_hybrid_runs_are_the_lucene_and_fused_runs(tiny_bert: Path, tiny_corpus: Path,
+                                                               tmp_path: Path) -> None:
+    """The device's impact and hybrid runs of a CoT-MoTE model rank as the Lucene impact index
+    and ``search --retriever fused --fusion exact`` here (top 10 of every query)."""
+    from pyserini_moe.search import __main__ as search_cli
+
+    model, dense, impact = _mote_indexes(tiny_bert, tiny_corpus, tmp_path)
     here = {}
     for kind, indexes in (("impact", [impact]), ("hybrid", [dense, impact])):
         out = tmp_path / f"{kind}.trec"
@@ -1063,18 +1071,9 @@ def test_mine_writes_the_run_the_regressions_mine_with(tiny_bert: Path, tiny_cor
                                                        tmp_path: Path) -> None:
     """A round-2 job's negatives pool is the run ``search`` writes here: dense top DEPTH, and
     the exact hybrid over the union of both top-DEPTH lists (``--candidates DEPTH``)."""
-    from pyserini_moe.cli import run_main
-    from pyserini_moe.index import __main__ as index_cli
-    from pyserini_moe.modeling import CotMoteEncoder
     from pyserini_moe.search import __main__ as search_cli
 
-    torch.manual_seed(0)
-    model = CotMoteEncoder.from_backbone(tiny_bert, device="cpu").save(tmp_path / "mote")
-    dense, impact = tmp_path / "dense", tmp_path / "impact"
-    assert run_main(index_cli.main, ["--retriever", "dense", "impact", "--index", str(dense),
-                                     str(impact), "--corpus", str(tiny_corpus), "--encoder",
-                                     str(model), "--max-length", "32", "--device", "cpu",
-                                     "--quiet"]) == 0
+    model, dense, impact = _mote_indexes(tiny_bert, tiny_corpus, tmp_path)
     topics = f"{tiny_corpus}:test"
     for kind, depth in (("dense", 4), ("hybrid", 3)):
         here = tmp_path / f"{kind}.here.trec"
