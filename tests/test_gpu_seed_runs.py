@@ -1187,6 +1187,11 @@ def test_run_mines_a_round2_jobs_negatives_with_its_sources_trained_model(
     assert calls.index(trains["r1-s42"]) < calls.index(mine) < calls.index(trains["r2-s42"])
     assert f"data.negatives.run={scratch / 'r2-s42.negatives.trec'}" in trains["r2-s42"]
     assert f"data.negatives.run={Path(args.carry).resolve() / tool.NEGATIVES}" in trains["r1-s42"]
+    parsed = []  # the device runs that command line through the script's own parser
+    monkeypatch.setattr(tool, "mine", parsed.append)
+    monkeypatch.setattr(tool.sys, "argv", mine[1:])
+    tool.main()
+    assert (parsed[0].kind, parsed[0].depth, parsed[0].doc_length) == ("hybrid", 200, 128)
 
 
 def test_a_round2_job_whose_source_did_not_train_fails_without_training(
