@@ -71,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "every condition must be evaluated (see pyserini_moe.eval.smoke)")
     parser.add_argument("--evaluate-only", action="store_true",
                         help="run no step: evaluate the runs already in the work folder (steps "
-                             "run by hand or in parallel queues) against the expected values")
+                             "run by hand or in parallel queues) against the expected values; a "
+                             "seed whose run is not there is measured from its kept per-query "
+                             "values where they are (seeds of other sittings and machines)")
     parser.add_argument("--record", action="store_true",
                         help="write the measured values into the files: a condition measured "
                              "in full (every seed) gets its value, or its seeds' values with "

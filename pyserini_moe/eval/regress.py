@@ -50,7 +50,8 @@ derives the tolerance from the recorded per-seed values (``pyserini_moe.eval.see
 ``expected`` and ``sd`` must be the mean and standard deviation of ``seeds`` (to 4 decimals); a
 condition of one seed records no ``sd`` (a spread needs at least 2 seeds). Each seed's per-query
 values are kept (``regressions/per-query/<file>/<condition>.s<seed>.tsv`` with the default work
-folder): the test over queries and seeds reads them after the runs and models are gone.
+folder): the test over queries and seeds reads them after the runs and models are gone, and
+``--evaluate-only`` measures a seed from them where its run is not in the work folder.
 
 A metric whose expected value is ``null`` has not been measured yet: the runner reports what it
 measures with status ``UNSET`` (neither pass nor fail), so a new condition can be run once and its
@@ -63,7 +64,9 @@ matched as DPR and Pyserini's ``evaluate_dpr_retrieval`` match them).
 Placeholders in steps and paths: ``{python}`` (this interpreter), ``{work}`` (the work folder of
 this file), ``{data}`` (the shared data folder), ``{root}`` (the repository root), ``{results}``
 (where results pages go: the repository's docs/results, or the run's own folder when it works
-elsewhere), ``{seed}`` (in a condition with ``seeds``); environment variables (``$BEIR_DIR``) are
+elsewhere), ``{kept}`` (this file's kept per-query values, beside ``--work-dir``'s runs or in
+regressions/per-query/<file>: a results page over seeds reads them, so seeds trained in other
+sittings count), ``{seed}`` (in a condition with ``seeds``); environment variables (``$BEIR_DIR``) are
 expanded too. Every other brace is taken literally (``awk '{print $1}'``).
 
 ``--condition`` runs the named conditions only; a condition that reads what a skipped one writes
@@ -89,7 +92,7 @@ from pyserini_moe.data.dpr import load_answers
 from pyserini_moe.data.topics import load_qrels
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import answer_accuracy, evaluate_per_query, mean_values, parse_metric
-from pyserini_moe.eval.per_query import write_per_query
+from pyserini_moe.eval.per_query import read_per_query, write_per_query
 from pyserini_moe.eval.seeds import TOLERANCE_RULE, SeedSummary, tolerance_from_spread
 from pyserini_moe.io import atomic_path, read_yaml
 from pyserini_moe.paths import shared_data_root
@@ -100,7 +103,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SCALES = ("local", "paper")
 _TOPK = re.compile(r"top([1-9][0-9]*)")
 # The only placeholders of steps and paths (``{seed}`` only in a condition with seeds).
-PLACEHOLDERS = ("python", "work", "root", "data", "results", "seed")
+PLACEHOLDERS = ("python", "work", "root", "data", "results", "kept", "seed")
 PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 PATH_BRACE = re.compile(r"\{([A-Za-z_]+)\}/")  # a placeholder where a path starts
 RESULTS_DIR = REPO_ROOT / "docs" / "results"  # {results} unless the run says otherwise
@@ -147,18 +150,29 @@ class Condition:
         """The seeds to run (``[None]``: a condition without seeds runs once)."""
         return list(self.seeds) or [None]
 
-    def evaluate(self, work: Path, seed: int | None = None,
-                 keep: Path | None = None) -> dict[str, float]:
+    def evaluate(self, work: Path, seed: int | None = None, keep: Path | None = None,
+                 kept_if_gone: bool = False) -> dict[str, float]:
         """The metrics of this condition's run (of ``seed``), from its qrels or its answers (each
         path may name the seed: a seed's own held-out queries). ``keep``: a seed's per-query
         values (qrels metrics) are also written to ``keep/<condition>.s<seed>.tsv``, where the
-        verdicts over seeds can read them once the run is gone (``pyserini_moe.eval.per_query``)."""
-        run = read_trec_run(expand(self.run, work, seed))
+        verdicts over seeds can read them once the run is gone (``pyserini_moe.eval.per_query``).
+        ``kept_if_gone``: a seed whose run is not in ``work`` is measured from those kept values
+        instead (said on stderr): seeds trained in other sittings, on other machines, make one
+        row without training again the seeds whose runs went with their machine."""
+        run_path = Path(expand(self.run, work, seed))
+        kept = keep / f"{self.name}.s{seed}.tsv" if keep is not None and seed is not None else None
+        if (kept_if_gone and self.answers is None and kept is not None and kept.is_file()
+                and not run_path.exists()):
+            print(f"note: {self.name} seed {seed}: no run {run_path}; measured from its kept "
+                  f"per-query values, {kept}", file=sys.stderr)
+            qrels = load_qrels(expand(self.qrels, work, seed))
+            return mean_values(read_per_query(kept, qrels, [k.metric for k in self.checks]))
+        run = read_trec_run(run_path)
         if self.answers is None:
             metrics = [k.metric for k in self.checks]
             scores = evaluate_per_query(run, load_qrels(expand(self.qrels, work, seed)), metrics)
-            if keep is not None and seed is not None:
-                write_per_query(keep / f"{self.name}.s{seed}.tsv", {self.name: scores}, metrics)
+            if kept is not None:
+                write_per_query(kept, {self.name: scores}, metrics)
             return mean_values(scores)
         assert self.passages is not None
         ks = {k.metric: int(_TOPK.fullmatch(k.metric).group(1)) for k in self.checks}
@@ -435,15 +449,18 @@ def missing_requirements(reg: Regression) -> list[str]:
 
 
 def expand(text: str, work: Path, seed: int | None = None, results: Path | None = None,
-           quote: bool = False) -> str:
+           quote: bool = False, kept: Path | None = None) -> str:
     """Environment variables (``$BEIR_DIR``) as a shell would, then the placeholders. Nothing else
     is read as one: a step's own braces (awk's ``'{print $1}'``) are kept as written. ``quote``:
     for a step, which is split like a shell line, each path is one word even with spaces, and
-    single-quoted text stays literal, as in a shell (a python or awk snippet's ``$NAME``)."""
+    single-quoted text stays literal, as in a shell (a python or awk snippet's ``$NAME``).
+    ``kept``: the file's folder of kept per-query values, ``{kept}`` (a results page over seeds
+    reads them there, whichever machine trained each seed)."""
     data = shared_data_root()
     values = {"python": sys.executable, "work": work, "root": REPO_ROOT,
               "data": data if data is not None else "<no shared data>",
-              "results": results or RESULTS_DIR}
+              "results": results or RESULTS_DIR,
+              "kept": kept if kept is not None else "<no kept folder>"}
     if quote:
         values = {k: shlex.quote(str(v)) for k, v in values.items()}
     if seed is not None:
@@ -459,10 +476,10 @@ def _shell_expandvars(step: str) -> str:
 
 
 def run_step(command: str, work: Path, dry_run: bool, seed: int | None = None,
-             results: Path | None = None, where: str = "") -> None:
+             results: Path | None = None, where: str = "", kept: Path | None = None) -> None:
     """Run one step (``where``: which condition, seed and step it is, printed before it; a step
     that takes long says so when it ends, since trainings run with --quiet)."""
-    cmd = expand(command, work, seed, results, quote=True)
+    cmd = expand(command, work, seed, results, quote=True, kept=kept)
     print(f"{where}$ {cmd}", flush=True)
     if dry_run:
         return
@@ -570,7 +587,9 @@ def run_regression(reg: Regression, work: Path, dry_run: bool = False,
     """Run ``reg``; returns the table rows and each condition's wall time in seconds.
 
     ``evaluate_only`` runs no step and evaluates the runs already in ``work``: for steps run by
-    hand, e.g. split over parallel job queues, then checked against the file in one table.
+    hand, e.g. split over parallel job queues, then checked against the file in one table; a
+    seed's run that is not there is measured from its kept per-query values, where ``keep``
+    holds them (a seed trained in an earlier sitting, on a machine since gone).
     ``only_seeds`` runs the seeded conditions for these of their seeds only (two queues share a
     condition's seeds); their rows report the seeds run, status SEEDS, without a verdict on the
     mean, which ``evaluate_only`` gives once every seed's run is there. ``results``: where
@@ -590,11 +609,11 @@ def run_regression(reg: Regression, work: Path, dry_run: bool = False,
                 for c in conditions for k in c.checks]
         if dry_run:
             for step in file_steps:
-                print(f"$ {expand(step, work, results=results, quote=True)}")
+                print(f"$ {expand(step, work, results=results, quote=True, kept=keep)}")
             for c in conditions:
                 for seed in c.runs_per_seed():
                     for step in c.steps:
-                        print(f"$ {expand(step, work, seed, results, quote=True)}")
+                        print(f"$ {expand(step, work, seed, results, quote=True, kept=keep)}")
         return rows, {}
     work.mkdir(parents=True, exist_ok=True)
     rows: list[Outcome] = []
@@ -602,7 +621,7 @@ def run_regression(reg: Regression, work: Path, dry_run: bool = False,
     start = time.perf_counter()
     try:
         for step in [] if evaluate_only else file_steps:
-            run_step(step, work, dry_run, results=results)
+            run_step(step, work, dry_run, results=results, kept=keep)
     except UserError as e:
         return [Outcome(c.name, k.metric, k.expected, None, k.tolerance, "ERROR", str(e))
                 for c in conditions for k in c.checks], {}
@@ -617,9 +636,9 @@ def run_regression(reg: Regression, work: Path, dry_run: bool = False,
                 for i, step in enumerate([] if evaluate_only else c.steps, start=1):
                     where = (f"[{number}/{len(conditions)} {c.name}"
                              f"{'' if seed is None else f' seed {seed}'}, step {i}/{len(c.steps)}] ")
-                    run_step(step, work, dry_run, seed, results, where)
+                    run_step(step, work, dry_run, seed, results, where, keep)
                 if not dry_run:
-                    per_seed[seed] = c.evaluate(work, seed, keep)
+                    per_seed[seed] = c.evaluate(work, seed, keep, kept_if_gone=evaluate_only)
             if dry_run:
                 rows += [Outcome(c.name, k.metric, k.expected, None, k.tolerance, "PLAN", c.source)
                          for k in c.checks]

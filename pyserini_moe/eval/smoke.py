@@ -254,7 +254,8 @@ def _msmarco_name(arg: str) -> str:
 # ------------------------------------------------------------------------------------- running
 def run_in_process(command: str, work: Path, backbone: str) -> str | None:
     """Run one step at smoke scale in this process; None on success, else the error's last line."""
-    argv = shlex.split(expand(command, work, results=work / "results", quote=True))  # not docs
+    argv = shlex.split(expand(command, work, results=work / "results", quote=True,
+                              kept=work / "per-query"))  # not docs, not the repository's
     if len(argv) < 3 or argv[1] != "-m" or not argv[2].startswith("pyserini_moe"):
         proc = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True)  # e.g. ln
         lines = (proc.stderr or proc.stdout).strip().splitlines()

@@ -418,3 +418,38 @@ def test_each_seed_s_per_query_values_are_kept_for_the_verdicts(files, capsys):
                       name="plain.yaml")
     assert run_main(regress.main, [str(path), "--work-dir", str(files / "w")]) == 0
     assert not (files / "w" / "per-query" / "plain").exists()
+
+
+def test_evaluate_only_measures_a_seed_whose_run_is_gone_from_its_kept_values(files, capsys):
+    # seeds trained in other sittings: the run of seed 1 went with its machine, its per-query
+    # values were kept; seed 2's run is here. One row, without training seed 1 again.
+    spec = {"mrr@10": {"expected": 0.875, "sd": 0.1768, "seeds": [0.75, 1.0],
+                       "tolerance": "spread"}}
+    reg = load_regression(write_yaml(files, {"name": "r", "conditions": [
+        seeded(files, spec, [1, 2])]}))
+    work, keep = files / "work", files / "kept"
+    run_regression(reg, work, keep=keep)
+    (work / "made-s1.trec").unlink()
+    rows, _ = run_regression(reg, work, evaluate_only=True, keep=keep)
+    assert statuses(rows) == ["OK"] and rows[0].seeds == {1: pytest.approx(0.75),
+                                                          2: pytest.approx(1.0)}
+    assert "seeded seed 1: no run" in capsys.readouterr().err
+    assert (keep / "seeded.s1.tsv").is_file()  # read, not rewritten from nothing
+    (keep / "seeded.s1.tsv").unlink()  # neither run nor kept values: the seed is not measured
+    rows, _ = run_regression(reg, work, evaluate_only=True, keep=keep)
+    assert statuses(rows) == ["ERROR"]
+
+
+def test_a_page_step_reads_the_kept_per_query_values_of_every_seed(files):
+    # {kept}: the file's folder of kept per-query values, whichever sitting trained each seed
+    spec = {"mrr@10": {"expected": 0.875, "sd": 0.1768, "seeds": [0.75, 1.0],
+                       "tolerance": "spread"}}
+    page = ("{python} -c \"import glob, sys; open(sys.argv[2], 'w').write("
+            "' '.join(sorted(p.rsplit('/', 1)[1] for p in glob.glob(sys.argv[1]))))\" "
+            "'{kept}/seeded.s?.tsv' '{work}/page.txt'")
+    reg = load_regression(write_yaml(files, {"name": "r", "conditions": [
+        seeded(files, spec, [1, 2]),
+        condition(files, 0.75, name="page", steps=[page])]}))
+    rows, _ = run_regression(reg, files / "work", keep=files / "kept")
+    assert statuses(rows) == ["OK", "OK"]
+    assert (files / "work" / "page.txt").read_text() == "seeded.s1.tsv seeded.s2.tsv"
