@@ -979,14 +979,7 @@ def check_evaluate(args: argparse.Namespace) -> tuple[list[tuple[str, str]],
     """(checkpoints, options) as (NAME, FOLDER) and (KEY, VALUE), every flag checked before a
     model is loaded: a missing --output folder was found only when the npz was written, after
     all the encoding and search."""
-    output = Path(args.output)
-    if output.is_dir():
-        fail(f"--output {output} is a folder: name the npz file to write")
-    if not output.parent.is_dir():
-        fail(f"--output {output}: its folder {output.parent} does not exist")
-    for flag in ("batch", "doc_length", "query_length"):
-        if getattr(args, flag) < 1:
-            fail(f"--{flag.replace('_', '-')} {getattr(args, flag)}: at least 1")
+    check_output_and_counts(args, ("batch", "doc_length", "query_length"), "the npz file")
     if not set(args.kinds.split(",")) <= set(KINDS):
         fail(f"--kinds {args.kinds}: choose from {','.join(KINDS)}")
     check_topics(args.topics)
@@ -996,6 +989,19 @@ def check_evaluate(args: argparse.Namespace) -> tuple[list[tuple[str, str]],
         if names.count(name) > 1:  # the second's runs would replace the first's
             fail(f"--checkpoint {name}= is given twice: give each NAME once")
     return checkpoints, parse_options(args.option)
+
+
+def check_output_and_counts(args: argparse.Namespace, counts: tuple[str, ...], what: str) -> None:
+    """--output names ``what`` to write in an existing folder, and each of ``counts`` is at
+    least 1: said before a model is loaded, not after the encoding and search."""
+    output = Path(args.output)
+    if output.is_dir():
+        fail(f"--output {output} is a folder: name {what} to write")
+    if not output.parent.is_dir():
+        fail(f"--output {output}: its folder {output.parent} does not exist")
+    for flag in counts:
+        if getattr(args, flag) < 1:
+            fail(f"--{flag.replace('_', '-')} {getattr(args, flag)}: at least 1")
 
 
 def check_topics(topics: list[str]) -> None:
@@ -1125,12 +1131,8 @@ def mine(args: argparse.Namespace) -> None:
     from pyserini_moe.errors import UserError
     from pyserini_moe.modeling.base import Side
 
+    check_output_and_counts(args, ("depth", "batch", "doc_length", "query_length"), "the run")
     output = Path(args.output)
-    if output.is_dir() or not output.parent.is_dir():
-        fail(f"--output {output}: name a file in an existing folder")
-    for flag in ("depth", "batch", "doc_length", "query_length"):
-        if getattr(args, flag) < 1:
-            fail(f"--{flag.replace('_', '-')} {getattr(args, flag)}: at least 1")
     _, folder = parse_checkpoint(f"mined={args.checkpoint}")
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     model = load_checked(folder, device)

@@ -161,19 +161,18 @@ class Condition:
         row without training again the seeds whose runs went with their machine."""
         run_path = Path(expand(self.run, work, seed))
         kept = keep / f"{self.name}.s{seed}.tsv" if keep is not None and seed is not None else None
-        if (kept_if_gone and self.answers is None and kept is not None and kept.is_file()
-                and not run_path.exists()):
-            print(f"note: {self.name} seed {seed}: no run {run_path}; measured from its kept "
-                  f"per-query values, {kept}", file=sys.stderr)
-            qrels = load_qrels(expand(self.qrels, work, seed))
-            return mean_values(read_per_query(kept, qrels, [k.metric for k in self.checks]))
-        run = read_trec_run(run_path)
         if self.answers is None:
             metrics = [k.metric for k in self.checks]
-            scores = evaluate_per_query(run, load_qrels(expand(self.qrels, work, seed)), metrics)
+            qrels = load_qrels(expand(self.qrels, work, seed))
+            if kept_if_gone and kept is not None and kept.is_file() and not run_path.exists():
+                print(f"note: {self.name} seed {seed}: no run {run_path}; measured from its kept "
+                      f"per-query values, {kept}", file=sys.stderr)
+                return mean_values(read_per_query(kept, qrels, metrics))
+            scores = evaluate_per_query(read_trec_run(run_path), qrels, metrics)
             if kept is not None:
                 write_per_query(kept, {self.name: scores}, metrics)
             return mean_values(scores)
+        run = read_trec_run(run_path)
         assert self.passages is not None
         ks = {k.metric: int(_TOPK.fullmatch(k.metric).group(1)) for k in self.checks}
         accuracy = answer_accuracy(run, load_answers(expand(self.answers, work, seed)),
