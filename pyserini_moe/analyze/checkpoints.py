@@ -39,11 +39,13 @@ from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import evaluate, format_table, parse_metric
 from pyserini_moe.eval.seeds import SeedSummary
 from pyserini_moe.io import atomic_path, read_yaml
+from pyserini_moe.representation import CAME_EXPERTS, INDEX_KINDS
 
 SNAPSHOT = re.compile(r"step-([0-9]+)")
 CACHE_FILE = "evaluation.json"
 DEV = "dev"  # the held-out queries' name in reports
-KINDS = ("dense", "impact", "multivector")  # index kinds a snapshot is searched with
+FUSED = "fused"  # CAME's three experts' indexes, fused as its regression rows (eq. 12, came_sum)
+KINDS = (*INDEX_KINDS, FUSED)  # how a snapshot is searched: one index kind, or CAME's fusion
 
 
 @dataclass(frozen=True)
@@ -171,17 +173,20 @@ def _index_and_search(model: Path, corpus: str, topic_sets: dict[str, tuple[Any,
                       metrics: list[str], kind: str, max_length: int,
                       query_max_length: int | None,
                       progress: bool) -> dict[str, dict[str, float]]:
-    """One snapshot indexed into a temporary folder, searched and scored as the regressions do."""
+    """One snapshot indexed into a temporary folder, searched and scored as the regressions do
+    (``fused``: an index per CAME expert, searched with ``--retriever fused``)."""
     from pyserini_moe.index.encoded import BuildSettings, build_indexes  # noqa: PLC0415 - `analyze --help` stays light
     from pyserini_moe.search.dispatch import SearchSettings, search_topics  # noqa: PLC0415 - `analyze --help` stays light
 
     scratch = Path(tempfile.mkdtemp(prefix="snapshot-index-"))
     try:
-        index = scratch / "index"
-        build_indexes(BuildSettings(corpus, str(model), {kind: index}, max_length=max_length,
+        kinds = [e.index_kind for e in CAME_EXPERTS.values()] if kind == FUSED else [kind]
+        indexes = {name: scratch / name for name in kinds}
+        build_indexes(BuildSettings(corpus, str(model), indexes, max_length=max_length,
                                     progress=progress))
-        settings = SearchSettings(retriever=kind, index=str(index), quiet=not progress,
-                                  query_max_length=query_max_length)
+        searched = [str(i) for i in indexes.values()]
+        settings = SearchSettings(retriever=kind, index=searched if kind == FUSED else searched[0],
+                                  quiet=not progress, query_max_length=query_max_length)
         return {name: evaluate(search_topics(settings, load_topics(str(topics))).run,
                                load_qrels(str(qrels)), metrics)
                 for name, (topics, qrels) in topic_sets.items()}

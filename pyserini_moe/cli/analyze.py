@@ -189,7 +189,8 @@ def _checkpoint_parsers(sub: Any, _encoding: argparse.ArgumentParser) -> dict[st
     parser.add_argument("--dev-metric", default="ndcg@10",
                         help="retrieval metric of the dev-<metric> rule")
     parser.add_argument("--kind", default="dense", choices=checkpoints.KINDS,
-                        help="index kind the snapshots are searched with")
+                        help="index kind the snapshots are searched with; fused: an index "
+                             "per CAME expert, fused as CAME's rows (came_sum, eq. 12)")
     parser.add_argument("--max-length", type=positive_int, default=256,
                         help="passage tokens of the snapshots' indexes (the regressions': 256)")
     parser.add_argument("--query-max-length", type=positive_int, default=None,

@@ -114,3 +114,32 @@ def test_a_label_given_twice_and_a_foreign_corpus_are_refused(tmp_path) -> None:
     check_corpus(tmp_path, "/elsewhere/scifact")
     with pytest.raises(UserError, match="trained on 'scifact'.*--corpus cranfield"):
         check_corpus(tmp_path, "cranfield")
+
+
+def test_a_came_snapshot_is_searched_as_its_fused_rows(bert3, tiny_corpus, tmp_path) -> None:
+    """``--kind fused``: a CAME snapshot scores what the regression rows' commands give it (an
+    index per expert from one ``index`` call, ``search --retriever fused``, came_sum)."""
+    from pyserini_moe.data.topics import load_qrels
+    from pyserini_moe.eval.metrics import evaluate
+    from pyserini_moe.index import __main__ as index_cli
+    from pyserini_moe.modeling import CameEncoder
+    from pyserini_moe.runs import read_trec_run
+    from pyserini_moe.search import __main__ as search_cli
+
+    torch.manual_seed(0)
+    snapshot = CameEncoder.from_backbone(str(bert3), shared_layers=1,
+                                         device="cpu").save(tmp_path / "step-1")
+    test, metrics = f"{tiny_corpus}:test", ["ndcg@10", "recall@100"]
+    measured = checkpoints._index_and_search(snapshot, str(tiny_corpus), {"t": (test, test)},
+                                             metrics, "fused", 64, None, False)
+    folders = [str(tmp_path / kind) for kind in ("impact", "multivector", "dense")]
+    assert run_main(index_cli.main, ["--retriever", "impact", "multivector", "dense",
+                                     "--index", *folders, "--corpus", str(tiny_corpus),
+                                     "--encoder", str(snapshot), "--max-length", "64",
+                                     "--device", "cpu", "--quiet"]) == 0
+    out = tmp_path / "fused.trec"
+    assert search_cli.main(["--retriever", "fused", "--index", *folders, "--topics", test,
+                            "--fusion", "came_sum", "--output", str(out), "--quiet"]) == 0
+    expected = evaluate(read_trec_run(out), load_qrels(test), metrics)
+    assert measured["t"] == pytest.approx(expected, abs=1e-4)
+    assert 0 < expected["recall@100"]  # the fused run found relevant passages to compare
