@@ -33,13 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pyserini_moe.analyze.came import EXPERTS as CAME_INDEX_KINDS
 from pyserini_moe.analyze.common import emit, figure, save_png
 from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import evaluate, format_table, parse_metric
 from pyserini_moe.eval.seeds import SeedSummary
 from pyserini_moe.io import atomic_path, read_yaml
-from pyserini_moe.representation import CAME_EXPERTS, INDEX_KINDS
+from pyserini_moe.representation import INDEX_KINDS
 
 SNAPSHOT = re.compile(r"step-([0-9]+)")
 CACHE_FILE = "evaluation.json"
@@ -180,7 +181,7 @@ def _index_and_search(model: Path, corpus: str, topic_sets: dict[str, tuple[Any,
 
     scratch = Path(tempfile.mkdtemp(prefix="snapshot-index-"))
     try:
-        kinds = [e.index_kind for e in CAME_EXPERTS.values()] if kind == FUSED else [kind]
+        kinds = list(CAME_INDEX_KINDS.values()) if kind == FUSED else [kind]
         indexes = {name: scratch / name for name in kinds}
         build_indexes(BuildSettings(corpus, str(model), indexes, max_length=max_length,
                                     progress=progress))
