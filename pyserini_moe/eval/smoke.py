@@ -38,6 +38,7 @@ import subprocess
 import sys
 import time
 import traceback
+import warnings
 from pathlib import Path
 
 import torch
@@ -266,7 +267,12 @@ def run_in_process(command: str, work: Path, backbone: str) -> str | None:
     saved = sys.argv
     sys.argv = [argv[0], *argv[1:]]
     try:
-        with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(captured):
+        with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(captured), \
+                warnings.catch_warnings():
+            # A command's __main__ may already be imported (a test, an earlier step): running its
+            # code afresh is the point, so runpy's warning about it says nothing here.
+            warnings.filterwarnings("ignore", message=".*found in sys.modules after import of",
+                                    category=RuntimeWarning)
             runpy.run_module(argv[0], run_name="__main__", alter_sys=False)
         return None
     except SystemExit as stop:

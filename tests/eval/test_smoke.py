@@ -4,15 +4,17 @@ stand-ins in the papers' data formats, and real smoke runs that pass or name the
 from __future__ import annotations
 
 import csv
+import importlib
 import json
 import os
+import warnings
 from pathlib import Path
 
 import pytest
 
 from pyserini_moe.data.dpr import read_biencoder, read_qa_csv
 from pyserini_moe.eval.regress import load_regression
-from pyserini_moe.eval.smoke import build_standins, smoke_argv, smoke_regression
+from pyserini_moe.eval.smoke import build_standins, run_in_process, smoke_argv, smoke_regression
 from pyserini_moe.paths import shared_data_root
 
 TINY = "/tmp/tiny"
@@ -34,6 +36,14 @@ def test_training_steps_start_from_the_tiny_backbone_unless_the_step_names_its_o
     own = smoke_argv(["pyserini_moe.train", "--config", "r.yaml", "--set",
                       "model.backbone=/work/round1/best"], TINY)
     assert own[own.index("model.backbone=/work/round1/best") - 1] == "--set"
+
+
+def test_a_step_whose_main_is_already_imported_runs_without_runpy_warning(tmp_path) -> None:
+    importlib.import_module("pyserini_moe.eval.__main__")  # as a test or an earlier step would
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert run_in_process("{python} -m pyserini_moe.eval --help", tmp_path, TINY) is None
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]
 
 
 def test_pretraining_indexing_and_search_are_cut_to_smoke_size(monkeypatch) -> None:
