@@ -17,6 +17,7 @@ import torch
 from sentence_transformers.base.modules.module import Module
 
 from pyserini_moe.modeling.base import Side, load_model
+from pyserini_moe.modeling.lengths import encode_length
 
 MODULE_TYPE = "pyserini_moe.sentence_transformers.MoeRetriever"
 SIDES = {"query": Side.QUERY, "document": Side.PASSAGE, "passage": Side.PASSAGE,
@@ -24,20 +25,27 @@ SIDES = {"query": Side.QUERY, "document": Side.PASSAGE, "passage": Side.PASSAGE,
 
 
 class MoeRetriever(Module):
-    """Tokenizes like the model and returns its dense vector as ``sentence_embedding``."""
+    """Tokenizes like the model, at its lengths by side, and returns its dense vector as
+    ``sentence_embedding``.
+
+    ``encode_query`` cuts queries at the model's query length and ``encode_document`` passages
+    at its passage length (:mod:`pyserini_moe.modeling.lengths`), the lengths ``search`` and
+    ``index`` use, so a query has one vector whatever the route. Setting ``max_seq_length``
+    cuts both sides there instead, as sentence-transformers' own modules do."""
 
     forward_kwargs = {"task"}
     save_in_root = True
 
-    def __init__(self, model: Any, max_seq_length: int = 256) -> None:
+    def __init__(self, model: Any, max_seq_length: int | None = None) -> None:
         super().__init__()
         self.model = model
         self.max_seq_length = max_seq_length
 
-    def tokenize(self, texts: list[str], **kwargs: Any) -> dict[str, torch.Tensor]:
-        batch = self.model.tokenizer(list(texts), padding=True, truncation=True,
-                                     max_length=self.max_seq_length, return_tensors="pt")
-        return {k: batch[k] for k in ("input_ids", "attention_mask")}
+    def tokenize(self, texts: list[str], task: str | None = None,
+                 **kwargs: Any) -> dict[str, torch.Tensor]:
+        side = SIDES.get(task or "", Side.PASSAGE)  # no task: forward refuses the batch
+        length = self.max_seq_length or encode_length(self.model, side)
+        return self.model.tokenize(list(texts), side, length, on_device=False)
 
     def forward(self, features: dict[str, Any], task: str | None = None,
                 **kwargs: Any) -> dict[str, Any]:
@@ -59,7 +67,8 @@ class MoeRetriever(Module):
         return int(vector.shape[-1])
 
     def save(self, output_path: str, *args: Any, **kwargs: Any) -> None:
-        self.model.save(Path(output_path))
+        """The model's folder, written among the files sentence-transformers writes there."""
+        self.model.save(Path(output_path), into_existing=True)
 
     @classmethod
     def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs: Any) -> MoeRetriever:

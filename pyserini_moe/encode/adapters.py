@@ -40,7 +40,10 @@ log = logging.getLogger(__name__)
 
 class ModelQueryEncoder(ModelAdapter, QueryEncoder):
     """Pyserini ``QueryEncoder`` over the query side of a model; ``encode_batch`` lets Pyserini's
-    searchers encode a batch of queries at once."""
+    searchers encode a batch of queries at once. Without ``max_length`` queries are cut where
+    the model was trained to cut them, as in ``search`` and sentence-transformers."""
+
+    side = Side.QUERY
 
     def __init__(self, model: TextEncoder | str, device: str | None = None,
                  max_length: int | None = None) -> None:

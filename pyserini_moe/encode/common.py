@@ -20,8 +20,12 @@ from pyserini_moe.modeling.base import (
     TextEncoder,
     fingerprint,
 )
-
-DEFAULT_MAX_POSITIONS = 512  # a model whose position limit cannot be read (BERT's)
+from pyserini_moe.modeling.lengths import (  # noqa: F401 - re-exported: the retrieval layer's lengths
+    default_length,
+    encode_length,
+    position_limit,
+    query_length,
+)
 
 
 class ModelAdapter:
@@ -30,10 +34,12 @@ class ModelAdapter:
     representation: Representation  # the field of Encoded this adapter uses
     length_flag = "--query-max-length"  # the flag a too-long max length is blamed on
 
+    side: Side  # the side it encodes
+
     def _init_model(self, model: TextEncoder | str, device: str | None,
                     max_length: int | None) -> None:
-        """``max_length`` None: every position the model has (512 for BERT), so nothing is cut
-        that the model could read."""
+        """``max_length`` None: the model's own length for this side (queries: as trained, else
+        every position; passages: 256), as every other route of the model reads it."""
 
         self.model = load_encoder(model, device=device) if isinstance(model, str) else model
         if self.representation not in self.model.representations:
@@ -44,7 +50,7 @@ class ModelAdapter:
         self.model.eval()
         limit = position_limit(self.model)
         if max_length is None:
-            max_length = default_length(self.model)
+            max_length = encode_length(self.model, self.side)
         if limit is not None and max_length > limit:  # else it fails at the first long text
             raise UserError(f"max length {max_length} is above the {limit} token positions "
                             f"this model has: use {self.length_flag} {limit} or less")
@@ -60,9 +66,10 @@ class PassageEncoder(ModelAdapter):
     titles)``), without Pyserini: what an index of vectors needs."""
 
     length_flag = "--max-length"
+    side = Side.PASSAGE
 
     def __init__(self, model: TextEncoder | str, device: str | None = None,
-                 max_length: int = 256) -> None:
+                 max_length: int | None = None) -> None:
         self._init_model(model, device, max_length)
 
     def encode(self, texts: list[str], titles: list[str] | None = None,
@@ -85,36 +92,6 @@ def first_non_finite(out: Encoded, representations: Iterable[str]) -> int | None
         rows = ~finite.flatten(1).all(dim=1).cpu()
         bad = rows if bad is None else bad | rows
     return int(bad.nonzero()[0]) if bad is not None and bad.any() else None
-
-
-def position_limit(model: TextEncoder) -> int | None:
-    """The most tokens a text can have for ``model``: its backbone's position embeddings (less
-    RoBERTa's offset of padding_idx + 1), or an ONNX export's tokenizer limit; None if unknown."""
-    if isinstance(model, torch.nn.Module):
-        for module in model.modules():
-            config = getattr(module, "config", None)
-            positions = getattr(config, "max_position_embeddings", None)
-            if isinstance(positions, int):
-                offset = config.pad_token_id + 1 if config.model_type in _OFFSET_POSITIONS else 0
-                return positions - offset
-    limit = getattr(getattr(model, "tokenizer", None), "model_max_length", None)
-    return limit if isinstance(limit, int) and limit < 1_000_000 else None
-
-
-def default_length(model: TextEncoder) -> int:
-    """The length a text is cut at when none is given: every position the model has (512 for
-    BERT), so nothing is cut that the model could read."""
-    return position_limit(model) or DEFAULT_MAX_POSITIONS
-
-
-def query_length(model: TextEncoder) -> int:
-    """The query length an index of ``model`` records (see ``IndexMeta.query_max_length``): the
-    one it was trained at, else its positions."""
-    return model.query_max_length or default_length(model)
-
-
-# Architectures whose position ids start after the padding index (fairseq's convention).
-_OFFSET_POSITIONS = frozenset({"roberta", "xlm-roberta", "camembert", "longformer"})
 
 
 def join_titles(texts: list[str], titles: list[str] | None) -> list[str]:

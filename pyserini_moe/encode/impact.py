@@ -65,7 +65,7 @@ class ImpactPassageEncoder(Impact, PassageEncoder):
     each keeps its heaviest ``max_terms`` terms (static pruning of the index)."""
 
     def __init__(self, model: TextEncoder | str, device: str | None = None,
-                 max_length: int = 256, quantization: int = DEFAULT_QUANTIZATION,
+                 max_length: int | None = None, quantization: int = DEFAULT_QUANTIZATION,
                  max_terms: int | None = None) -> None:
         super().__init__(model, device, max_length)
         self._init_impact(quantization)

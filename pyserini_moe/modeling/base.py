@@ -24,9 +24,10 @@ import hashlib
 import json
 import logging
 import os
+import shutil
+import tempfile
 import unicodedata
 from abc import ABC, abstractmethod
-from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -40,16 +41,20 @@ from pyserini_moe.io import atomic_path, read_json
 from pyserini_moe.modeling.args import ModelArgs
 from pyserini_moe.modeling.backbone import (
     DEFAULT_BACKBONE,
+    PACKAGED_MINILM_HUB_NAME,
+    is_packaged_minilm,
     load_tokenizer,
     read_config,
     training_run_hint,
 )
+from pyserini_moe.modeling.lengths import encode_length
 from pyserini_moe.modeling.losses import contrastive_loss
 from pyserini_moe.modeling.pooling import encoder_from_config, pretrained_encoder
+from pyserini_moe.modeling.side import Side
 from pyserini_moe.representation import INDEX_KINDS, REPRESENTATIONS, Representation
 from pyserini_moe.validate import ConfigError
 
-__all__ = ["INDEX_KINDS", "REPRESENTATIONS", "Representation"]  # re-exported: the model's vocabulary
+__all__ = ["INDEX_KINDS", "REPRESENTATIONS", "Representation", "Side"]  # re-exported: the model's vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +64,6 @@ WEIGHTS_FILE = "pyserini_moe.safetensors"
 # transformers' own file name: sentence-transformers-layout models (Siamese) store their weights
 # under it; folders of other models saved before 2026-11-24 used it for the prefixed weights.
 TRANSFORMERS_WEIGHTS_FILE = "model.safetensors"
-
-
-class Side(str, Enum):
-    QUERY = "query"
-    PASSAGE = "passage"
 
 
 # Encode-time autocast types (``RetrievalModel.set_precision``; Pyserini's --fp16, and --bf16).
@@ -154,7 +154,7 @@ class TextEncoder(Protocol):
 
     def eval(self) -> TextEncoder: ...
 
-    def encode(self, texts: list[str], side: Side, max_length: int = 256,
+    def encode(self, texts: list[str], side: Side, max_length: int | None = None,
                only: str | None = None) -> Encoded: ...
 
     def configure(self, **options: Any) -> TextEncoder: ...
@@ -173,6 +173,7 @@ class RetrievalModel(nn.Module, ABC):
 
     model_type: ClassVar[str]
     representations: ClassVar[tuple[str, ...]]
+    paper: ClassVar[str] = ""  # the MoE paper the model implements ("" for the baselines)
     Args: ClassVar[type[ModelArgs]] = ModelArgs
     # Arguments that say how to encode, not what was learned (SB-MoE's TOP-1 / ALL): they may be
     # changed on a trained model with ``configure`` and are recorded with every index.
@@ -283,14 +284,29 @@ class RetrievalModel(nn.Module, ABC):
         return {k: v.to(self.device) for k, v in batch.items()} if on_device else dict(batch)
 
     @torch.inference_mode()
-    def encode(self, texts: list[str], side: Side, max_length: int = 256,
+    def encode(self, texts: list[str], side: Side, max_length: int | None = None,
                only: str | None = None) -> Encoded:
         """Encode one batch for inference (no gradient, eval mode expected).
 
-        ``only`` names the one representation wanted; models with several take it as a
-        ``forward`` argument and skip the work of the others (an index needs one kind).
+        ``max_length`` None: the model's own length for ``side``
+        (:func:`~pyserini_moe.modeling.lengths.encode_length`: queries as trained, passages at
+        256), the length every other route uses too. ``only`` names the one representation
+        wanted; models with several take it as a ``forward`` argument and skip the work of the
+        others (an index needs one kind).
         """
-        return self.encode_tokens(self.tokenize(texts, side, max_length), side, only)
+        length = max_length or encode_length(self, side)
+        return self.encode_tokens(self.tokenize(texts, side, length), side, only)
+
+    def encode_query(self, queries: str | list[str]) -> Encoded:
+        """sentence-transformers' name: the query side of one query or a list, at the model's
+        query length (one row per query)."""
+        return self.encode([queries] if isinstance(queries, str) else list(queries), Side.QUERY)
+
+    def encode_document(self, passages: str | list[str]) -> Encoded:
+        """sentence-transformers' name: the passage side of one passage or a list (an index
+        encodes title + " " + text), at the model's passage length."""
+        return self.encode([passages] if isinstance(passages, str) else list(passages),
+                           Side.PASSAGE)
 
     @torch.inference_mode()
     def encode_tokens(self, batch: dict[str, torch.Tensor], side: Side,
@@ -321,23 +337,46 @@ class RetrievalModel(nn.Module, ABC):
         self.precision = name
         return self
 
-    def save(self, directory: str | os.PathLike) -> Path:
-        """Write the self-describing folder (atomically: a crash leaves no half-saved model)."""
+    def save(self, directory: str | os.PathLike, *, into_existing: bool = False) -> Path:
+        """Write the self-describing folder (atomically: a crash leaves no half-saved model).
 
+        ``into_existing``: write the model's files into a folder that may hold others, replacing
+        only its own, as a library saving around it needs (sentence-transformers' ``save`` and
+        ``push_to_hub`` write their configuration there first); each file lands whole."""
         directory = Path(directory)
+        if into_existing:
+            return self._save_into(directory)
         with atomic_path(directory, directory=True) as tmp:
-            (tmp / MODEL_FILE).write_text(json.dumps(self._model_file(), indent=2, sort_keys=True))
-            for name, config in self.backbone_configs().items():
-                target = tmp / name if name else tmp
-                target.mkdir(exist_ok=True)
-                config.save_pretrained(target)
-            self.tokenizer.save_pretrained(tmp)
-            state = {k.removeprefix(self.hf_prefix): v.detach().contiguous().cpu()
-                     for k, v in self.state_dict().items()}
-            save_file(_untie(state), str(tmp / self.weights_file))
-            self.write_foreign_files(tmp)
-            (tmp / CARD_FILE).write_text(self.model_card(directory))
+            self._write_files(tmp, directory)
         return directory
+
+    def _save_into(self, directory: Path) -> Path:
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".pyserini-moe-save-", dir=directory))
+        try:
+            self._write_files(tmp, directory)
+            for item in tmp.iterdir():
+                target = directory / item.name
+                if target.is_dir() and not target.is_symlink():
+                    shutil.rmtree(target)
+                os.replace(item, target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return directory
+
+    def _write_files(self, tmp: Path, directory: Path) -> None:
+        """Every file of the folder into ``tmp``; the card names ``directory``."""
+        (tmp / MODEL_FILE).write_text(json.dumps(self._model_file(), indent=2, sort_keys=True))
+        for name, config in self.backbone_configs().items():
+            target = tmp / name if name else tmp
+            target.mkdir(exist_ok=True)
+            config.save_pretrained(target)
+        self.tokenizer.save_pretrained(tmp)
+        state = {k.removeprefix(self.hf_prefix): v.detach().contiguous().cpu()
+                 for k, v in self.state_dict().items()}
+        save_file(_untie(state), str(tmp / self.weights_file))
+        self.write_foreign_files(tmp)
+        (tmp / CARD_FILE).write_text(self.model_card(directory))
 
     def _model_file(self) -> dict[str, Any]:
         """``pyserini_moe.json``: the type and arguments rebuild the architecture; the query
@@ -348,33 +387,48 @@ class RetrievalModel(nn.Module, ABC):
         return meta
 
     def model_card(self, directory: Path) -> str:
-        """The folder's ``README.md``: what the model is and how to load it (the trainer adds
-        how it was trained)."""
+        """The folder's ``README.md``: Hub metadata, then what the model is, the lengths it
+        encodes at and how to load it (the trainer adds how it was trained). No machine path:
+        the folder travels (``push_to_hub``)."""
         args = ", ".join(f"{k}={v}" for k, v in sorted(self.args.items())) or "none"
-        backbone = getattr(next(iter(self.backbone_configs().values())), "_name_or_path", "")
-        lines = [f"# {self.model_type} retriever (pyserini-moe)", "",
+        base = base_model_name(next(iter(self.backbone_configs().values())))
+        dense = "dense" in self.representations
+        kinds = "|".join(r.index_kind for r in map(Representation, self.representations))
+        meta = ["---", f"library_name: {'sentence-transformers' if dense else 'pyserini-moe'}",
+                *([f"base_model: {base}"] if base else []), "license: apache-2.0",
+                "tags:", "- pyserini-moe", "- retrieval", f"- {self.model_type}",
+                *(["- mixture-of-experts"] if self.paper else []),
+                *(["- sentence-transformers", "- feature-extraction"] if dense else []), "---"]
+        lines = [*meta, "", f"# {self.model_type} retriever (pyserini-moe)", "",
                  "| field | value |", "|---|---|",
                  f"| model type | `{self.model_type}` |",
+                 *([f"| paper | {self.paper} |"] if self.paper else []),
                  f"| representations | {', '.join(self.representations)} |",
                  f"| arguments | {args} |",
-                 f"| backbone | {backbone or 'see config.json'} |",
-                 f"| parameters | {sum(p.numel() for p in self.parameters()):,} |", "",
+                 f"| backbone | {base or 'a local backbone (see config.json)'} |",
+                 f"| parameters | {sum(p.numel() for p in self.parameters()):,} |",
+                 f"| query length | {query_length_phrase(self)} |",
+                 f"| passage length | {encode_length(self, Side.PASSAGE)} tokens |", "",
+                 "Every route cuts texts at these lengths: `search`, `encode-queries`, the "
+                 "Python API, Pyserini's searchers through this package's query encoders and "
+                 "sentence-transformers' `encode_query` / `encode_document`.", "",
                  "## How to load", "",
-                 "```python", "from pyserini_moe.modeling import load_model",
-                 f'model = load_model("{directory}")', "```", "",
-                 "Index and search with it: `python -m pyserini_moe.index --retriever "
-                 f"{'|'.join(r.index_kind for r in map(Representation, self.representations))} "
-                 f"--encoder {directory} ...`, then `python -m pyserini_moe.search`."]
+                 "```python", "import pyserini_moe as pm",
+                 f'model = pm.load_model("{directory.name}")  # this folder',
+                 f'vectors = model.encode_query(["a question"])  # .{self.representations[0]}',
+                 "```", "",
+                 f"Index and search with it: `python -m pyserini_moe.index --retriever {kinds} "
+                 f"--encoder {directory.name} ...`, then `python -m pyserini_moe.search`."]
         if self.weights_file == WEIGHTS_FILE:
             lines += ["", "transformers' `AutoModel` and Pyserini's `auto` encoder refuse this "
                       "folder (its weights are not a plain backbone's): load it as above."]
-            if "dense" in self.representations:
+            if dense:
                 lines += ["", "sentence-transformers loads it through pyserini-moe's own module: "
-                          f'`SentenceTransformer("{directory}", trust_remote_code=True)`, then '
-                          "`encode_query` and `encode_document` (the model's two sides)."]
+                          f'`SentenceTransformer("{directory.name}", trust_remote_code=True)`, '
+                          "then `encode_query` and `encode_document` (the model's two sides)."]
         else:
             lines += ["", "It is also a sentence-transformers model: "
-                      f'`SentenceTransformer("{directory}")` gives the same vectors.']
+                      f'`SentenceTransformer("{directory.name}")` gives the same vectors.']
         return "\n".join(lines) + "\n"
 
     def write_foreign_files(self, folder: Path) -> None:
@@ -386,6 +440,25 @@ class RetrievalModel(nn.Module, ABC):
             (folder / "modules.json").write_text(json.dumps(
                 [{"idx": 0, "name": "0", "path": "",
                   "type": "pyserini_moe.sentence_transformers.MoeRetriever"}], indent=2))
+
+
+def base_model_name(config: Any) -> str | None:
+    """The Hub name of the backbone a config was loaded from, for a model card: the packaged
+    MiniLM by its Hub name, a Hub name as it is, a local folder not at all (a machine path
+    means nothing elsewhere)."""
+    name = str(getattr(config, "_name_or_path", "") or "")
+    if is_packaged_minilm(name):
+        return PACKAGED_MINILM_HUB_NAME
+    if not name or os.path.isabs(name) or name.startswith(".") or os.path.exists(name):
+        return None
+    return name
+
+
+def query_length_phrase(model: RetrievalModel) -> str:
+    """The card's query length: as trained, or every position for an untrained model."""
+    if model.query_max_length:
+        return f"{model.query_max_length} tokens (as trained)"
+    return f"{encode_length(model, Side.QUERY)} tokens (every position: no training length)"
 
 
 def text_prefix(args: dict[str, Any], side: Side) -> str:
@@ -492,7 +565,8 @@ def load_model(path: str | os.PathLike, device: str | torch.device | None = None
         raise UserError(f"{path / MODEL_FILE}: 'args' is {type(args).__name__}, not a mapping of "
                         "the model's arguments; the file is damaged: save the model again")
     try:
-        model = cls.from_configs(configs, AutoTokenizer.from_pretrained(path), **args)
+        model = cls.from_configs(configs, AutoTokenizer.from_pretrained(
+            path, trust_remote_code=False), **args)
     except ConfigError as e:
         raise ConfigError(f"{path / MODEL_FILE}: {e}; the file is damaged: save the model again",
                           e.field) from None

@@ -26,6 +26,7 @@ from pyserini_moe.modeling.base import (
     check_device,
     register,
 )
+from pyserini_moe.modeling.lengths import default_length, passage_length, query_length
 from pyserini_moe.modeling.pooling import (
     POOLINGS,
     encoder_from_config,
@@ -123,9 +124,12 @@ class SiameseBiEncoder(SingleBackboneModel):
                             "type": "sentence_transformers.models.Normalize"})
             (folder / "2_Normalize").mkdir()
         (folder / "modules.json").write_text(json.dumps(modules, indent=2))
-        limit = getattr(self.backbone.config, "max_position_embeddings", 512)
+        # encode_query / encode_document cut each side where every other route does (ST >= 6.3
+        # reads the per-task lengths); a plain encode, at every position.
         (folder / "sentence_bert_config.json").write_text(json.dumps(
-            {"max_seq_length": min(limit, 512), "do_lower_case": False}, indent=2))
+            {"max_seq_length": min(default_length(self), 512),
+             "query_length": query_length(self), "document_length": passage_length(self),
+             "do_lower_case": False}, indent=2))
         prompts = {side: self.args[f"{side}_prefix"] for side in ("query", "passage")
                    if f"{side}_prefix" in self.args}
         if prompts:  # SentenceTransformer.encode(..., prompt_name="query") adds them

@@ -147,6 +147,7 @@ class CameEncoder(SingleBackboneModel):
     """
 
     model_type = "came"
+    paper = "CAME: Competitively Learning a Mixture-of-Experts Model for First-stage Retrieval"
     representations = ("dense", "sparse", "multi")
 
     Args = CameArgs

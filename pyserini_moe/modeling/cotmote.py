@@ -75,6 +75,8 @@ class CotMoteEncoder(RetrievalModel):
     """
 
     model_type = "cotmote"
+    paper = ("CoT-MoTE: Exploring ConTextual Masked Auto-Encoder Pre-training with "
+             "Mixture-of-Textual-Experts for Passage Retrieval")
     representations = ("dense", "sparse")
 
     Args = CotMoteArgs

@@ -92,7 +92,8 @@ class SpladeHead(nn.Module):
         hf_logging.set_verbosity_error()  # a checkpoint without MLM head is expected, not a problem
         try:
             mlm, info = AutoModelForMaskedLM.from_pretrained(resolve_backbone(name_or_path),
-                                                             output_loading_info=True)
+                                                             output_loading_info=True,
+                                                             trust_remote_code=False)
         except (OSError, ValueError):  # e.g. an architecture with no masked-LM class
             return False
         finally:

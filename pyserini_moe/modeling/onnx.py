@@ -39,6 +39,7 @@ from transformers import AutoTokenizer
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path
+from pyserini_moe.modeling.backbone import refuse_custom_code
 from pyserini_moe.modeling.base import (
     Encoded,
     RetrievalModel,
@@ -48,6 +49,7 @@ from pyserini_moe.modeling.base import (
     text_prefix,
     tokenize,
 )
+from pyserini_moe.modeling.lengths import encode_length
 
 ONNX_FILE = "pyserini_moe_onnx.json"
 FORMAT = "pyserini-moe-onnx/1"
@@ -242,7 +244,8 @@ class OnnxModel:
         self.fingerprint: str = self.meta["fingerprint"]
         self.precision = "int8" if self.meta.get("int8") else "fp32"  # baked into the graphs
         self.query_max_length = recorded_query_length(self.meta, self.path / ONNX_FILE)
-        self.tokenizer = AutoTokenizer.from_pretrained(self.path)
+        refuse_custom_code(self.path)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.path, trust_remote_code=False)
         self.providers = providers or _providers()
         self._sessions: dict[str, Any] = {}
 
@@ -267,9 +270,9 @@ class OnnxModel:
         batch = tokenize(self.tokenizer, texts, side, max_length, "np", text_prefix(self.args, side))
         return {k: v.astype(np.int64) for k, v in batch.items()}
 
-    def encode(self, texts: list[str], side: Side, max_length: int = 256,
+    def encode(self, texts: list[str], side: Side, max_length: int | None = None,
                only: str | None = None) -> Encoded:
-        inputs = self.tokenize(texts, side, max_length)
+        inputs = self.tokenize(texts, side, max_length or encode_length(self, side))
         out = Encoded()
         for representation in (only,) if only else self.representations:
             value = self._session(side, representation).run(None, inputs)[0]

@@ -200,6 +200,7 @@ class SbMoeEncoder(SingleBackboneModel):
     """
 
     model_type = "sbmoe"
+    paper = "Mixture of Experts Approaches in Dense Retrieval Tasks"
     representations = ("dense",)
     encode_options = ("inference",)
 

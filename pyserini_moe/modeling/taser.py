@@ -88,6 +88,8 @@ class TaserEncoder(SingleBackboneModel):
     """
 
     model_type = "taser"
+    paper = ("Task-Aware Specialization for Efficient and Robust Dense Retrieval for Open-Domain "
+             "Question Answering")
     representations = ("dense",)
 
     Args = TaserArgs

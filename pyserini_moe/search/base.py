@@ -47,8 +47,8 @@ def batched_search(topics: dict[str, str], batch_fn: BatchFn, batch_size: int, d
     return run
 
 
-def open_lucene(make: Callable[[], T], index: Path) -> T:
-    """``make()``: a Pyserini searcher over the Lucene index folder ``index``, or one error
+def open_lucene(make: Callable[[str], T], index: Path) -> T:
+    """``make(path)``: a Pyserini searcher over the Lucene index folder ``index``, or one error
     line: not an index at all (a collection folder, an empty folder) or a damaged one (segments
     missing or truncated)."""
     from jnius import JavaException  # after pyserini: the JVM is running
@@ -56,8 +56,8 @@ def open_lucene(make: Callable[[], T], index: Path) -> T:
     if not any(p.name.startswith("segments") for p in index.iterdir()):
         raise IndexMismatchError(f"{index} is not a Lucene index{_looks_like(index)}: no segments "
                                  "file")
-    try:
-        return make()
+    try:  # absolute: the JVM resolves a relative path against the folder it started in
+        return make(str(index.absolute()))
     except JavaException as e:
         reason = (e.classname or "Java error").rsplit(".", 1)[-1]
         raise IndexMismatchError(f"{index}: Lucene cannot open the index ({reason}); it is "

@@ -40,7 +40,7 @@ class Bm25Searcher:
         if Path(index).is_dir():
             meta = check_kind(index, "bm25")
             _check_fields(index, meta, fields)
-            self.searcher = open_lucene(lambda: LuceneSearcher(str(index)), Path(index))
+            self.searcher = open_lucene(LuceneSearcher, Path(index))
         else:
             self.searcher = _open_prebuilt(str(index))
         self.searcher.set_bm25(k1, b)

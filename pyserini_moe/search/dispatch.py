@@ -266,40 +266,80 @@ class SearchOutcome:
     notices: list[str] = dataclasses.field(default_factory=list)  # what a user must hear about
 
 
-def search_topics(s: SearchSettings, topics: dict[str, str]) -> SearchOutcome:
-    """The run of ``topics`` (``hits`` per query), and for ``fused`` each index's own run
-    (``candidates`` deep).
+class TopicSearcher:
+    """The searchers a :class:`SearchSettings` names (and BM25's for a hybrid), opened once for
+    any number of topic sets: the command line searches one, the Python API's searcher many."""
 
-    With ``remove_query`` every searcher is asked for one hit more (each side of a hybrid, each
-    expert of a fusion: one more candidate) and the query's own id is dropped from every run
-    (the fused one, each expert's, a hybrid's), so ``hits`` and ``candidates`` remain where the
-    index holds that many documents.
-    """
-    clock = time.perf_counter()
-    main, bm25 = _open(s)
-    s.refuse_unread_device()
-    opened = time.perf_counter()
-    hits = depth_for_remove_query(s.hits) if s.remove_query else s.hits
-    candidates = depth_for_remove_query(s.candidates) if s.remove_query else s.candidates
-    with held_query_cuts() as cut_lengths:
-        run, expert_runs = _search_main(s, main, topics, candidates if s.bm25_index else hits,
-                                        candidates)
-        notices = [silent_experts(main, expert_runs)] if expert_runs else []
-        if bm25 is not None:
-            bm25_run = bm25.search(topics, hits=candidates, threads=s.threads,
-                                   batch_size=s.batch_size, progress=not s.quiet)
-            run = hybrid(run, bm25_run, s.alpha, s.hybrid_normalize, s.weight_on_dense, k=hits)
-            notices.append(short_hybrid_notice(s.candidates, s.hits))
-    notices.append(query_cut_notice(cut_lengths))
-    if s.remove_query:
-        notices.append(remove_query_notice(run))
-        run = remove_query(run, s.hits)
-        expert_runs = {kind: remove_query(r, s.candidates) for kind, r in expert_runs.items()}
-    encoder = getattr(main, "query_encoder", None)
-    terms = encoder.terms / encoder.queries if getattr(encoder, "queries", 0) else None
-    notices = [n for n in [*notices, no_hits_notice(run, topics)] if n]
-    return SearchOutcome(run, expert_runs, opened - clock, time.perf_counter() - opened, terms,
-                         notices)
+    def __init__(self, s: SearchSettings) -> None:
+        clock = time.perf_counter()
+        self.settings = s
+        self.main, self.bm25 = _open(s)
+        s.refuse_unread_device()
+        self.num_docs = _num_docs(s)
+        self.open_seconds = time.perf_counter() - clock
+
+    def search(self, topics: dict[str, str], hits: int | None = None) -> SearchOutcome:
+        """The run of ``topics`` (``hits`` per query, the settings' by default), and for
+        ``fused`` each index's own run (``candidates`` deep).
+
+        With ``remove_query`` every searcher is asked for one hit more (each side of a hybrid,
+        each expert of a fusion: one more candidate) and the query's own id is dropped from
+        every run (the fused one, each expert's, a hybrid's), so ``hits`` and ``candidates``
+        remain where the index holds that many documents.
+        """
+        s = self.settings if hits is None else dataclasses.replace(self.settings, hits=hits)
+        asked = s.hits
+        capped = self.num_docs is not None and s.hits > self.num_docs
+        if capped:  # Faiss sizes its result arrays by the hits asked for, not by the index
+            reads_candidates = bool(s.bm25_index) or s.retriever == "fused"
+            s = dataclasses.replace(s, hits=self.num_docs, **(
+                {"candidates": min(s.candidates, self.num_docs)} if reads_candidates else {}))
+        main, bm25 = self.main, self.bm25
+        clock = time.perf_counter()
+        hits = depth_for_remove_query(s.hits) if s.remove_query else s.hits
+        candidates = depth_for_remove_query(s.candidates) if s.remove_query else s.candidates
+        with held_query_cuts() as cut_lengths:
+            run, expert_runs = _search_main(s, main, topics, candidates if s.bm25_index
+                                            else hits, candidates)
+            notices = [silent_experts(main, expert_runs)] if expert_runs else []
+            if bm25 is not None:
+                bm25_run = bm25.search(topics, hits=candidates, threads=s.threads,
+                                       batch_size=s.batch_size, progress=not s.quiet)
+                run = hybrid(run, bm25_run, s.alpha, s.hybrid_normalize, s.weight_on_dense,
+                             k=hits)
+                notices.append(short_hybrid_notice(s.candidates, s.hits))
+        notices.append(query_cut_notice(cut_lengths))
+        if s.remove_query:
+            notices.append(remove_query_notice(run))
+            run = remove_query(run, s.hits)
+            expert_runs = {kind: remove_query(r, s.candidates) for kind, r in expert_runs.items()}
+        encoder = getattr(main, "query_encoder", None)
+        terms = encoder.terms / encoder.queries if getattr(encoder, "queries", 0) else None
+        if capped and asked != _DEFAULTS["hits"]:  # said of a depth asked for, not the default
+            notices.insert(0, f"note: the index holds {self.num_docs} documents: at most "
+                              f"{self.num_docs} hits a query (--hits {asked})")
+        notices = [n for n in [*notices, no_hits_notice(run, topics)] if n]
+        return SearchOutcome(run, expert_runs, self.open_seconds,
+                             time.perf_counter() - clock, terms, notices)
+
+
+def _num_docs(s: SearchSettings) -> int | None:
+    """How many documents the searched indexes hold, as their metadata records it (the most of
+    a fusion's; None where one records none: a Pyserini-built index, where Lucene caps the hits
+    itself)."""
+    counts = []
+    for index in [s.index] if isinstance(s.index, str) else s.index:
+        meta = read_meta(index) if os.path.isdir(index) else None
+        if meta is None or not meta.num_docs:
+            return None
+        counts.append(meta.num_docs)
+    return max(counts)
+
+
+def search_topics(s: SearchSettings, topics: dict[str, str]) -> SearchOutcome:
+    """The searchers ``s`` names, opened, and the run of ``topics`` (see
+    :meth:`TopicSearcher.search`)."""
+    return TopicSearcher(s).search(topics)
 
 
 def _search_main(s: SearchSettings, main: Searcher | ExpertFusionSearcher,

@@ -300,7 +300,7 @@ class ImpactSearcher(_EncodedSearcher):
         super().__init__(*args, **kwargs)
         from pyserini.search.lucene import LuceneImpactSearcher
 
-        self.searcher = open_lucene(lambda: LuceneImpactSearcher(self.index, self.query_encoder),
+        self.searcher = open_lucene(lambda path: LuceneImpactSearcher(path, self.query_encoder),
                                     Path(self.index))
         self._check_num_docs(self.searcher.num_docs, "Lucene")
         self._store: DocVectors | None = None  # doc_vectors/, read at the first exact re-scoring

@@ -49,7 +49,7 @@ except ImportError:  # not POSIX: no flock, see _hold_lock
     fcntl = None  # type: ignore[assignment]
 
 from pyserini_moe.data.export import write_topics_tsv, write_trec_qrels
-from pyserini_moe.errors import UserError
+from pyserini_moe.errors import UserError, library_write
 from pyserini_moe.io import (
     SAFE_LOAD_REFUSAL,
     atomic_path,
@@ -544,8 +544,10 @@ class Trainer:
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state_all()
         with atomic_path(self.out / CHECKPOINT_DIR, directory=True) as tmp:
-            torch.save({"model": self.model.state_dict(), "optimizer": optimizer.state_dict(),
-                        "scheduler": scheduler.state_dict(), "rng": rng}, tmp / STATE_FILE)
+            with library_write(tmp / STATE_FILE):
+                torch.save({"model": self.model.state_dict(),
+                            "optimizer": optimizer.state_dict(),
+                            "scheduler": scheduler.state_dict(), "rng": rng}, tmp / STATE_FILE)
             (tmp / PROGRESS_FILE).write_text(json.dumps(
                 {**state, "recipe": self.config.to_dict()}, indent=2))
 
@@ -647,9 +649,11 @@ class Trainer:
         chosen = (f"the lowest validation loss ({metrics['best_val_loss']:.4f}, step "
                   f"{metrics['best_step']})" if which == "best" and metrics["best_step"]
                   else f"the last step ({metrics['steps']})")
+        recipe = Path(self.config.source).name if self.config.source else "in code"
         section = ["", "## Training", "",
-                   f"- recipe: `{self.config.source or 'in code'}` (all of it in "
-                   f"`{self.out / RECIPE_FILE}`)",
+                   f"- recipe: `{recipe}` (all of it in `../{RECIPE_FILE}` beside this folder)",
+                   f"- lengths: queries {data.query_max_length} tokens, passages "
+                   f"{data.passage_max_length}",
                    f"- data: {data.collection}:{data.split}, {metrics['train_queries']} queries "
                    f"({metrics['train_pairs']} pairs), {data.num_negatives} "
                    f"{data.negatives.source} negative(s) per query, "

@@ -94,10 +94,15 @@ def test_every_model_folder_has_a_card_and_training_adds_to_it(toy_data, tiny_be
     torch.manual_seed(0)
     folder = TaserEncoder.from_backbone(tiny_bert, every=1, device="cpu").save(tmp_path / "m")
     card = (folder / "README.md").read_text()
-    assert "| model type | `taser` |" in card and f'load_model("{folder}")' in card
+    assert "| model type | `taser` |" in card and 'load_model("m")' in card
     assert "refuse this folder" in card
+    # Hub metadata, and no path of this machine: the folder travels (push_to_hub)
+    assert card.startswith("---\nlibrary_name: sentence-transformers\n")
+    assert "- mixture-of-experts" in card and "license: apache-2.0" in card
+    assert str(tmp_path) not in card
     config = siamese_recipe
     Trainer(build_model(config.model, "cpu"), config, toy_data(1), progress=False).train()
     card = (tmp_path / "run" / "best" / "README.md").read_text()
     assert "## Training" in card and "2 steps of 4 queries" in card
+    assert str(tmp_path) not in card
     assert 'SentenceTransformer(' in card  # a Siamese model is a sentence-transformers model

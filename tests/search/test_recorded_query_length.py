@@ -1,6 +1,6 @@
 """The query length travels from the recipe to the model, from the model to its index, and from
-the index to search (issue 38 item 3): a search cuts queries as training did unless told
-otherwise, and indexes or models that record no length search as before (every position)."""
+the index to search: a search cuts queries as training did unless told otherwise, and a model
+that records no length searches at every position."""
 
 from __future__ import annotations
 
@@ -95,11 +95,12 @@ def test_without_a_training_length_the_index_records_the_positions(tiny_bert, ti
     assert read_meta(index).query_max_length == 512  # the tiny BERT's positions
 
 
-def test_an_index_that_records_no_length_searches_as_before(trained, tmp_path) -> None:
-    """Indexes built before the field existed: every position the model has."""
+def test_an_index_that_records_no_length_searches_at_the_models_length(trained, tmp_path) -> None:
+    """An index that records no query length (built before the field existed): the model's own
+    length, as every other route of the model reads it."""
     old = Path(shutil.copytree(trained, tmp_path / "old"))
     meta = json.loads((old / META_FILE).read_text())
     del meta["query_max_length"]
     (old / META_FILE).write_text(json.dumps(meta))
     searcher = open_any(SearchSettings(retriever="dense", index=str(old), device="cpu"))
-    assert searcher.query_encoder.max_length == 512
+    assert searcher.query_encoder.max_length == 16
