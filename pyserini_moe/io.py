@@ -60,7 +60,7 @@ def atomic_path(target: str | os.PathLike, *, directory: bool = False,
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, target)
-    except BaseException:
+    except BaseException as e:
         if tmp.is_dir():
             shutil.rmtree(tmp, ignore_errors=True)
         else:
@@ -68,7 +68,19 @@ def atomic_path(target: str | os.PathLike, *, directory: bool = False,
         for folder in created:  # the folders made for the target, if nothing else went in
             with contextlib.suppress(OSError):
                 folder.rmdir()
+        if isinstance(e, OSError) and e.errno is not None and e.filename is not None:
+            named = _as_target(Path(e.filename), tmp, target)
+            if named is not None:  # said of the output the user named, not of its temporary
+                raise OSError(e.errno, e.strerror, str(named)) from e
         raise
+
+
+def _as_target(path: Path, tmp: Path, target: Path) -> Path | None:
+    """``path`` inside the temporary ``tmp`` as the same place in ``target`` (None if outside)."""
+    try:
+        return target / path.relative_to(tmp) if path != tmp else target
+    except ValueError:
+        return None
 
 
 def _missing_parents(target: Path) -> list[Path]:
@@ -583,12 +595,35 @@ class _Refused(pickle.UnpicklingError):
     """The pickle names a global outside the allowed ones (raised before it is called)."""
 
 
+def _validated_arrow_array(data: tuple) -> Any:
+    """``pyarrow.lib._restore_array`` for a pickle from elsewhere: pandas 3 pickles its string
+    columns as Arrow arrays, whose offsets pyarrow trusts; a crafted offset past the data made
+    the process read out of bounds (SIGSEGV). The array is rebuilt from its buffers and checked
+    in full (every offset inside its data) before anything reads it; nested arrays, which such a
+    table has none of, are refused."""
+    import pyarrow as pa  # noqa: PLC0415 - only a pandas-3 pickle needs it
+
+    if not isinstance(data, tuple) or len(data) != 7:
+        raise _Refused("an Arrow array in a form this reader does not know")
+    arrow_type, length, null_count, offset, buffers, children, dictionary = data
+    if children or dictionary is not None:
+        raise _Refused("a nested Arrow array, which a table of query texts does not need")
+    array = pa.Array.from_buffers(arrow_type, length, list(buffers), null_count=null_count,
+                                  offset=offset)
+    array.validate(full=True)  # ArrowInvalid (a ValueError) for offsets outside the data
+    return array
+
+
+# Globals replaced by a checked form when a pickle names them.
+_CHECKED_GLOBALS = {("pyarrow.lib", "_restore_array"): _validated_arrow_array}
+
+
 class _DataFrameUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) not in _DATAFRAME_GLOBALS:
             raise _Refused(f"it names {module}.{name}, which a table of query vectors does not "
                            "need")
-        return super().find_class(module, name)
+        return _CHECKED_GLOBALS.get((module, name)) or super().find_class(module, name)
 
 
 def read_dataframe_pickle(path: Path) -> Any:

@@ -14,7 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pyserini_moe.errors import Terminated, UserError, note_termination, raise_if_terminated
+from pyserini_moe.errors import (
+    Terminated,
+    UserError,
+    note_termination,
+    os_error_line,
+    raise_if_terminated,
+)
 from pyserini_moe.io import refuse_special_output
 from pyserini_moe.paths import shared_data_root
 from pyserini_moe.validate import seed_range
@@ -240,6 +246,9 @@ def run_main(main: Callable[[list[str] | None], int], argv: list[str] | None = N
         return code
     except USER_ERRORS as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # the disk is full or read-only, a quota, an I/O error: said as such
+        print(f"error: {os_error_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
         code = 143 if isinstance(e, Terminated) else 130

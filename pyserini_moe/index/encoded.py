@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import itertools
 import json
+import logging
 import math
 import os
 import re
@@ -32,7 +33,7 @@ from pyserini_moe.encode.common import describe, first_non_finite
 from pyserini_moe.encode.dense import DensePassageEncoder
 from pyserini_moe.encode.impact import ImpactPassageEncoder
 from pyserini_moe.encode.multivector import MultiVectorPassageEncoder
-from pyserini_moe.errors import UserError
+from pyserini_moe.errors import UserError, library_write
 from pyserini_moe.index.doc_vectors import DOC_VECTORS, write_doc_vectors
 from pyserini_moe.index.lucene import run_index_collection
 from pyserini_moe.index.meta import META_FILE, write_meta
@@ -43,6 +44,8 @@ from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.base import Encoded, Side
 from pyserini_moe.modeling.pipeline import encode_stream
 from pyserini_moe.representation import INDEX_KINDS, Representation
+
+log = logging.getLogger(__name__)
 
 KINDS = INDEX_KINDS
 IMPACT_SHARD = "impact-shard"  # a shard's quantised vectors, indexed by Lucene when merged
@@ -142,7 +145,8 @@ class _DenseSink(_Sink):
     def finish(self) -> None:
 
         self.ids.flush()
-        _faiss.write_index(self.index, str(self.out / "index"))
+        with library_write(self.out / "index"):
+            _faiss.write_index(self.index, str(self.out / "index"))
         write_meta(self.out, "dense", num_docs=self.index.ntotal, dim=self.index.d,
                    faiss=self.settings.faiss, **self.fields)
 
@@ -216,6 +220,31 @@ _COUNTS = ("batch_size", "max_length", "quantization", "threads", "tokenizer_wor
            "length_bucket")
 
 
+# Tokenizer processes beyond the usable cores only contend: above them a warning, and above
+# this many times them a refusal (12 on 2 cores took 126 s and 4 GB for 4 documents).
+_WORKERS_PER_CORE_REFUSED = 4
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers narrow)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def check_tokenizer_workers(workers: int) -> None:
+    """``--tokenizer-workers`` against the usable cores: a warning above them (each worker is a
+    process of its own, a few hundred MB), a refusal far above."""
+    cores = usable_cores()
+    if workers > _WORKERS_PER_CORE_REFUSED * cores:
+        raise UserError(f"--tokenizer-workers {workers}: this machine has {cores} usable "
+                        f"core(s); use at most {cores} (more only contend)")
+    if workers > cores:
+        log.warning("--tokenizer-workers %d is above the %d usable core(s): the workers contend "
+                    "for them; %d is the most that helps", workers, cores, cores)
+
+
 @dataclasses.dataclass(frozen=True)
 class BuildSettings:
     """One build of a model's indexes: what ``python -m pyserini_moe.index`` takes for them,
@@ -260,6 +289,7 @@ class BuildSettings:
         for name in _COUNTS:
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be >= 1")
+        check_tokenizer_workers(self.tokenizer_workers)
         unknown = sorted(set(self.outputs) - set(KINDS))
         if unknown or not self.outputs:
             raise UserError(f"index kinds {unknown or '(none)'}: choose from {KINDS}")

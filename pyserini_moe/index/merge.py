@@ -34,7 +34,7 @@ from typing import Any
 
 import faiss
 
-from pyserini_moe.errors import UserError
+from pyserini_moe.errors import UserError, library_write
 from pyserini_moe.index.encoded import IMPACT_SHARD, IMPACT_VECTORS, faiss_index, lucene_impact_index
 from pyserini_moe.index.meta import META_FILE, IndexMeta, IndexMismatchError, read_meta
 from pyserini_moe.index.multivector import MultiVectorIndex, MultiVectorIndexWriter
@@ -143,7 +143,8 @@ def _merge_dense(ordered: list[tuple[Path, IndexMeta]], index_dir: Path,
             merged.add(shard.reconstruct_n(0, shard.ntotal))
             ids.write(docids)
         ids.flush()
-        faiss.write_index(merged, str(out / "index"))
+        with library_write(out / "index"):
+            faiss.write_index(merged, str(out / "index"))
         dataclasses.replace(common, num_docs=merged.ntotal).write(out)
 
 

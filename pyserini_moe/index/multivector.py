@@ -45,7 +45,7 @@ import faiss
 import numpy as np
 from tqdm.auto import tqdm
 
-from pyserini_moe.errors import UserError
+from pyserini_moe.errors import UserError, library_write
 from pyserini_moe.index.meta import IndexMeta, IndexMismatchError, check_kind, write_meta
 from pyserini_moe.index.residual import (
     CODES_FILE,
@@ -357,7 +357,8 @@ class MultiVectorIndexWriter:
         for start in tqdm(range(0, len(tokens), self.add_chunk), desc="faiss add", unit="chunk",
                           disable=not self.progress):
             index.add(np.asarray(tokens[start:start + self.add_chunk], dtype=np.float32))
-        faiss.write_index(index, str(self._tmp / FAISS_FILE))
+        with library_write(self._tmp / FAISS_FILE):
+            faiss.write_index(index, str(self._tmp / FAISS_FILE))
         write_meta(self._tmp, KIND, dim=self.dim, num_docs=self.n_docs, n_tokens=len(tokens),
                    faiss=self.faiss_index, **self.encoder_meta)
 

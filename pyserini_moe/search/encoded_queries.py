@@ -208,13 +208,26 @@ def _read_dense(file: Path) -> EncodedQueries:
         problem, vector = _dense_vector(embedding)
         if problem:
             raise UserError(f"{file}: the query {str(text)[:60]!r} {problem}")
-        vectors[str(text).strip()] = vector
+        _keep_once(vectors, str(text).strip(), vector, file)
     if len({v.shape for v in vectors.values()}) > 1:
         raise UserError(f"{file}: the query vectors differ in length")
     attrs = getattr(frame, "attrs", {})
     made_by, encoding = attrs.get(FINGERPRINT), attrs.get(ENCODING)
     return EncodedQueries(vectors, made_by if isinstance(made_by, str) else None,
                           _encoding(encoding))
+
+
+def _keep_once(vectors: dict[str, Any], text: str, vector: Any, file: Path) -> None:
+    """A query text's vector; the same text twice must hold the same vector (a search looks
+    vectors up by text: with two, one would win in silence)."""
+    if text in vectors:
+        same = vectors[text] == vector if isinstance(vector, dict) else (
+            vectors[text].shape == vector.shape and np.array_equal(vectors[text], vector))
+        if not same:
+            raise UserError(f"{file}: the query {text[:60]!r} is there twice with two different "
+                            "vectors; a search looks them up by text: encode the topics again "
+                            "(python -m pyserini_moe.encode_queries)")
+    vectors[text] = vector
 
 
 def _encoding(value: Any) -> dict[str, int] | None:
@@ -267,7 +280,8 @@ def _read_impact(file: Path) -> EncodedQueries:
     for number, line in iter_lines(file):
         where = f"{file}, line {number}"
         text, vector, fingerprint_, encoding = _impact_record(line, where)
-        vectors[text.strip()] = _impact_weights(vector, f"{where} (query {text[:60]!r})")
+        _keep_once(vectors, text.strip(), _impact_weights(vector, f"{where} (query {text[:60]!r})"),
+                   file)
         made_by.add(fingerprint_)
         encodings.add(json.dumps(encoding, sort_keys=True))
     made_by.discard(None)

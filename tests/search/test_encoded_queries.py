@@ -241,3 +241,60 @@ def test_impact_queries_put_together_from_two_encodings_are_refused(setup, tmp_p
                                                         '"quantization": 50') + "\n")
     with pytest.raises(UserError, match="holds queries encoded 2 different ways"):
         read_encoded_queries(mixed, "impact")
+
+
+def test_a_crafted_arrow_array_in_encoded_queries_is_one_line_not_a_crash(tmp_path) -> None:
+    """pandas 3 pickles string columns as Arrow arrays, whose offsets pyarrow trusts: an offset
+    past the data read out of bounds (SIGSEGV). The reader checks every offset first."""
+    import pickle
+
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.lib
+
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.io import read_dataframe_pickle
+
+    frame = pd.DataFrame({"text": ["a query", "another"], "embedding": [np.ones(3), np.zeros(3)]})
+    good = tmp_path / "good.pkl"
+    frame.to_pickle(good)
+    assert read_dataframe_pickle(good).equals(frame)  # a real pandas pickle still reads
+
+    class Crafted:
+        def __reduce__(self):
+            offsets = pa.py_buffer(np.array([0, 1_000_000, 2_000_000], np.int32).tobytes())
+            return (pyarrow.lib._restore_array,
+                    ((pa.string(), 2, 0, 0, [None, offsets, pa.py_buffer(b"abc")], [], None),))
+
+    bad = tmp_path / "embedding.pkl"
+    bad.write_bytes(pickle.dumps(Crafted()))
+    with pytest.raises(UserError, match=r"embedding.pkl: not a readable pickle .*offsets"):
+        read_dataframe_pickle(bad)
+
+
+def test_one_query_text_with_two_vectors_is_refused(tmp_path) -> None:
+    """A search looks encoded queries up by text: two vectors for one text would let one win
+    in silence. The same vector twice is harmless and read."""
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.search.encoded_queries import read_encoded_queries
+
+    dense = tmp_path / "dense"
+    dense.mkdir()
+    pd.DataFrame({"text": ["q", "q"], "embedding": [np.ones(3), np.ones(3)]}).to_pickle(
+        dense / "embedding.pkl")
+    assert list(read_encoded_queries(dense, "dense")) == ["q"]
+    pd.DataFrame({"text": ["q", "q "], "embedding": [np.ones(3), np.zeros(3)]}).to_pickle(
+        dense / "embedding.pkl")
+    with pytest.raises(UserError, match="'q' is there twice with two different vectors"):
+        read_encoded_queries(dense, "dense")
+    impact = tmp_path / "impact.jsonl"
+    impact.write_text("".join(json.dumps({"id": str(i), "contents": "q", "vector": {"a": w}}) + "\n"
+                              for i, w in enumerate((3, 4))))
+    with pytest.raises(UserError, match="twice with two different vectors"):
+        read_encoded_queries(impact, "impact")
