@@ -14,6 +14,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="significance test of runs of one seed each (default "
                              f"{DEFAULT_STAT_TEST}): " + "; ".join(f"{k} = {v}"
                                                                   for k, v in STAT_TESTS.items()))
+    parser.add_argument("--seed-design", choices=SEED_DESIGNS, default="auto",
+                        help="how the seeds of two conditions relate: matched = seed s of one "
+                             "was trained with seed s of the other (same batches and negatives) "
+                             "or both are one training read two ways, and the test pairs them; "
+                             "nested = independent trainings; auto = matched where both "
+                             "conditions' files carry the same seed numbers (sNN in their "
+                             "names), else nested")
     parser.add_argument("--max-p", type=finite_float, default=None,
                         help=f"p-value at or below which a difference is marked significant, "
                              f"above 0 and below 1 (default {DEFAULT_MAX_P})")
@@ -271,6 +279,38 @@ def refuse_foreign_outputs(outputs: dict[str, str | None]) -> None:
     refuse_outputs_of_others(outputs, _OUTPUT_SIGNS, "eval")
 
 
+SEED_DESIGNS = ("auto", "matched", "nested")
+_SEED_IN_NAME = re.compile(r"(?:^|[^0-9A-Za-z])s(\d+)(?=[^0-9]|$)")
+
+
+def seed_labels(files: list[str]) -> list[str] | None:
+    """The seed each file names (``sNN`` in its file name: ``detr-s42.test.trec``, the kept
+    ``<row>.s42.tsv``), in order; None when a file names none or two files the same."""
+    labels = []
+    for path in files:
+        found = _SEED_IN_NAME.findall(Path(path).name)
+        if not found:
+            return None
+        labels.append(found[-1])
+    return labels if len(set(labels)) == len(labels) else None
+
+
+def seed_design(groups: dict[str, list[str]], baseline: str,
+                design: str) -> dict[str, list[str]] | None:
+    """The seed labels ``compare_groups`` pairs by: each condition's, or None for ``nested``.
+    ``matched`` insists that every condition has the baseline's seeds (one line otherwise)."""
+    if design == "nested":
+        return None
+    labels = {name: seed_labels(files) for name, files in groups.items()}
+    if design == "matched":
+        for name, found in labels.items():
+            if found is None or sorted(found) != sorted(labels[baseline] or []):
+                raise UserError(f"--seed-design matched: --run {name}'s files do not carry the "
+                                f"seeds of the baseline {baseline} (sNN in their names); use "
+                                "--seed-design nested")
+    return {name: found for name, found in labels.items() if found is not None}
+
+
 def run_names(paths: list[str]) -> list[str]:
     """File names, or the paths as given when two runs share a file name."""
     names = [Path(p).name for p in paths]
@@ -318,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
         by_file = iter(names)
         per_query = {name: [scores[next(by_file)] for _ in files]
                      for name, files in groups.items()}
-        seeded = compare_groups(per_query, metrics, baseline, max_p)
+        seeded = compare_groups(per_query, metrics, baseline, max_p,
+                                seeds=seed_design(groups, baseline, args.seed_design))
         result["comparison"] = seeded.to_dict()
         tables.append(format_seeded(seeded, args.format))
     elif len(runs) > 1:

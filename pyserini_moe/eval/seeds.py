@@ -102,6 +102,7 @@ class SeedComparison:
     n_a: int
     n_b: int
     queries: int
+    design: str = "nested"  # "matched": seed s of A paired with seed s of B (compare_matched)
 
     def seeds_estimated(self, trained: tuple[bool, bool] = (True, True)) -> bool:
         """Whether every trained side had seeds enough (>= 2) to estimate its seed variance (an
@@ -150,6 +151,56 @@ def compare_seeded(a: np.ndarray | Sequence[Sequence[float]],
                           math.sqrt(v_query), math.sqrt(v_a + v_b), a.shape[0], b.shape[0], q)
 
 
+def compare_matched(a: np.ndarray | Sequence[Sequence[float]],
+                    b: np.ndarray | Sequence[Sequence[float]],
+                    alpha: float = 0.05) -> SeedComparison:
+    """Condition ``a`` against ``b`` when their seeds are matched: row s of both is one training
+    seed (the same batch order and negatives for both architectures), or one training read two
+    ways (two fusions of one model, hybrid against dense). See the module docstring: the
+    differences ``d[s, q] = a[s, q] - b[s, q]`` follow the crossed model
+
+        d[s, q] = delta + u_q + v_s + w_sq
+
+    (a condition-by-query term ``u``, a seed-by-condition term ``v``, residual ``w``), so that
+    Var(mean d) = sigma_u^2 / Q + sigma_v^2 / S + sigma_w^2 / (S Q). For the balanced design the
+    REML estimate is the ANOVA one, (MS_seed + MS_query - MS_res) / (S Q), with sigma_v^2 floored
+    at 0 (MS_seed below MS_res); the degrees of freedom are Satterthwaite's over the three mean
+    squares as measured, MS_seed included where the floor set it aside, so a seed component
+    estimated at 0 still counts as uncertain (its S - 1 degrees of freedom) instead of known
+    (the jump to Q - 1). On simulations at the noise of the kept per-query files (residual sd
+    0.13-0.19 a query, seeds correlated 0.22-0.77 across conditions; tests/eval/test_seeds.py,
+    2,000 replicates a cell) its level is 2.7-6.7% at the nominal 5% and its 95% interval covers
+    93-97%, with 3 or 5 seeds: conservative where the seed component is truly 0."""
+    a, b = np.atleast_2d(np.asarray(a, dtype=float)), np.atleast_2d(np.asarray(b, dtype=float))
+    if a.shape != b.shape:
+        raise ValueError(f"matched seeds need the same seeds and queries on both sides, got "
+                         f"{a.shape} and {b.shape} (seeds x queries)")
+    seeds, q = a.shape
+    if seeds < 2 or q < 2:
+        raise ValueError("a matched comparison needs at least 2 seeds and 2 queries")
+    d = a - b
+    grand, by_seed, by_query = float(d.mean()), d.mean(axis=1), d.mean(axis=0)
+    ms_seed = q * float(((by_seed - grand) ** 2).sum()) / (seeds - 1)
+    ms_query = seeds * float(((by_query - grand) ** 2).sum()) / (q - 1)
+    residual = d - by_seed[:, None] - by_query[None, :] + grand
+    df_res = (seeds - 1) * (q - 1)
+    ms_res = float((residual ** 2).sum()) / df_res
+    seed_part = max(ms_seed - ms_res, 0.0)
+    total = seed_part + ms_query
+    if total == 0.0:  # identical differences everywhere
+        p = 1.0 if grand == 0 else 0.0
+        return SeedComparison(grand, grand, grand, p, math.inf, 0.0, 0.0, seeds, seeds, q,
+                              "matched")
+    df = total ** 2 / (ms_seed ** 2 / (seeds - 1) + ms_query ** 2 / (q - 1)
+                       + ms_res ** 2 / df_res)
+    se = math.sqrt(total / (seeds * q))
+    p = float(2 * stats.t.sf(abs(grand / se), df))
+    half = float(stats.t.ppf(1 - alpha / 2, df)) * se
+    return SeedComparison(grand, grand - half, grand + half, p, float(df),
+                          math.sqrt(ms_query / (seeds * q)),
+                          math.sqrt(seed_part / (seeds * q)), seeds, seeds, q, "matched")
+
+
 def verdict(comparison: SeedComparison, claimed_sign: int = 1, max_p: float = 0.05,
             trained: tuple[bool, bool] = (True, True)) -> str:
     """``held`` / ``reversed`` / ``not shown`` for the claim that the effect has ``claimed_sign``
@@ -176,28 +227,42 @@ class SeededComparison:
         """JSON-ready form."""
         return {
             "metrics": self.metrics, "baseline": self.baseline, "max_p": self.max_p,
-            "test": "two-way (query and seed variance) t-test, pyserini_moe.eval.seeds",
+            "test": "t-test over queries and seeds, pyserini_moe.eval.seeds (design per test)",
             "conditions": {name: {m: {"mean": s.mean, "sd": s.sd, "seeds": list(s.values)}
                                   for m, s in by_metric.items()}
                            for name, by_metric in self.summaries.items()},
             "tests": {name: {m: {"effect": t.effect, "ci95": [t.ci_low, t.ci_high],
-                                 "p_value": t.p_value, "df": t.df, "seeds": [t.n_a, t.n_b]}
+                                 "p_value": t.p_value, "df": t.df, "seeds": [t.n_a, t.n_b],
+                                 "design": t.design}
                              for m, t in by_metric.items()}
                       for name, by_metric in self.tests.items()},
         }
 
 
+def matched(seeds: dict[str, list[str]] | None, name: str, baseline: str) -> bool:
+    """Whether ``name`` and ``baseline`` were trained with the same seeds (at least two), listed
+    in the same order: then seed s of one is paired with seed s of the other. The design
+    decides, never the result."""
+    if not seeds or name not in seeds or baseline not in seeds:
+        return False
+    return len(seeds[name]) > 1 and list(seeds[name]) == list(seeds[baseline])
+
+
 def compare_groups(per_query: dict[str, list[dict[str, dict[str, float]]]], metrics: list[str],
-                   baseline: str, max_p: float = 0.05) -> SeededComparison:
+                   baseline: str, max_p: float = 0.05,
+                   seeds: dict[str, list[str]] | None = None) -> SeededComparison:
     """``per_query``: condition -> one ``{metric: {qid: value}}`` per seed (every seed over the
-    same queries, as ``evaluate_per_query`` gives them for one qrels)."""
+    same queries, as ``evaluate_per_query`` gives them for one qrels). ``seeds``: condition ->
+    its seeds' labels in the same order; a condition with the baseline's seeds is compared
+    matched (:func:`compare_matched`), any other nested (:func:`compare_seeded`)."""
     def matrix(name: str, metric: str) -> np.ndarray:
         return np.array([[values[metric][q] for q in values[metric]]
                          for values in per_query[name]])
 
     summaries = {name: {m: SeedSummary(tuple(float(v) for v in matrix(name, m).mean(axis=1)))
                         for m in metrics} for name in per_query}
-    tests = {name: {m: compare_seeded(matrix(name, m), matrix(baseline, m), alpha=0.05)
+    tests = {name: {m: (compare_matched if matched(seeds, name, baseline) else compare_seeded)(
+                        matrix(name, m), matrix(baseline, m), alpha=0.05)
                     for m in metrics} for name in per_query if name != baseline}
     return SeededComparison(metrics, baseline, max_p, summaries, tests)
 
@@ -209,7 +274,10 @@ def format_seeded(comparison: SeededComparison, style: str = "markdown") -> str:
     rows = []
     for name, by_metric in comparison.summaries.items():
         n = next(iter(by_metric.values())).n
-        cells = [f"{name} (baseline)" if name == comparison.baseline else name, str(n)]
+        tests = comparison.tests.get(name, {})
+        paired = any(t.design == "matched" for t in tests.values())
+        cells = [f"{name} (baseline)" if name == comparison.baseline else name,
+                 f"{n} matched" if paired else str(n)]
         for m in comparison.metrics:
             s = by_metric[m]
             cell = f"{s.mean:.4f}" + (f" ± {s.sd:.4f}" if s.n > 1 else "")
@@ -222,6 +290,7 @@ def format_seeded(comparison: SeededComparison, style: str = "markdown") -> str:
         rows.append(cells)
     legend = (f"mean ± sd over seeds; (effect against {comparison.baseline} [95% interval], p): "
               "a t-test over queries and seeds (pyserini_moe.eval.seeds; a 1-seed row adds no "
-              f"seed variance: right for an untrained run, not for one training); ▲/▼: p <= "
-              f"{comparison.max_p:g}")
+              f"seed variance: right for an untrained run, not for one training); 'matched': "
+              "the baseline's seeds, paired seed by seed (compare_matched), else the two sides' "
+              f"seeds taken as independent (compare_seeded); ▲/▼: p <= {comparison.max_p:g}")
     return format_table(["run", "seeds", *comparison.metrics], rows, style) + "\n\n" + legend
