@@ -104,6 +104,18 @@ class SeedComparison:
     queries: int
     design: str = "nested"  # "matched": seed s of A paired with seed s of B (compare_matched)
 
+    @property
+    def se(self) -> float:
+        """The standard error of the effect (the interval's half-width over its t quantile)."""
+        return math.sqrt(self.se_query ** 2 + self.se_seed ** 2)
+
+    def mde(self, power: float = 0.8, alpha: float = 0.05) -> float:
+        """The minimum detectable effect: the true difference this comparison's noise (its
+        standard error and degrees of freedom) finds with probability ``power`` at ``alpha``,
+        two-sided. What a "not shown" can rule out, and what it cannot."""
+        df = self.df if math.isfinite(self.df) else 1e9
+        return float((stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)) * self.se)
+
     def seeds_estimated(self, trained: tuple[bool, bool] = (True, True)) -> bool:
         """Whether every trained side had seeds enough (>= 2) to estimate its seed variance (an
         untrained side, BM25 or a zero-shot model, has none to estimate)."""
@@ -213,6 +225,60 @@ def verdict(comparison: SeedComparison, claimed_sign: int = 1, max_p: float = 0.
     return "reversed" if (comparison.effect > 0) != (claimed_sign > 0) else "held"
 
 
+# The margin within which two conditions count as equivalent, in nDCG@10, where a paper states
+# none of its own: a tenth of the gap between BM25 and a trained dense model on SciFact, and about
+# what one fixed checkpoint moves between machines twice over.
+EQUIVALENCE_MARGIN = 0.01
+
+
+def no_worse_verdict(comparison: SeedComparison, margin: float = EQUIVALENCE_MARGIN,
+                     alpha: float = 0.05) -> str:
+    """For a claim "A is not worse than B" (A >= B; "A does not lose to B"): tested as
+    non-inferiority, not decided by a non-significant difference. ``held``: the one-sided
+    (1 - alpha) lower bound of A - B is above -margin; ``reversed``: the upper bound is below
+    -margin (A worse by more than the margin); else ``not shown either way``."""
+    low, high = _one_sided_bounds(comparison, alpha)
+    if low > -margin:
+        return f"held (no worse than {margin:g})"
+    if high < -margin:
+        return f"reversed (worse by more than {margin:g})"
+    return "not shown either way"
+
+
+def equivalence_verdict(comparison: SeedComparison, margin: float = EQUIVALENCE_MARGIN,
+                        alpha: float = 0.05) -> str:
+    """For a claim "A does not beat B" / "A and B are level": two one-sided tests (TOST).
+    ``equivalent within margin``: the (1 - 2 alpha) interval lies inside (-margin, margin);
+    ``different``: not that, and the (1 - alpha) interval excludes 0; else ``not shown either
+    way`` (too little data to tell)."""
+    low, high = _one_sided_bounds(comparison, alpha)
+    if -margin < low and high < margin:
+        return f"equivalent within {margin:g}"
+    if comparison.p_value <= alpha:
+        return "different"
+    return "not shown either way"
+
+
+def _one_sided_bounds(comparison: SeedComparison, alpha: float) -> tuple[float, float]:
+    """The one-sided (1 - alpha) lower and upper bounds of the effect."""
+    df = comparison.df if math.isfinite(comparison.df) else 1e9
+    half = float(stats.t.ppf(1 - alpha, df)) * comparison.se
+    return comparison.effect - half, comparison.effect + half
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment: the family-wise error rate held at the nominal level over
+    every test of a family (a paper's claims table), in any dependence between the tests;
+    adjusted p-values in the input's order."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted = [0.0] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
 @dataclass(frozen=True)
 class SeededComparison:
     """Conditions of one or more seeds each, against a baseline condition, per metric."""
@@ -233,7 +299,7 @@ class SeededComparison:
                            for name, by_metric in self.summaries.items()},
             "tests": {name: {m: {"effect": t.effect, "ci95": [t.ci_low, t.ci_high],
                                  "p_value": t.p_value, "df": t.df, "seeds": [t.n_a, t.n_b],
-                                 "design": t.design}
+                                 "design": t.design, "mde80": t.mde()}
                              for m, t in by_metric.items()}
                       for name, by_metric in self.tests.items()},
         }
@@ -285,12 +351,15 @@ def format_seeded(comparison: SeededComparison, style: str = "markdown") -> str:
                 t = comparison.tests[name][m]
                 mark = ("▲" if t.effect > 0 else "▼") if t.p_value <= comparison.max_p else ""
                 p = "p<0.001" if t.p_value < 0.001 else f"p={t.p_value:.3f}"
-                cell += f"{mark} ({t.effect:+.4f} [{t.ci_low:+.4f}, {t.ci_high:+.4f}], {p})"
+                mde = "" if mark else f", MDE {t.mde():.4f}"  # what a "not shown" can rule out
+                cell += (f"{mark} ({t.effect:+.4f} [{t.ci_low:+.4f}, {t.ci_high:+.4f}], "
+                         f"{p}{mde})")
             cells.append(cell)
         rows.append(cells)
     legend = (f"mean ± sd over seeds; (effect against {comparison.baseline} [95% interval], p): "
               "a t-test over queries and seeds (pyserini_moe.eval.seeds; a 1-seed row adds no "
               f"seed variance: right for an untrained run, not for one training); 'matched': "
               "the baseline's seeds, paired seed by seed (compare_matched), else the two sides' "
-              f"seeds taken as independent (compare_seeded); ▲/▼: p <= {comparison.max_p:g}")
+              f"seeds taken as independent (compare_seeded); ▲/▼: p <= {comparison.max_p:g}; "
+              "MDE: the difference found 8 times in 10 at this noise (where none was found)")
     return format_table(["run", "seeds", *comparison.metrics], rows, style) + "\n\n" + legend

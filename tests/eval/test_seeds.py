@@ -214,3 +214,41 @@ def test_the_command_line_pairs_seeds_by_the_numbers_in_file_names() -> None:
     assert seed_design(groups, "detr", "nested") is None
     with pytest.raises(UserError, match="--run other's files do not carry the seeds"):
         seed_design(groups, "detr", "matched")
+
+
+def test_holm_adjusts_in_order_and_is_monotone() -> None:
+    from pyserini_moe.eval.seeds import holm
+
+    # three tests: the smallest times 3, the next times 2 (never below the one before), ...
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.5]) == [0.5] and holm([]) == []
+    assert holm([0.4, 0.9]) == pytest.approx([0.8, 0.9])
+
+
+def _comparison(effect: float, se: float, df: float = 50.0):
+    from pyserini_moe.eval.seeds import SeedComparison
+
+    half = float(stats.t.ppf(0.975, df)) * se
+    p = float(2 * stats.t.sf(abs(effect / se), df))
+    return SeedComparison(effect, effect - half, effect + half, p, df, se, 0.0, 3, 3, 300,
+                          "matched")
+
+
+def test_equivalence_and_non_inferiority_decide_no_gain_by_a_margin() -> None:
+    """"No gain" is not decided by a non-significant difference: a tight interval inside the
+    margin is equivalence, a wide one says nothing either way."""
+    from pyserini_moe.eval.seeds import equivalence_verdict, no_worse_verdict
+
+    assert equivalence_verdict(_comparison(0.002, 0.002)) == "equivalent within 0.01"
+    assert equivalence_verdict(_comparison(0.0125, 0.007)) == "not shown either way"
+    assert equivalence_verdict(_comparison(0.03, 0.005)) == "different"
+    assert no_worse_verdict(_comparison(-0.002, 0.003)) == "held (no worse than 0.01)"
+    assert no_worse_verdict(_comparison(-0.03, 0.005)) == "reversed (worse by more than 0.01)"
+    assert no_worse_verdict(_comparison(-0.01, 0.01)) == "not shown either way"
+
+
+def test_minimum_detectable_effect() -> None:
+    c = _comparison(0.0131, 0.0072, df=1e6)  # TASER DPR vs Det-R's size, nested
+    assert c.se == pytest.approx(0.0072)
+    assert c.mde() == pytest.approx((1.959964 + 0.841621) * 0.0072, rel=1e-4)  # ~0.020
+    assert c.mde(power=0.9) > c.mde()
