@@ -659,6 +659,29 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# The most values a YAML file may expand to, its aliases followed: the largest paper file has a
+# few thousand; nested aliases (the "billion laughs") reach billions from a few lines, and any
+# message or check that walks the values would exhaust memory.
+MAX_YAML_NODES = 100_000
+
+
+def _expanded_size(node: yaml.Node, seen: dict[int, int]) -> int:
+    """How many values ``node`` stands for with every alias expanded, counted without expanding
+    (each shared node once, memoised), so the count itself is cheap."""
+    key = id(node)
+    if key in seen:
+        return seen[key]
+    seen[key] = 1  # a node that contains itself counts once
+    if isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(child, seen) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded_size(k, seen) + _expanded_size(v, seen) for k, v in node.value)
+    else:
+        size = 1
+    seen[key] = min(size, 10 * MAX_YAML_NODES)  # no huge integers from a deep bomb
+    return seen[key]
+
+
 def read_yaml(path: str | os.PathLike, what: str, error: type[ValueError]) -> object:
     """Parse a YAML file; a missing file, bad YAML or a key written twice in one mapping is one
     message naming ``what`` and the path."""
@@ -667,7 +690,18 @@ def read_yaml(path: str | os.PathLike, what: str, error: type[ValueError]) -> ob
     if not path.is_file():
         raise FileNotFoundError(f"{what} not found: {path}")
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506
+        loader = _UniqueKeyLoader(path.read_text(encoding="utf-8"))
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            size = _expanded_size(node, {})
+            if size > MAX_YAML_NODES:
+                raise error(f"{path}: its aliases expand to more than {MAX_YAML_NODES:,} "
+                            f"values: not a {what} but a way to exhaust memory")
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
     except yaml.YAMLError as e:
         raise error(f"{path}: not valid YAML: {e}") from None
     except UnicodeDecodeError as e:
@@ -677,6 +711,30 @@ def read_yaml(path: str | os.PathLike, what: str, error: type[ValueError]) -> ob
 
 
 # --------------------------------------------------------------------------- line-level readers
+
+
+def is_stream(path: Path) -> bool:
+    """A pipe or a character device (``<(command)``, ``/dev/stdin``): readable once only."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+@contextlib.contextmanager
+def read_once(path: Path) -> Iterator[Path]:
+    """``path`` as a regular file: a pipe (``--topics <(grep ...)``) is copied once into a
+    temporary file, since the readers look at a file's first line before they read it all;
+    a regular file is yielded as it is."""
+    if not is_stream(path):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="pyserini-moe-stream-") as folder:
+        copy = Path(folder) / path.name
+        with open(path, "rb") as source, open(copy, "wb") as target:
+            shutil.copyfileobj(source, target)
+        yield copy
 
 
 @contextlib.contextmanager

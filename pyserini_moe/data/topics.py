@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -19,12 +20,13 @@ from pyserini_moe.data.beir import (
     cache_root,
     check_id,
     first_line,
+    local_collections,
     read_beir_qrels,
     read_queries,
 )
 from pyserini_moe.data.export import write_trec_qrels
 from pyserini_moe.errors import DataFormatError, UserError
-from pyserini_moe.io import iter_lines
+from pyserini_moe.io import is_stream, iter_lines, read_once
 
 TOPICS_FORMS = (
     "accepted forms: COLLECTION:SPLIT (a local collection name or directory, or a public BEIR name; "
@@ -36,6 +38,23 @@ QRELS_FORMS = (
     "or BEIR TSV with a 'query-id<TAB>corpus-id<TAB>score' header), or a Pyserini qrels name "
     "(e.g. beir-v1.0.0-scifact-test, dl19-passage, msmarco-passage-dev-subset)")
 _FILE_SUFFIXES = (".tsv", ".txt", ".jsonl", ".json", ".gz", ".qrels")
+
+
+# Pyserini's names of BEIR topics and qrels: beir-v1.0.0-<collection>-<split>, a CQADupStack
+# forum as cqadupstack-<forum>.
+_PYSERINI_BEIR = re.compile(r"^beir-v1\.0\.0-(?P<name>.+)-(?P<split>test|dev|train)$")
+
+
+def _as_local_beir(spec: str) -> str:
+    """A Pyserini BEIR name (``beir-v1.0.0-arguana-test``) as ``arguana:test`` where that
+    collection is a local one (under ``../shared/data`` or ``$PYSERINI_MOE_DATA``): the same
+    topics and qrels, offline, so Pyserini's 2CR commands work here as written; any other
+    spec unchanged."""
+    match = _PYSERINI_BEIR.match(spec)
+    if match is None:
+        return spec
+    name = match["name"].replace("cqadupstack-", "cqadupstack/", 1)
+    return f"{name}:{match['split']}" if name in local_collections() else spec
 
 
 def _collection_split(spec: str) -> tuple[str, str] | None:
@@ -178,10 +197,11 @@ def _pyserini_topics(name: str) -> dict[str, str]:
 
 def load_topics(spec: str | os.PathLike) -> dict[str, str]:
     """``{qid: query text}`` for a topics spec (file, ``COLLECTION:SPLIT`` or Pyserini name)."""
-    text = str(spec)
+    text = _as_local_beir(str(spec))
     path = Path(text).expanduser()
-    if path.is_file():
-        return read_topics_file(path)
+    if path.is_file() or is_stream(path):
+        with read_once(path) as readable:
+            return read_topics_file(readable)
     pair = _collection_split(text)
     if pair is not None:
         return BeirCollection.load(pair[0]).topics(pair[1])
@@ -239,10 +259,11 @@ def _pyserini_qrels_path(name: str) -> Path:
 
 def load_qrels(spec: str | os.PathLike) -> dict[str, dict[str, int]]:
     """``{qid: {docid: grade}}`` for a qrels spec (file, ``COLLECTION:SPLIT`` or Pyserini name)."""
-    text = str(spec)
+    text = _as_local_beir(str(spec))
     path = Path(text).expanduser()
-    if path.is_file():
-        return read_qrels_file(path)
+    if path.is_file() or is_stream(path):
+        with read_once(path) as readable:
+            return read_qrels_file(readable)
     pair = _collection_split(text)
     if pair is not None:
         return BeirCollection.load(pair[0]).qrels(pair[1])
@@ -259,7 +280,7 @@ def qrels_file(spec: str | os.PathLike, workdir: str | os.PathLike | None = None
     every call, so it can never be stale; its name carries a hash of the source's location so two
     collections with the same name do not overwrite each other.
     """
-    text = str(spec)
+    text = _as_local_beir(str(spec))
     path = Path(text).expanduser()
     pair = _collection_split(text)
     if path.is_file():

@@ -153,3 +153,41 @@ def test_qrels_file_for_a_pyserini_name() -> None:
     path = qrels_file("beir-v1.0.0-scifact-test")
     assert path.name == "qrels.beir-v1.0.0-scifact.test.txt"
     assert load_qrels(path) == load_qrels("scifact:test")
+
+
+def test_topics_and_qrels_from_a_pipe_are_read_once(tmp_path) -> None:
+    """``--topics <(grep ...)``: a pipe, readable once, was "file not found"."""
+    import os
+    import threading
+
+    from pyserini_moe.data.topics import load_qrels, load_topics
+
+    def through_pipe(name: str, text: str) -> str:
+        fifo = tmp_path / name
+        os.mkfifo(fifo)
+
+        def write() -> None:
+            with open(fifo, "w") as f:
+                f.write(text)
+
+        threading.Thread(target=write, daemon=True).start()
+        return str(fifo)
+
+    assert load_topics(through_pipe("topics", "q1\tcat sat\nq2\tdense retrieval\n")) == {
+        "q1": "cat sat", "q2": "dense retrieval"}
+    assert load_qrels(through_pipe("qrels", "q1 0 d1 1\nq2 0 d2 2\n")) == {
+        "q1": {"d1": 1}, "q2": {"d2": 2}}
+
+
+def test_pyserini_beir_names_resolve_offline_to_local_collections() -> None:
+    """Pyserini's 2CR commands name BEIR topics and qrels as beir-v1.0.0-<name>-test: a local
+    collection answers them, no download and no `convert` first."""
+    from pyserini_moe.data.beir import local_collections
+    from pyserini_moe.data.topics import load_qrels, load_topics, qrels_file
+
+    if "scifact" not in local_collections():
+        pytest.skip("needs ../shared/data/scifact")
+    assert load_topics("beir-v1.0.0-scifact-test") == load_topics("scifact:test")
+    assert load_qrels("beir-v1.0.0-scifact-test") == load_qrels("scifact:test")
+    assert qrels_file("beir-v1.0.0-scifact-test").read_text() == \
+        qrels_file("scifact:test").read_text()
