@@ -50,7 +50,7 @@ demo: setup
 
 # Style and import rules (pyproject.toml [tool.ruff]); `make test` runs it first.
 lint: setup
-	$(BIN)/ruff check pyserini_moe tests tools
+	$(BIN)/ruff check pyserini_moe tests lab
 
 # Two pytest-xdist workers of one thread each (the tests' models are tiny: threads inside a
 # worker only contend); module-scoped fixtures stay on one worker (--dist loadscope).
@@ -65,13 +65,13 @@ regress: setup
 # 20 minutes on 2 idle cores (measured 2026-11-25, scaling section included).
 # Writes $(WORK)/bench/bench.{md,json}.
 bench: setup
-	$(BIN)/python -m pyserini_moe.bench --output-dir $(WORK)/bench
+	$(BIN)/python -m pyserini_moe.lab.bench --output-dir $(WORK)/bench
 
 # On a CUDA machine: the CUDA tests, one protocol training (TASER Det-R) and the encoding table
 # (bench --sections pipeline --device cuda) into $(WORK)/gpu-check; without CUDA a dry run that
 # says what it skips. Writes $(WORK)/gpu-check/{*.log,bench/bench.md}.
 gpu-check: setup
-	$(BIN)/python tools/gpu_check.py --output-dir $(WORK)/gpu-check
+	$(BIN)/python lab/gpu_check.py --output-dir $(WORK)/gpu-check
 
 # The scaling section alone with its opt-in points, one sitting each, in either order: bench-scaling
 # measures 1k, 5k and ~20k documents (the local collections together), 58 min; bench-scaling-100k
@@ -82,12 +82,12 @@ gpu-check: setup
 # docs/results/bench-scaling-*.json).
 # Write $(WORK)/bench-scaling/ and $(WORK)/bench-scaling-100k/bench.{md,json}, after every point.
 bench-scaling: setup
-	$(BIN)/python -m pyserini_moe.bench --sections scaling --scaling-sizes 1000 all 20000 \
+	$(BIN)/python -m pyserini_moe.lab.bench --sections scaling --scaling-sizes 1000 all 20000 \
 		$(call scaling_from,$(WORK)/bench-scaling-100k) $(scaling_retrievers) \
 		--output-dir $(WORK)/bench-scaling
 
 bench-scaling-100k: setup
-	$(BIN)/python -m pyserini_moe.bench --sections scaling --scaling-sizes 100000 \
+	$(BIN)/python -m pyserini_moe.lab.bench --sections scaling --scaling-sizes 100000 \
 		$(call scaling_from,$(WORK)/bench-scaling) $(scaling_retrievers) \
 		--output-dir $(WORK)/bench-scaling-100k
 

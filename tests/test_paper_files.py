@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pyserini_moe.eval.regress import load_regression
+from pyserini_moe.lab.regress import load_regression
 from pyserini_moe.train.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]

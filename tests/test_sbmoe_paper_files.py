@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pyserini_moe.eval.regress import load_regression
+from pyserini_moe.lab.regress import load_regression
 from pyserini_moe.modeling import SbMoeEncoder
 from pyserini_moe.train.config import TrainConfig, load_config
 from pyserini_moe.train.trainer import parameter_groups

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyserini_moe.eval.regress import RegressionSpecError, _number
+from pyserini_moe.lab.regress import RegressionSpecError, _number
 from pyserini_moe.train.pretrain import PretrainArgs
 from pyserini_moe.validate import ConfigError
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.analyze import came, checkpoints, cotmote, sbmoe, taser
+from pyserini_moe.analyze import came, cotmote, sbmoe, taser
 from pyserini_moe.analyze.common import refuse_foreign_reports
 from pyserini_moe.cli import (
     ArgumentParser,
@@ -29,6 +29,7 @@ from pyserini_moe.cli import (
 from pyserini_moe.cli.args import add_device_arg
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import refuse_special_output
+from pyserini_moe.lab import checkpoints
 
 # An analysis as the command line runs it: its settings class, and the runner taking one.
 Analysis = tuple[type[Any], Callable[[Any], int]]

@@ -48,7 +48,7 @@ def zero_shot_settings(args: argparse.Namespace) -> dict[str, Any]:
 def add_device_arg(group: Any, default: str | None = None, note: str = "") -> None:
     """``--device``, the same name, values and default in every command: ``auto`` (None: CUDA
     when present), ``cpu``, ``cuda``, ``cuda:N``; checked where a model is loaded
-    (``modeling.base.check_device``: one error line for a name torch does not know or CUDA that
+    (``modeling.device.check_device``: one error line for a name torch does not know or CUDA that
     is not there)."""
     shown = "CUDA when present" if default is None else default
     group.add_argument("--device", default=default,

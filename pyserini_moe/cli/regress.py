@@ -14,8 +14,9 @@ from pathlib import Path
 from pyserini_moe.cli import ArgumentParser, HelpFormatter, seed
 from pyserini_moe.data.beir import is_collection
 from pyserini_moe.errors import UserError
-from pyserini_moe.eval.record import record
-from pyserini_moe.eval.regress import (
+from pyserini_moe.io import output_kind, refuse_one_file_twice
+from pyserini_moe.lab.record import record
+from pyserini_moe.lab.regress import (
     KEPT_DIR,
     REPO_ROOT,
     RESULTS_DIR,
@@ -26,7 +27,6 @@ from pyserini_moe.eval.regress import (
     run_regression,
     write_report,
 )
-from pyserini_moe.io import output_kind, refuse_one_file_twice
 
 DEFAULT_WORK = REPO_ROOT / "work" / "regressions"
 
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run every step of paper-scale files for real on small stand-ins "
                              "(a slice of SciFact in each data format the files read, a tiny "
                              "random BERT, 2 training steps); expected values are not compared, "
-                             "every condition must be evaluated (see pyserini_moe.eval.smoke)")
+                             "every condition must be evaluated (see pyserini_moe.lab.smoke)")
     parser.add_argument("--evaluate-only", action="store_true",
                         help="run no step: evaluate the runs already in the work folder (steps "
                              "run by hand or in parallel queues) against the expected values; a "
@@ -195,7 +195,7 @@ def _smoke(args: argparse.Namespace, regressions: list[Regression]) -> int:
                                                     if c.name in args.condition])
                  for r in paper]
         paper = [r for r in paper if r.conditions]
-    from pyserini_moe.eval.smoke import smoke  # noqa: PLC0415 - torch only when smoking
+    from pyserini_moe.lab.smoke import smoke  # noqa: PLC0415 - torch only when smoking
 
     return smoke(paper, _work_dir(args.work_dir) / "smoke")
 

@@ -4,7 +4,7 @@ A seeded verdict (:mod:`pyserini_moe.eval.seeds`) needs every seed's per-query s
 its mean; runs and models live in a machine's work folder and are gone on the next machine, so
 a condition measured there could only be compared again by training it again. The regression
 runner therefore keeps each seed's per-query values beside the regression files (a few KB a
-run, see ``pyserini_moe.eval.regress``), and ``eval --run NAME=PATTERN`` reads such a file in
+run, see ``pyserini_moe.lab.regress``), and ``eval --run NAME=PATTERN`` reads such a file in
 place of its run. One format for both writers, ``eval --per-query`` and the runner::
 
     run<TAB>qid<TAB>ndcg@10<TAB>recall@100

@@ -246,7 +246,7 @@ def _type_problem(values: dict[str, Any]) -> str | None:
 # a traceback, 0 was read as "no limit" under a warning that queries are cut; a quantization of 0
 # was refused without naming the metadata.
 _POSITIVE = ("query_max_length", "max_length", "dim", "quantization")
-# What an index records as ``precision``: modeling.base.PRECISIONS' names, and int8 for an ONNX
+# What an index records as ``precision``: modeling.device.PRECISIONS' names, and int8 for an ONNX
 # int8 export (tests/index/test_meta.py holds the two lists together).
 RECORDED_PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 

@@ -19,10 +19,8 @@ Folders saved before keep loading.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
-import logging
 import os
 import shutil
 import tempfile
@@ -47,6 +45,12 @@ from pyserini_moe.modeling.backbone import (
     read_config,
     training_run_hint,
 )
+from pyserini_moe.modeling.device import (
+    PRECISIONS,
+    _say_bf16_is_emulated,
+    check_device,
+    cpu_has_bf16,
+)
 from pyserini_moe.modeling.lengths import encode_length
 from pyserini_moe.modeling.losses import contrastive_loss
 from pyserini_moe.modeling.pooling import encoder_from_config, pretrained_encoder
@@ -56,41 +60,12 @@ from pyserini_moe.validate import ConfigError
 
 __all__ = ["INDEX_KINDS", "REPRESENTATIONS", "Representation", "Side"]  # re-exported: the model's vocabulary
 
-log = logging.getLogger(__name__)
-
 MODEL_FILE = "pyserini_moe.json"
 CARD_FILE = "README.md"
 WEIGHTS_FILE = "pyserini_moe.safetensors"
 # transformers' own file name: sentence-transformers-layout models (Siamese) store their weights
 # under it; folders of other models saved before 2026-11-24 used it for the prefixed weights.
 TRANSFORMERS_WEIGHTS_FILE = "model.safetensors"
-
-
-# Encode-time autocast types (``RetrievalModel.set_precision``; Pyserini's --fp16, and --bf16).
-PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "fp16": torch.float16,
-                                             "bf16": torch.bfloat16}
-# CPU flags of bfloat16 instructions: without one, PyTorch emulates bfloat16 (4.4x slower than
-# float32 in issue 39's measurement).
-BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
-
-
-def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
-    """Whether this CPU has bfloat16 instructions (Linux's /proc/cpuinfo flags; elsewhere unknown,
-    taken as no): ``--bf16`` pays off on CPU only with them."""
-    try:
-        text = cpuinfo.read_text()
-    except OSError:
-        return False
-    flags = next((line.partition(":")[2].split() for line in text.splitlines()
-                  if line.startswith("flags")), [])
-    return any(flag in flags for flag in BF16_CPU_FLAGS)
-
-
-@functools.cache
-def _say_bf16_is_emulated() -> None:
-    """Once a process: every model of a fused search would say it again."""
-    log.warning("this CPU has no bfloat16 instructions (%s): --bf16 is emulated here and slower "
-                "than float32; leave it out", " or ".join(BF16_CPU_FLAGS))
 
 
 @dataclasses.dataclass
@@ -596,27 +571,6 @@ def recorded_query_length(meta: dict[str, Any], source: Path) -> int | None:
         raise UserError(f"{source}: query_max_length is {length!r}, not a positive number of "
                         "tokens; the file is damaged: save the model again")
     return length
-
-
-def default_device() -> torch.device:
-    """CUDA when present, else CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def check_device(spec: str | torch.device | None) -> torch.device:
-    """``spec`` as a device this machine has (None: :func:`default_device`); one error line
-    for a name torch does not know or CUDA that is not there."""
-    if spec is None or spec == "auto":
-        return default_device()
-    try:
-        device = torch.device(spec)
-    except RuntimeError:
-        raise UserError(f"--device {spec!r}: not a device name (cpu, cuda, cuda:N)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UserError(f"device {str(spec)!r} requested but CUDA is not available")
-    if device.type not in ("cpu", "cuda"):
-        raise UserError(f"--device {spec!r}: only cpu and cuda are supported")
-    return device
 
 
 # A saved folder needs its backbone config and its tokenizer: without the tokenizer files

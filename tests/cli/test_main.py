@@ -64,5 +64,5 @@ def test_importing_a_command_module_as_a_spawned_child_runs_nothing(module: str,
 
 
 def test_the_entry_modules_are_found() -> None:
-    assert {"pyserini_moe.bench.__main__", "pyserini_moe.index.__main__",
+    assert {"pyserini_moe.lab.bench.__main__", "pyserini_moe.index.__main__",
             "pyserini_moe.fuse"} <= set(_entry_modules())

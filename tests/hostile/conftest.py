@@ -35,7 +35,7 @@ def _model_index_run(root: Path, tiny_bert: Path, tiny_corpus: Path) -> dict[str
 @pytest.fixture
 def smoked(monkeypatch) -> list:
     """The regressions ``regress --smoke`` would run, recorded instead of run."""
-    from pyserini_moe.eval import smoke as smoke_module
+    from pyserini_moe.lab import smoke as smoke_module
 
     calls: list = []
     monkeypatch.setattr(smoke_module, "smoke", lambda regs, work: calls.append(regs) or 0)

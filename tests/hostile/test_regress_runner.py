@@ -11,7 +11,7 @@ import yaml
 
 from pyserini_moe.cli.regress import main
 from pyserini_moe.errors import UserError
-from pyserini_moe.eval.regress import REPO_ROOT, load_regression, run_regression
+from pyserini_moe.lab.regress import REPO_ROOT, load_regression, run_regression
 
 RUN = "q1 Q0 d1 1 3.0 t\nq2 Q0 d1 1 3.0 t\nq2 Q0 d2 2 2.0 t\n"
 # Writes the run it is given after --output; reads (and checks) what --encoder names.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from pyserini_moe.eval.regress import DEFAULT_TOLERANCE, load_regression, run_regression
+from pyserini_moe.lab.regress import DEFAULT_TOLERANCE, load_regression, run_regression
 
 QRELS = "q1 0 d1 1\nq2 0 d2 1\n"
 RUN = "q1 Q0 d1 1 3.0 t\nq1 Q0 d2 2 2.0 t\nq2 Q0 d1 1 3.0 t\nq2 Q0 d2 2 2.0 t\n"  # MRR@10 0.75

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from pyserini_moe.analyze import checkpoints
 from pyserini_moe.analyze.common import PLOT_KEY, PLOT_MARK, figure, save_png
 from pyserini_moe.cli import index as index_cli
 from pyserini_moe.cli import run_main
@@ -18,6 +17,7 @@ from pyserini_moe.cli.analyze import main as analyze_main
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.outputs import png_text
 from pyserini_moe.index.encoded import BuildSettings
+from pyserini_moe.lab import checkpoints
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import yaml
 
 from pyserini_moe.cli.eval import main as eval_main
 from pyserini_moe.cli.train import main as train_main
-from pyserini_moe.eval.regress import RegressionSpecError, load_regression
+from pyserini_moe.lab.regress import RegressionSpecError, load_regression
 from pyserini_moe.validate import ConfigError
 
 

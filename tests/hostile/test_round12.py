@@ -283,7 +283,7 @@ def test_a_run_set_aside_by_a_running_training_is_not_noted(siamese_recipe, toy_
 # -- a one-seed regression row (H12-46) ------------------------------------------------------------
 
 def test_a_one_seed_row_shows_no_sd_and_no_spread_footnote() -> None:
-    from pyserini_moe.eval.regress import Outcome, format_table
+    from pyserini_moe.lab.regress import Outcome, format_table
 
     one = Outcome("one", "ndcg@10", 0.1077, 0.25, 0.001, "FAIL", "hand-computed", {1: 0.25})
     table = format_table([one], {})

@@ -22,7 +22,7 @@ from pyserini_moe.errors import UserError
 from pyserini_moe.io import read_yaml
 from pyserini_moe.runs import RunFormatError, read_trec_run
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lab"))
 import gpu_seed_runs as tool  # noqa: E402
 
 

@@ -15,7 +15,7 @@ from pyserini_moe.cli import fuse as fuse_cli
 from pyserini_moe.cli import run_main
 from pyserini_moe.cli import search as search_cli
 from pyserini_moe.errors import UserError
-from pyserini_moe.eval.regress import expand, run_step
+from pyserini_moe.lab.regress import expand, run_step
 from pyserini_moe.runs import read_trec_run, write_trec_run
 
 BOM = "\ufeff".encode()

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from pyserini_moe import fuse
-from pyserini_moe.analyze import checkpoints
-from pyserini_moe.analyze.checkpoints import check_seed, training_folders
 from pyserini_moe.cli import run_main
 from pyserini_moe.cli.analyze import main as analyze_main
 from pyserini_moe.cli.eval import seed_names
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval import __main__ as eval_cli
+from pyserini_moe.lab import checkpoints
+from pyserini_moe.lab.checkpoints import check_seed, training_folders
 from pyserini_moe.search.dispatch import SearchSettings
 
 A = "q1 Q0 d1 1 3.0 t\nq1 Q0 d2 2 2.0 t\nq2 Q0 d2 1 1.0 t\n"

@@ -225,7 +225,7 @@ def test_checkpoints_refuses_two_recipes_as_two_seeds(tmp_path, capsys, rate, ar
 
 
 def test_checkpoints_takes_seeds_of_one_recipe(tmp_path) -> None:
-    from pyserini_moe.analyze.checkpoints import check_one_condition, training_folders
+    from pyserini_moe.lab.checkpoints import check_one_condition, training_folders
 
     folders = training_folders([_training(tmp_path / "s1", 1, 0.05),
                                 _training(tmp_path / "s2", 2, 0.05)])

@@ -18,7 +18,7 @@ from pyserini_moe.cli import eval as eval_cli
 from pyserini_moe.cli import run_main
 from pyserini_moe.cli.analyze import main as analyze_main
 from pyserini_moe.cli.regress import main as regress_main
-from pyserini_moe.eval import smoke as smoke_module
+from pyserini_moe.lab import smoke as smoke_module
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ def test_checkpoints_refuses_negatives_of_another_condition(tmp_path, capsys, fi
 
 
 def test_checkpoints_takes_each_seeds_own_round_one_negatives(tmp_path) -> None:
-    from pyserini_moe.analyze.checkpoints import check_one_condition, training_folders
+    from pyserini_moe.lab.checkpoints import check_one_condition, training_folders
 
     folders = training_folders([
         _training(tmp_path / "s42", 42, run="work/run1/detr-s42.train.trec",

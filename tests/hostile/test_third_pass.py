@@ -13,7 +13,7 @@ from pyserini_moe.cli import run_main
 from pyserini_moe.cli.regress import main as regress_main
 from pyserini_moe.cli.train import main as train_main
 from pyserini_moe.errors import UserError
-from pyserini_moe.eval.regress import RegressionSpecError, load_regression
+from pyserini_moe.lab.regress import RegressionSpecError, load_regression
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "q1 Q0 d1 1 3.0 t\nq2 Q0 d1 1 3.0 t\nq2 Q0 d2 2 2.0 t\n"  # MRR@10 0.75

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.modeling.base import check_device, default_device
+from pyserini_moe.modeling.device import check_device, default_device
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def test_cpu_without_cuda_and_bad_names(monkeypatch) -> None:
 
 
 def test_bench_refuses_cuda_it_does_not_have(monkeypatch, tmp_path) -> None:
-    from pyserini_moe.bench.run import main
+    from pyserini_moe.cli.bench import main
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(UserError, match="CUDA is not available"):

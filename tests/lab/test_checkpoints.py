@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from pyserini_moe.analyze import checkpoints
-from pyserini_moe.analyze.checkpoints import Snapshot, compare_rules, evaluate_training, select
 from pyserini_moe.cli import run_main
 from pyserini_moe.cli.analyze import main as analyze_main
 from pyserini_moe.errors import UserError
+from pyserini_moe.lab import checkpoints
+from pyserini_moe.lab.checkpoints import Snapshot, compare_rules, evaluate_training, select
 from pyserini_moe.modeling.biencoder import SiameseBiEncoder
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -103,8 +103,8 @@ def test_a_training_without_snapshots_is_one_error_line(tmp_path):
 
 
 def test_a_label_given_twice_and_a_foreign_corpus_are_refused(tmp_path) -> None:
-    from pyserini_moe.analyze.checkpoints import check_corpus, training_folders
     from pyserini_moe.errors import UserError
+    from pyserini_moe.lab.checkpoints import check_corpus, training_folders
 
     with pytest.raises(UserError, match="the label '1' is given twice"):
         training_folders([f"1={tmp_path / 'a'}", f"1={tmp_path / 'b'}"])

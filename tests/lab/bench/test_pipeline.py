@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pyserini_moe.bench import pipeline
-from pyserini_moe.bench.report import Report
+from pyserini_moe.lab.bench import pipeline
+from pyserini_moe.lab.bench.report import Report
 from pyserini_moe.modeling import SiameseBiEncoder
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from pyserini_moe import regress
-from pyserini_moe.eval.regress import RegressionSpecError, load_regression, run_regression
+from pyserini_moe.lab.regress import RegressionSpecError, load_regression, run_regression
 
 QRELS = "q1 0 d1 1\nq2 0 d2 1\n"
 # q1 finds its relevant doc at rank 1, q2 at rank 2: MRR@10 = (1 + 1/2) / 2 = 0.75.
@@ -285,7 +285,7 @@ def test_a_multi_seed_condition_runs_every_seed_and_checks_the_mean(files, capsy
     assert rows[0].seeds == {1: pytest.approx(0.75), 2: pytest.approx(1.0)}
     assert rows[0].sd == pytest.approx(0.1768, abs=1e-4)
     assert (files / "work" / "made-s1.trec").is_file() and (files / "work" / "made-s2.trec").is_file()
-    from pyserini_moe.eval.regress import format_table
+    from pyserini_moe.lab.regress import format_table
 
     table = format_table(rows, {})
     assert "mean of 2 seeds, sd 0.1768: 1: 0.7500, 2: 1.0000" in table

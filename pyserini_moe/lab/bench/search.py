@@ -12,11 +12,11 @@ from typing import Any
 import faiss
 import numpy as np
 
-from pyserini_moe.bench.corpora import subset
-from pyserini_moe.bench.processes import Indexes, folder_mb, onnx_export
-from pyserini_moe.bench.report import Report, percentile
 from pyserini_moe.data.topics import load_topics
 from pyserini_moe.index.meta import read_meta
+from pyserini_moe.lab.bench.corpora import subset
+from pyserini_moe.lab.bench.processes import Indexes, folder_mb, onnx_export
+from pyserini_moe.lab.bench.report import Report, percentile
 from pyserini_moe.search.dispatch import SearchSettings, open_any
 from pyserini_moe.search.encoded import SEARCHERS
 from pyserini_moe.search.experts import ExpertFusionSearcher

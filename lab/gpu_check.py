@@ -4,7 +4,7 @@
    that search through Pyserini or write a Faiss index are left out where Java or Faiss is
    missing, as on a bare GPU node);
 2. one protocol training on the device (TASER Det-R, seed 42: encoders/taser-detr-protocol-minilm.yaml);
-3. the encoding table: ``python -m pyserini_moe.bench --sections pipeline --device cuda``
+3. the encoding table: ``python -m pyserini_moe.lab.bench --sections pipeline --device cuda``
    (batch-by-batch loop vs pipeline vs device alone, MiniLM and a random BERT-base, fp32 / bf16).
 
 Without CUDA it is a dry run: it says what each step would run and runs only the CPU half of the
@@ -49,7 +49,7 @@ def steps(args: argparse.Namespace) -> list[tuple[str, list[str], bool]]:
              "--set", f"model.backbone={args.backbone}"]
     for setting in args.train_set:
         train += ["--set", setting]
-    bench = [py, "-m", "pyserini_moe.bench", "--sections", "pipeline", "--device", "cuda",
+    bench = [py, "-m", "pyserini_moe.lab.bench", "--sections", "pipeline", "--device", "cuda",
              "--backbone", args.backbone, "--pipeline-docs", str(args.docs), "--max-length",
              str(args.max_length), "--batch-size", str(args.batch_size), "--tokenizer-workers",
              str(args.tokenizer_workers), "--length-bucket", str(args.length_bucket),
@@ -59,7 +59,7 @@ def steps(args: argparse.Namespace) -> list[tuple[str, list[str], bool]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tools/gpu_check.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="lab/gpu_check.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--output-dir", type=Path, default=ROOT / "work" / "gpu-check")
     parser.add_argument("--backbone", default="all-minilm-l6-v2",
                         help="backbone of the training and the bench (a folder or a name)")

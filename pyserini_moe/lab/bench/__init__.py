@@ -1,4 +1,4 @@
-"""``python -m pyserini_moe.bench``: speed, memory and size, each comparison measured side by side
+"""``python -m pyserini_moe.lab.bench``: speed, memory and size, each comparison measured side by side
 in one run and reported as a ratio, with the project's targets marked met / not met.
 
 Sections (all on the shared corpora; models are untrained instances built from ``--backbone``,

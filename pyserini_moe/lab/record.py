@@ -20,15 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.eval.regress import (
+from pyserini_moe.eval.seeds import SeedSummary
+from pyserini_moe.io import atomic_path, read_yaml
+from pyserini_moe.lab.regress import (
     Condition,
     Outcome,
     Regression,
     RegressionSpecError,
     load_regression,
 )
-from pyserini_moe.eval.seeds import SeedSummary
-from pyserini_moe.io import atomic_path, read_yaml
 
 # Rows whose value can be recorded: measured for every seed (ERROR, SKIP and PLAN: nothing
 # measured; SEEDS, some seeds only: see _recordable).

@@ -6,8 +6,8 @@ import pytest
 
 from pyserini_moe import regress
 from pyserini_moe.errors import UserError
-from pyserini_moe.eval.record import record
-from pyserini_moe.eval.regress import load_regression, run_regression
+from pyserini_moe.lab.record import record
+from pyserini_moe.lab.regress import load_regression, run_regression
 
 QRELS = "q1 0 d1 1\nq2 0 d2 1\n"
 # Seed 1 (and the unseeded run): q1 finds d1 at rank 1, q2 d2 at rank 2 -> MRR@10 0.75,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from pyserini_moe.data.dpr import read_biencoder, read_qa_csv
-from pyserini_moe.eval.regress import load_regression
-from pyserini_moe.eval.smoke import build_standins, run_in_process, smoke_argv, smoke_regression
+from pyserini_moe.lab.regress import load_regression
+from pyserini_moe.lab.smoke import build_standins, run_in_process, smoke_argv, smoke_regression
 from pyserini_moe.paths import shared_data_root
 
 TINY = "/tmp/tiny"

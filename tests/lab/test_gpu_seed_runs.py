@@ -1,4 +1,4 @@
-"""tools/gpu_seed_runs.py: the GPU machine's exact search and the runs it brings back must be the
+"""lab/gpu_seed_runs.py: the GPU machine's exact search and the runs it brings back must be the
 runs the regressions would write here (same documents, same order, the query's own id dropped)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pyserini_moe.modeling.base import Side
 from pyserini_moe.runs import ranked, read_trec_run
 
 _SPEC = importlib.util.spec_from_file_location(
-    "gpu_seed_runs", Path(__file__).resolve().parents[1] / "tools" / "gpu_seed_runs.py")
+    "gpu_seed_runs", Path(__file__).resolve().parents[2] / "lab" / "gpu_seed_runs.py")
 tool = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(tool)
 
@@ -707,7 +707,7 @@ def test_hostile12_bom_crlf_and_indented_comments(tmp_path: Path) -> None:
 def test_hostile12_shipped_plans_still_parse() -> None:
     """The protocol plans pass the stricter checks (their --set applied to their recipes)."""
     collections = ["scifact", "arguana", "cranfield", "cisi", "vaswani"]
-    for plan in sorted((tool.ROOT / "tools" / "gpu_plans").glob("*.txt")):
+    for plan in sorted((tool.ROOT / "lab" / "gpu_plans").glob("*.txt")):
         assert tool.parse_plan(plan, collections), plan
 
 

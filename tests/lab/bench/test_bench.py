@@ -11,11 +11,8 @@ import time
 
 import pytest
 
-from pyserini_moe.bench import pipeline
-from pyserini_moe.bench.corpora import pooled_corpus, subset
-from pyserini_moe.bench.processes import run_process
-from pyserini_moe.bench.report import Report, cpu_description, device_name, percentile
-from pyserini_moe.bench.run import (
+from pyserini_moe.cli import HelpFormatter, run_main
+from pyserini_moe.cli.bench import (
     FLAG_SECTIONS,
     SECTIONS,
     build_models,
@@ -23,9 +20,12 @@ from pyserini_moe.bench.run import (
     main,
     parse,
 )
-from pyserini_moe.bench.scaling import affine, earlier_scaling, join_earlier, scaling_fit
-from pyserini_moe.cli import HelpFormatter, run_main
 from pyserini_moe.errors import UserError
+from pyserini_moe.lab.bench import pipeline
+from pyserini_moe.lab.bench.corpora import pooled_corpus, subset
+from pyserini_moe.lab.bench.processes import run_process
+from pyserini_moe.lab.bench.report import Report, cpu_description, device_name, percentile
+from pyserini_moe.lab.bench.scaling import affine, earlier_scaling, join_earlier, scaling_fit
 
 
 def test_targets_say_met_or_by_how_much() -> None:
@@ -345,7 +345,7 @@ def test_a_backbone_too_shallow_for_taser_is_refused_before_anything_is_built(
 
 def test_a_model_bench_cannot_build_is_named_with_the_backbone(tiny_bert, tmp_path,
                                                                monkeypatch) -> None:
-    import pyserini_moe.bench.run as run
+    import pyserini_moe.cli.bench as run
 
     def refuse(model_type: str):
         raise UserError("every=2 leaves no specialised block in 2 layers")
@@ -394,7 +394,7 @@ def test_a_scaling_sitting_cut_short_keeps_the_points_it_measured(bert3, tiny_co
     100k sitting's points can join a later run through --scaling-from; --scaling-retrievers
     measures only the retrievers it names."""
     # the scaling section imports the search layer when it runs (Faiss): patch it there
-    import pyserini_moe.bench.search as search
+    import pyserini_moe.lab.bench.search as search
 
     timed = search.single_query_times
     calls = []

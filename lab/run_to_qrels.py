@@ -3,7 +3,7 @@
 Used by regressions to measure how much of a reference ranking another run recovers: the
 reference's top-100 as qrels makes recall@100 the overlap of the two top-100 lists.
 
-    python tools/run_to_qrels.py --run exhaustive.trec --depth 100 --output top100.qrels
+    python lab/run_to_qrels.py --run exhaustive.trec --depth 100 --output top100.qrels
 """
 
 from __future__ import annotations

@@ -43,14 +43,14 @@ of a carried collection; default: run's --topics), ``doc_length=N`` / ``query_le
 DEPTH of the KIND run, dense, impact or hybrid, of the earlier line NAME's model of the same seed
 on the training queries, mined on the device by ``mine`` once that model has trained) and
 any other KEY=VALUE as an extra encoding of every checkpoint (SB-MoE's ``inference=all``). Plans of the
-protocol files are in ``tools/gpu_plans/``. CAME's three experts are ``impact`` (lexical),
+protocol files are in ``lab/gpu_plans/``. CAME's three experts are ``impact`` (lexical),
 ``local`` (multi-vector) and ``dense`` (global); ``came`` is their fusion.
 
-    python tools/gpu_seed_runs.py prepare --plan tools/gpu_plans/sbmoe-protocol.txt
+    python lab/gpu_seed_runs.py prepare --plan lab/gpu_plans/sbmoe-protocol.txt
     # on the device machine, carrying .gpu (57 MiB with the local collections):
-    python3 tools/gpu_seed_runs.py run --out $OUT --workers 8 --threads 2 --budget 400
+    python3 lab/gpu_seed_runs.py run --out $OUT --workers 8 --threads 2 --budget 400
     # (CAME's 15 jobs all at once, --workers 15 --threads 1: 289 s on one H200, 2026-11-27)
-    python tools/gpu_seed_runs.py unpack /work/.device/<N>/runs-*.tar   # then pyserini_moe.eval
+    python lab/gpu_seed_runs.py unpack /work/.device/<N>/runs-*.tar   # then pyserini_moe.eval
 """
 
 from __future__ import annotations
@@ -140,11 +140,11 @@ def run_key(label: str, spec: str) -> str:
 
 LAST_ONLY = ("arguana:test", "cranfield:test", "cisi:test", "vaswani:test")
 # The BM25 run in the carry; train.data.NEGATIVES_RUN is the name training writes it under (the
-# device's driver cannot import the package: it runs as a script from tools/).
+# device's driver cannot import the package: it runs as a script from lab/).
 NEGATIVES = "negatives.trec"
 # A carry folder this tool built holds this file with this text: prepare replaces only such a
 # folder (a plan.txt alone proves nothing: a user's folder of notes may have one).
-CARRY_MARK, CARRY_SIGNATURE = ".gpu_seed_runs", "carry folder of tools/gpu_seed_runs.py prepare\n"
+CARRY_MARK, CARRY_SIGNATURE = ".gpu_seed_runs", "carry folder of lab/gpu_seed_runs.py prepare\n"
 # A training's own files a job brings back beside its runs (``<job>.<file>``; unpack writes
 # them out): its log (validation loss by step), summary, and the held-out queries' qrels (dev).
 JOB_FILES = ("train_log.jsonl", "train_summary.json", "dev_qrels.txt")
@@ -1260,9 +1260,9 @@ def curve(args: argparse.Namespace) -> None:
     """A ``snapshots=yes`` job's test (and dev) metric at every snapshot, with its validation
     loss, from the files ``unpack`` wrote: a Markdown table and (``--plot``) a PNG of the metric
     against the step. Issue 35's diagnosis of checkpoint selection: no rule looks at test."""
-    from pyserini_moe.analyze.checkpoints import DEV, Snapshot, log_validation_losses, plot
     from pyserini_moe.data.topics import load_qrels
     from pyserini_moe.eval.metrics import evaluate, format_table
+    from pyserini_moe.lab.checkpoints import DEV, Snapshot, log_validation_losses, plot
     from pyserini_moe.runs import read_trec_run
 
     runs, job = Path(args.runs), args.job

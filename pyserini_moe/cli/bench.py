@@ -1,4 +1,5 @@
-"""``python -m pyserini_moe.bench``: the command (see the package's docstring for the sections)."""
+"""``python -m pyserini_moe.lab.bench`` (`make bench`): the command; its sections live in
+:mod:`pyserini_moe.lab.bench` (see that package's docstring)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,16 @@ from pathlib import Path
 
 import torch
 
-from pyserini_moe.bench import __doc__ as PACKAGE_DOC
-from pyserini_moe.bench import pipeline
-from pyserini_moe.bench.processes import Indexes
-from pyserini_moe.bench.report import Report, cpu_description, device_name
-from pyserini_moe.bench.scaling import SCALED, bench_scaling, earlier_scaling, scaling_size
 from pyserini_moe.cli import ArgumentParser, HelpFormatter, positive_int
 from pyserini_moe.cli.args import add_device_arg
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path, refuse_one_file_twice
+from pyserini_moe.lab.bench import __doc__ as PACKAGE_DOC
+from pyserini_moe.lab.bench import pipeline
+from pyserini_moe.lab.bench.processes import Indexes
+from pyserini_moe.lab.bench.report import Report, cpu_description, device_name
+from pyserini_moe.lab.bench.scaling import SCALED, bench_scaling, earlier_scaling, scaling_size
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.backbone import load_config
 from pyserini_moe.modeling.base import (
@@ -100,7 +101,7 @@ FLAG_SECTIONS: dict[str, tuple[str, ...]] = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
-        prog="python -m pyserini_moe.bench", description=PACKAGE_DOC.split("\n\n")[0],
+        prog="python -m pyserini_moe.lab.bench", description=PACKAGE_DOC.split("\n\n")[0],
         formatter_class=HelpFormatter)
     parser.add_argument("--backbone", default="all-minilm-l6-v2",
                         help="the backbone (a Hugging Face name or a folder) every model of the "
@@ -316,13 +317,13 @@ def main(argv: list[str] | None = None) -> int:
     # the sections that search import Faiss, Pyserini and ranx only when they run: the pipeline
     # section needs torch alone (a bare GPU node)
     if args.sections != ["pipeline"]:
-        from pyserini_moe.bench.encoding import (  # noqa: PLC0415
+        from pyserini_moe.lab.bench.encoding import (  # noqa: PLC0415
             bench_encoding,
             bench_onnx,
             sentence_transformer,
             sparse_encoder,
         )
-        from pyserini_moe.bench.search import bench_approximate, bench_latency  # noqa: PLC0415
+        from pyserini_moe.lab.bench.search import bench_approximate, bench_latency  # noqa: PLC0415
     if "encoding" in args.sections:
         models = {t: load_encoder(p, device=args.device) for t, p in paths.items()}
         models["sentence-transformers"] = sentence_transformer(paths["siamese"], args.max_length,
@@ -349,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def bench_pipeline(report: Report, args: argparse.Namespace, paths: dict[str, str],
                    on_model: Callable[[], object] = lambda: None) -> None:
-    """The pipeline section (see :mod:`pyserini_moe.bench.pipeline`); ``on_model`` runs after
+    """The pipeline section (see :mod:`pyserini_moe.lab.bench.pipeline`); ``on_model`` runs after
     each part and each timed model, so a run stopped at a lent GPU's time limit keeps the rows it
     measured (a GPU session lost a whole table that way)."""
 

@@ -6,7 +6,7 @@ a hair of each other cannot specialise, whatever the architecture.
 Relative Frobenius distances over the FFN's two weight matrices (intermediate and output dense):
 ||W_e - W_0|| / ||W_0|| and ||W_q - W_p|| / ||W_0||.
 
-    python tools/expert_drift.py --model taser=work/.../taser-detr/best \
+    python lab/expert_drift.py --model taser=work/.../taser-detr/best \
         --baseline siamese=work/.../siamese/best --output docs/results/drift.md
 """
 
@@ -71,7 +71,7 @@ def main() -> None:
     if args.output:
         Path(args.output).write_text(
             "# Expert drift: relative Frobenius distance of the FFN weights\n\n"
-            f"`python tools/expert_drift.py --model {args.model}"
+            f"`python lab/expert_drift.py --model {args.model}"
             + (f" --baseline {args.baseline}" if args.baseline else "") + "`\n\n" + text)
 
 

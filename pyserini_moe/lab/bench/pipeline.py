@@ -29,8 +29,8 @@ from typing import Any
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
-from pyserini_moe.bench.report import Report
 from pyserini_moe.data.beir import BeirCollection, local_collections
+from pyserini_moe.lab.bench.report import Report
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.backbone import resolve_backbone
 from pyserini_moe.modeling.base import Encoded, Side, model_class

@@ -10,10 +10,10 @@ from typing import Any
 import torch
 from transformers import BertForMaskedLM
 
-from pyserini_moe.bench.processes import Indexes, folder_mb, onnx_export, run_process
-from pyserini_moe.bench.report import Report
 from pyserini_moe.data.topics import load_qrels
 from pyserini_moe.eval.metrics import evaluate
+from pyserini_moe.lab.bench.processes import Indexes, folder_mb, onnx_export, run_process
+from pyserini_moe.lab.bench.report import Report
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.base import Side, load_model
 from pyserini_moe.runs import read_trec_run

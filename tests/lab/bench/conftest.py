@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from pyserini_moe.bench.run import FLAG_SECTIONS, SECTIONS, main
+from pyserini_moe.cli.bench import FLAG_SECTIONS, SECTIONS, main
 
 
 @pytest.fixture
 def tiny_bench(bert3: Path, tiny_corpus: Path, tmp_path: Path) -> Callable[..., dict[str, Any]]:
-    """Runs ``python -m pyserini_moe.bench`` with ``args`` on the tiny model (three layers: TASER's
+    """Runs ``python -m pyserini_moe.lab.bench`` with ``args`` on the tiny model (three layers: TASER's
     default block pattern needs them) and corpus, at sizes that keep a run to minutes; returns
     its bench.json."""
 

@@ -1,4 +1,4 @@
-"""tools/gpu_check.py (make gpu-check): a dry run without CUDA that says what it skips; with CUDA
+"""lab/gpu_check.py (make gpu-check): a dry run without CUDA that says what it skips; with CUDA
 every step; tests that need a missing module are left out by name."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 _SPEC = importlib.util.spec_from_file_location(
-    "gpu_check", Path(__file__).resolve().parents[1] / "tools" / "gpu_check.py")
+    "gpu_check", Path(__file__).resolve().parents[2] / "lab" / "gpu_check.py")
 tool = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(tool)
 
@@ -41,7 +41,7 @@ def test_without_cuda_only_the_tests_run_and_the_rest_is_shown(ran, monkeypatch,
 def test_with_cuda_every_step_runs(ran, monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert tool.main(["--output-dir", str(tmp_path), "--train-set", "data.seed=1"]) == 0
-    assert [c[2] for c in ran] == ["pytest", "pyserini_moe.train", "pyserini_moe.bench"]
+    assert [c[2] for c in ran] == ["pytest", "pyserini_moe.train", "pyserini_moe.lab.bench"]
     assert ran[1][-2:] == ["--set", "data.seed=1"] and "cuda" in ran[2]
 
 
@@ -70,7 +70,7 @@ def test_training_and_the_pipeline_bench_import_on_a_bare_gpu_node() -> None:
     """What gpu-check and gpu_seed_runs run on the device imports without Java, Faiss, ranx or
     the CAR reader (a GPU session lost its first call to ``import trec_car`` in training)."""
     code = (f"import sys; sys.modules.update(dict.fromkeys({ABSENT!r})); "
-            "import pyserini_moe.cli.train, pyserini_moe.train.trainer, pyserini_moe.bench.run, "
+            "import pyserini_moe.cli.train, pyserini_moe.train.trainer, pyserini_moe.cli.bench, "
             "pyserini_moe.modeling.auto, pyserini_moe.search.fusion, pyserini_moe.data.topics")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)

@@ -3,7 +3,7 @@
 Shares no code with pyserini_moe's encoders or Faiss indexes (only the data loader and the run
 writer), so agreement with ``python -m pyserini_moe.search --retriever dense`` checks our pipeline.
 
-    python tools/st_reference.py --corpus scifact --topics scifact:test --output ref.trec
+    python lab/st_reference.py --corpus scifact --topics scifact:test --output ref.trec
 """
 
 from __future__ import annotations

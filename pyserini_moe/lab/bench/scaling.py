@@ -8,11 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.bench.corpora import num_docs, pooled_corpus, subset
-from pyserini_moe.bench.processes import Indexes, folder_mb
-from pyserini_moe.bench.report import Report, cpu_description
 from pyserini_moe.data.topics import load_topics
 from pyserini_moe.errors import UserError
+from pyserini_moe.lab.bench.corpora import num_docs, pooled_corpus, subset
+from pyserini_moe.lab.bench.processes import Indexes, folder_mb
+from pyserini_moe.lab.bench.report import Report, cpu_description
 
 # MS MARCO passage's size, the paper-scale files' corpus; and their disk estimate where they make
 # one (regressions/came-paper.yaml: every token vector in float16).
@@ -41,8 +41,8 @@ def bench_scaling(report: Report, work: Path, indexes: Indexes, paths: dict[str,
     files then, so a long sitting cut short keeps what it measured)."""
 
     # imported here: the search layer needs Faiss, which a GPU node that runs only the pipeline
-    # section may lack (bench.run imports this module for its flags)
-    from pyserini_moe.bench.search import open_index, retriever_builds, single_query_times  # noqa: PLC0415
+    # section may lack (cli.bench imports this module for its flags)
+    from pyserini_moe.lab.bench.search import open_index, retriever_builds, single_query_times  # noqa: PLC0415
 
     builds = retriever_builds(args)
     first_size = num_docs(args.corpus)

@@ -1,0 +1,61 @@
+"""Where a model runs and in what precision: device names checked in one line, CUDA when
+present, and the CPU's bfloat16 support (``--bf16`` pays off only with its instructions)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from pathlib import Path
+
+import torch
+
+from pyserini_moe.errors import UserError
+
+log = logging.getLogger(__name__)
+
+# Encode-time autocast types (``RetrievalModel.set_precision``; Pyserini's --fp16, and --bf16).
+PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "fp16": torch.float16,
+                                             "bf16": torch.bfloat16}
+# CPU flags of bfloat16 instructions: without one, PyTorch emulates bfloat16 (4.4x slower than
+# float32 as measured on an AVX2 CPU).
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_has_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this CPU has bfloat16 instructions (Linux's /proc/cpuinfo flags; elsewhere unknown,
+    taken as no): ``--bf16`` pays off on CPU only with them."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return False
+    flags = next((line.partition(":")[2].split() for line in text.splitlines()
+                  if line.startswith("flags")), [])
+    return any(flag in flags for flag in BF16_CPU_FLAGS)
+
+
+@functools.cache
+def _say_bf16_is_emulated() -> None:
+    """Once a process: every model of a fused search would say it again."""
+    log.warning("this CPU has no bfloat16 instructions (%s): --bf16 is emulated here and slower "
+                "than float32; leave it out", " or ".join(BF16_CPU_FLAGS))
+
+
+def default_device() -> torch.device:
+    """CUDA when present, else CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def check_device(spec: str | torch.device | None) -> torch.device:
+    """``spec`` as a device this machine has (None: :func:`default_device`); one error line
+    for a name torch does not know or CUDA that is not there."""
+    if spec is None or spec == "auto":
+        return default_device()
+    try:
+        device = torch.device(spec)
+    except RuntimeError:
+        raise UserError(f"--device {spec!r}: not a device name (cpu, cuda, cuda:N)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"device {str(spec)!r} requested but CUDA is not available")
+    if device.type not in ("cpu", "cuda"):
+        raise UserError(f"--device {spec!r}: only cpu and cuda are supported")
+    return device
