@@ -10,6 +10,7 @@ their ``modules.json`` (see :meth:`~pyserini_moe.modeling.base.RetrievalModel.sa
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ from sentence_transformers.base.modules.module import Module
 
 from pyserini_moe.modeling.base import Side, load_model
 from pyserini_moe.modeling.lengths import encode_length
+
+log = logging.getLogger(__name__)
 
 MODULE_TYPE = "pyserini_moe.sentence_transformers.MoeRetriever"
 SIDES = {"query": Side.QUERY, "document": Side.PASSAGE, "passage": Side.PASSAGE,
@@ -73,4 +76,8 @@ class MoeRetriever(Module):
     @classmethod
     def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs: Any) -> MoeRetriever:
         path = Path(model_name_or_path) / subfolder if subfolder else Path(model_name_or_path)
-        return cls(load_model(path, device="cpu"))
+        model = load_model(path, device="cpu")
+        if model.dense_alone:  # never one expert of a fusion in silence
+            log.warning("%s: a %s model in sentence-transformers: %s", path, model.model_type,
+                        model.dense_alone)
+        return cls(model)

@@ -149,6 +149,9 @@ class RetrievalModel(nn.Module, ABC):
     model_type: ClassVar[str]
     representations: ClassVar[tuple[str, ...]]
     paper: ClassVar[str] = ""  # the MoE paper the model implements ("" for the baselines)
+    # Where the dense vector is not the whole model (CAME: one expert of three fused), why: a
+    # route that can carry only that vector (sentence-transformers) says so when it loads.
+    dense_alone: ClassVar[str] = ""
     Args: ClassVar[type[ModelArgs]] = ModelArgs
     # Arguments that say how to encode, not what was learned (SB-MoE's TOP-1 / ALL): they may be
     # changed on a trained model with ``configure`` and are recorded with every index.

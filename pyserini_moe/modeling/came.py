@@ -149,6 +149,9 @@ class CameEncoder(SingleBackboneModel):
     model_type = "came"
     paper = "CAME: Competitively Learning a Mixture-of-Experts Model for First-stage Retrieval"
     representations = ("dense", "sparse", "multi")
+    dense_alone = ("its dense vector is the global expert alone; CAME ranks by fusing the "
+                   "lexical, local and global experts' runs (python -m pyserini_moe.search "
+                   "--retriever fused, or pyserini_moe.open_searcher on its three indexes)")
 
     Args = CameArgs
 

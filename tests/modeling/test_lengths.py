@@ -137,3 +137,18 @@ def test_sentence_transformers_save_round_trips_every_model_folder(saved, tmp_pa
         for representation in model.representations:
             torch.testing.assert_close(_rep(copy.encode_query(QUERIES), representation),
                                        _rep(model.encode_query(QUERIES), representation))
+
+
+def test_came_in_sentence_transformers_says_it_is_one_expert(tiny_mlm, tmp_path, caplog) -> None:
+    """CAME ranks by fusing three experts; sentence-transformers carries one vector: loading it
+    there says so, never gives the global expert alone in silence."""
+    import logging
+
+    from sentence_transformers import SentenceTransformer
+
+    torch.manual_seed(0)
+    folder = BUILD["came"](None, tiny_mlm).save(tmp_path / "came")
+    with caplog.at_level(logging.WARNING):
+        SentenceTransformer(str(folder), device="cpu", trust_remote_code=True)
+    said = [r.getMessage() for r in caplog.records if "global expert alone" in r.getMessage()]
+    assert len(said) == 1 and "--retriever fused" in said[0]
