@@ -231,11 +231,36 @@ class Trainer:
         already holds an earlier training is refused unless ``overwrite`` (then training starts
         afresh), and one holding anything else always (:meth:`_check_output_dir`).
         """
-        if self.is_main:
-            self._say_earlier_runs_aside()
-        self._check_folders(resume, overwrite)
-        with self._replacing_earlier(overwrite and not resume and self.is_main):
-            return self._train(self._prepare(resume), resume)
+        with self._only_training_here():
+            if self.is_main:
+                self._say_earlier_runs_aside()
+            self._check_folders(resume, overwrite)
+            with self._replacing_earlier(overwrite and not resume and self.is_main):
+                return self._train(self._prepare(resume), resume)
+
+    @contextlib.contextmanager
+    def _only_training_here(self) -> Iterator[None]:
+        """One training at a time into an output folder, refused from its start: two into one
+        new folder both passed every check and the second replaced the first's model. The lock
+        (``.<output>.lock`` beside the folder) is the system's, so a killed training holds it no
+        longer; the file goes when the training ends."""
+        if not self.is_main or fcntl is None:
+            yield
+            return
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        lock = self.out.parent / f".{self.out.name}.lock"
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise UserError(f"another training is writing into {self.out} now: wait for it to "
+                            "end, or give another --output-dir") from None
+        try:
+            yield
+        finally:
+            lock.unlink(missing_ok=True)
+            os.close(fd)
 
     def _train(self, data: TrainingData, resume: bool) -> dict[str, Any]:
         epoch_steps = self._epoch_steps()

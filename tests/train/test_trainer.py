@@ -373,3 +373,30 @@ def test_cli_seed_overrides_the_training_seed(toy, tiny_bert, tmp_path):
     assert run_main(train_cli.main, ["--config", str(path), "--seed", "5", "--quiet"]) == 0
     saved = json.loads((tmp_path / "run" / "train_summary.json").read_text())
     assert saved["recipe"]["training"]["seed"] == 5 and saved["recipe"]["data"]["seed"] == 3
+
+
+def test_a_second_training_into_the_same_folder_is_refused_from_its_start(
+        toy_data, siamese_recipe, tmp_path) -> None:
+    """Two trainings into one new --output-dir both passed every check and the second replaced
+    the first's model: the second is refused before it writes anything; the lock goes with the
+    training that held it."""
+    import fcntl
+    import os
+
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.train.trainer import Trainer, build_model
+
+    lock = tmp_path / ".run.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the first training, still running
+    try:
+        trainer = Trainer(build_model(siamese_recipe.model, "cpu"), siamese_recipe, toy_data(1),
+                          progress=False)
+        with pytest.raises(UserError, match="another training is writing into .*run now"):
+            trainer.train()
+        assert not (tmp_path / "run").exists()
+    finally:
+        os.close(fd)
+    Trainer(build_model(siamese_recipe.model, "cpu"), siamese_recipe, toy_data(1),
+            progress=False).train()
+    assert (tmp_path / "run" / "last").is_dir() and not lock.exists()
