@@ -297,7 +297,8 @@ def test_paper_row(row: dict[str, str]) -> None:
     own = {"TASER": "taser-", "SB-MoE": "sbmoe-", "CoT-MoTE": "mote-", "CAME": "came-"}[paper]
     best = max((metric(c, "ndcg@10")[0], name) for name, c in REGRESSIONS[stem].items()
                if name.startswith(own) and name.endswith(".scifact.test")
-               and c.get("seeds") == SEEDS)
+               and c.get("seeds") == SEEDS
+               and metric(c, "ndcg@10")[0] is not None)  # a row still being measured
     assert best[1] == ref["cond"], f"{paper}: the best measured row is {best[1]} ({best[0]:.4f})"
 
 

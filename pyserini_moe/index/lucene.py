@@ -18,6 +18,9 @@ class IndexingError(UserError):
     """Anserini refused or failed to build the index."""
 
 
+_PATH_FLAGS = ("-input", "-index")  # IndexCollection's flags whose value is a path
+
+
 def run_index_collection(args: list[str]) -> None:
     """Call Anserini's ``IndexCollection`` in this process (what ``pyserini.index.lucene`` does)."""
     _java.bootstrap()
@@ -28,6 +31,10 @@ def run_index_collection(args: list[str]) -> None:
     from jnius import JavaException
     # isort: on
 
+    # absolute: the JVM resolves a relative path against the folder the process started in,
+    # not the one it is in now (a notebook's os.chdir)
+    args = [str(Path(value).absolute()) if flag in _PATH_FLAGS else value
+            for flag, value in zip(["", *args], args)]
     try:
         autoclass("io.anserini.index.IndexCollection").main(args)
     except JavaException as e:
@@ -60,10 +67,7 @@ def build_bm25_index(corpus: str, index_dir: str | os.PathLike, threads: int = 1
         write_json_collection(collection.corpus(), json_dir, multifield=layout == "multifield")
         with atomic_path(index_dir, directory=True, overwrite=overwrite) as out:
             run_index_collection([
-                # absolute: the JVM resolves a relative path against the folder the process was
-                # in when it started, not the one it is in now (a notebook's os.chdir)
-                "-collection", "JsonCollection", "-input", str(json_dir), "-index",
-                str(out.absolute()),
+                "-collection", "JsonCollection", "-input", str(json_dir), "-index", str(out),
                 "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads),
                 "-storePositions", "-storeDocvectors", "-storeRaw", "-quiet",
                 *(["-fields", *fields] if fields else []),

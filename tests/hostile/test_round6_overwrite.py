@@ -78,7 +78,7 @@ def test_pretrain_overwrite_whose_inputs_fail_keeps_the_earlier_output(
     assert sorted(p.name for p in out.iterdir()) == before and (out / "model").is_dir()
     # its own earlier output is replaced, and the card names where the model is
     assert _pretrain(tiny_bert, out, "--pseudo-queries", pq, "--overwrite") == 0
-    assert f'load_model("{out / "model"}")' in (out / "model" / "README.md").read_text()
+    assert 'load_model("model")' in (out / "model" / "README.md").read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pq.tsv", "pt"]
 
 

@@ -77,9 +77,10 @@ def test_a_hub_that_accepts_connections_but_does_not_answer_is_read_from_the_cac
     calls = _hub_answers(monkeypatch, httpx2.ConnectError("TLS handshake failed"))
     with pytest.raises(BackboneNotFoundError, match="the hub cannot be reached from here"):
         load_config("some-org/some-model")
-    assert calls == [{"local_files_only": True}]  # the cache, not ~30 s of retries
+    # the cache, not ~30 s of retries; never the folder's own code
+    assert calls == [{"local_files_only": True, "trust_remote_code": False}]
     calls = _hub_answers(monkeypatch, None)
     with pytest.raises(BackboneNotFoundError, match="could not be fetched"):
         load_config("some-org/some-model")
-    assert calls == [{}]  # a model the hub has: transformers fetches it
+    assert calls == [{"trust_remote_code": False}]  # a model the hub has: transformers fetches it
     backbone._hub_has.cache_clear()
