@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import unicodedata
 import urllib.error
 import urllib.request
 import zipfile
@@ -78,6 +79,10 @@ def check_id(path: Path, lineno: int, raw: object, kind: str) -> str:
     if not value or any(c.isspace() for c in value):
         raise DataFormatError(path, f"invalid {kind} id {value!r}: ids must be non-empty and "
                                     "contain no whitespace", lineno)
+    if any(unicodedata.category(c) == "Cc" for c in value):  # NUL, escapes: trec_eval breaks
+        raise DataFormatError(path, f"invalid {kind} id {value!r}: ids must contain no control "
+                                    "characters (a NUL byte ends the id in trec_eval and Lucene)",
+                              lineno)
     return value
 
 

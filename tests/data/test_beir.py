@@ -338,3 +338,16 @@ def test_other_collections_load(name: str, docs: int, judged: int, judgments: in
     assert c.splits() == ["test"]
     assert len(c.topics("test")) == judged
     assert sum(map(len, c.qrels("test").values())) == judgments
+
+
+@pytest.mark.parametrize("bad", ["d\x001", "d\x1b[31m"])
+def test_an_id_with_a_control_character_is_refused_where_it_is_read(tmp_path, bad) -> None:
+    """A NUL byte in a document id reached the runs and broke trec_eval: refused at the line."""
+    import json
+
+    from pyserini_moe.data.beir import BeirCollection
+    from pyserini_moe.errors import DataFormatError
+
+    (tmp_path / "corpus.jsonl").write_text(json.dumps({"_id": bad, "text": "a"}) + "\n")
+    with pytest.raises(DataFormatError, match=r"corpus.jsonl:1: invalid document id .*control"):
+        list(BeirCollection.load(tmp_path).corpus())
