@@ -370,13 +370,25 @@ def _check_seed_placeholder(raw: dict, seeded: bool, where: str) -> None:
         raise RegressionSpecError(f"{where}: '{{seed}}' is used but the condition names no 'seeds'")
 
 
+# A regression's or condition's name becomes a folder and file names under --work-dir and
+# regressions/per-query/: letters, digits and . _ + - only, never a path ("../x" wrote outside).
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+
+
+def _plain_name(name: str, where: str) -> str:
+    if not _PLAIN_NAME.fullmatch(name) or ".." in name:
+        raise RegressionSpecError(f"{where} {name[:80]!r}: use letters, digits and . _ + - only "
+                                  "(it names folders and files under the work folder)")
+    return name
+
+
 def load_regression(path: str | os.PathLike) -> Regression:
     """Parse and validate a regression file (every error names the file and the field)."""
     path = Path(path)
     doc = read_yaml(path, "regression file", RegressionSpecError)
     if not isinstance(doc, dict):
         raise RegressionSpecError(f"{path}: top level must be a mapping")
-    name = _require(doc, "name", str(path), str)
+    name = _plain_name(_require(doc, "name", str(path), str), f"{path}: name")
     scale = doc.get("scale", "local")
     if scale not in SCALES:
         raise RegressionSpecError(f"{path}: scale must be one of {SCALES}, got {scale!r}")
@@ -392,7 +404,7 @@ def load_regression(path: str | os.PathLike) -> Regression:
         where = f"{path}: conditions[{i}]"
         if not isinstance(raw, dict):
             raise RegressionSpecError(f"{where}: must be a mapping")
-        cname = _require(raw, "name", where, str)
+        cname = _plain_name(_require(raw, "name", where, str), f"{where}: name")
         where = f"{path}: condition '{cname}'"
         if cname in seen:
             raise RegressionSpecError(f"{where}: duplicate condition name")

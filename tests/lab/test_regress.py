@@ -453,3 +453,17 @@ def test_a_page_step_reads_the_kept_per_query_values_of_every_seed(files):
     rows, _ = run_regression(reg, files / "work", keep=files / "kept")
     assert statuses(rows) == ["OK", "OK"]
     assert (files / "work" / "page.txt").read_text() == "seeded.s1.tsv seeded.s2.tsv"
+
+
+@pytest.mark.parametrize("field,name", [("file", "../escape"), ("condition", "../../x"),
+                                        ("condition", "a/b"), ("file", "x y")])
+def test_names_that_would_leave_the_work_folder_are_refused(files, tmp_path, field, name) -> None:
+    """A name becomes folders and files under --work-dir and regressions/per-query/: "../x"
+    wrote outside it."""
+    doc = {"name": "ok", "conditions": [condition(files, 0.5)]}
+    if field == "file":
+        doc["name"] = name
+    else:
+        doc["conditions"][0]["name"] = name
+    with pytest.raises(RegressionSpecError, match="letters, digits and"):
+        load_regression(write_yaml(tmp_path, doc))
