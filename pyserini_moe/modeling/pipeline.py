@@ -42,6 +42,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, TextEncoder, text_prefix
 from pyserini_moe.modeling.base import tokenize as tokenize_texts
 
@@ -76,6 +77,9 @@ def encode_stream(model: TextEncoder, batches: Iterable[T], side: Side, max_leng
     progress runs ahead by as much. ``bucket > 1`` sorts each window by length before padding.
     An error while reading or tokenizing (an empty query, a damaged record) is raised here, at
     the window it belongs to."""
+    if not isinstance(model, RetrievalModel) and (workers != 1 or bucket != 1):
+        raise UserError("--tokenizer-workers and --length-bucket apply to PyTorch encoders; an "
+                        "ONNX export encodes batch by batch: leave them out")
     if not isinstance(model, RetrievalModel) or prefetch < 1:
         for batch in batches:
             yield batch, model.encode(texts(batch), side, max_length, only=only)

@@ -216,3 +216,18 @@ def test_on_cuda_pinned_batches_give_the_batch_by_batch_vectors(tiny_bert: Path,
         assert out.dense.device.type == "cuda"
         torch.testing.assert_close(out.dense, model.encode(texts, Side.PASSAGE, 16).dense,
                                    atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("workers,bucket", [(2, 1), (1, 4)])
+def test_an_onnx_encoder_refuses_the_settings_it_cannot_follow(workers, bucket) -> None:
+    """An ONNX export encodes batch by batch: --tokenizer-workers / --length-bucket were
+    ignored in silence."""
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.modeling.pipeline import encode_stream
+
+    class Exported:  # a TextEncoder that is no RetrievalModel (an ONNX export)
+        def encode(self, texts, side, max_length, only=None):
+            raise AssertionError("not reached")
+
+    with pytest.raises(UserError, match="apply to PyTorch encoders"):
+        next(encode_stream(Exported(), [["a"]], Side.PASSAGE, 16, workers=workers, bucket=bucket))
