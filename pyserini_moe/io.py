@@ -272,8 +272,8 @@ _TOKENIZER_FILES = frozenset({"tokenizer.json", "tokenizer_config.json", "specia
                               "vocab.txt", "vocab.json", "merges.txt", "added_tokens.json",
                               "spiece.model", "sentencepiece.bpe.model"})
 
-# Lucene's own file names, not any ``_name.ext`` (a user's ``_notes.txt`` in an index was once
-# deleted as a segment): ``_<segment>[_<generation>]`` then a codec's extension, the per-field
+# Lucene's own file names, not any ``_name.ext`` (a user's ``_notes.txt`` in an index is not a
+# segment): ``_<segment>[_<generation>]`` then a codec's extension, the per-field
 # formats' ones (postings, doc values, vectors) after their ``_<Format>_<n>`` suffix.
 _LUCENE_FILES = (r"_[0-9a-z]+(_[0-9a-z]+)?"
                  r"(\.(si|cfs|cfe|fnm|fdt|fdx|fdm|nvd|nvm|tvd|tvx|tvm|kdd|kdi|kdm|dii|dim|liv)"
@@ -288,7 +288,7 @@ _DOC_VECTORS = _Contents(files=frozenset({"docids.txt", "vocab.json", "indptr.i6
 _LUCENE = _Contents(files=frozenset({"write.lock", "segments.gen"}), pattern=_LUCENE_FILES)
 
 # What an index of each kind (its metadata's ``kind``) is made of: a user's ``vectors.npy`` in a
-# dense index is not the index's, though a multi-vector index writes one (it was once deleted).
+# dense index is not the index's, though a multi-vector index writes one (so it is kept).
 _INDEX_FILES = {
     "bm25": _LUCENE,
     "impact": dataclasses.replace(_LUCENE, folders=(("doc_vectors", _DOC_VECTORS),)),

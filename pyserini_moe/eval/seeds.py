@@ -41,7 +41,7 @@ from pyserini_moe.eval.metrics import format_table
 
 # The smallest tolerance of a multi-seed row: how far one fixed checkpoint's SciFact nDCG@10 moved
 # when its recipe was re-trained with the same seed on other hardware (CPU against an H100: TASER
-# Det-R 0.0030, Tok-R 0.0048, SB-MoE 0.0027, CAME Sum 0.0045; issue 35; CoT-MoTE's 14-step recipe
+# Det-R 0.0030, Tok-R 0.0048, SB-MoE 0.0027, CAME Sum 0.0045; CoT-MoTE's 14-step recipe
 # moved 0.015, more than any floor should hide). Three seeds that happen to agree (sd 0 to 0.002)
 # say nothing below that: a re-run elsewhere would fail a tolerance of 0.0001 with nothing wrong.
 TOLERANCE_FLOOR = 0.005

@@ -3,14 +3,13 @@
 Searching checks it, so a mismatched index/encoder pair is an error rather than silently bad
 results. Indexes built elsewhere (plain Pyserini) have no such file and are searched as they are.
 Its name differs from a model folder's ``pyserini_moe.json``, so neither is mistaken for the
-other; indexes built before 2026-11-25 wrote ``pyserini_moe.json`` (with a ``kind``) and still
-read.
+other; older indexes wrote ``pyserini_moe.json`` (with a ``kind``) and are still read.
 
 :class:`IndexMeta` is the only reader and writer of the file: every other module reads its typed
 attributes, never the JSON keys. The JSON keeps the names and values earlier versions wrote, with
 two changes: a field without a value (None) is left out rather than written as ``null``, and
 multi-vector indexes record their document count as ``num_docs``, like every other kind
-(multi-vector indexes built before issue 38 wrote ``n_docs``; both read). A key this version does
+(older multi-vector indexes wrote ``n_docs``; both are read). A key this version does
 not know (written by a newer one) is ignored; a known key holding the wrong type is one error
 line naming the file.
 """
@@ -31,9 +30,9 @@ from pyserini_moe.io import read_json
 from pyserini_moe.representation import INDEX_META_FILE
 
 META_FILE = INDEX_META_FILE
-LEGACY_META_FILE = "pyserini_moe.json"  # indexes built before 2026-11-25
+LEGACY_META_FILE = "pyserini_moe.json"  # what older indexes wrote
 CREATED_BY = f"pyserini-moe {__version__}"
-# Multi-vector indexes built before issue 38 wrote their document count under this name.
+# Older multi-vector indexes wrote their document count under this name.
 _LEGACY_NUM_DOCS = "n_docs"
 
 
@@ -51,7 +50,7 @@ class IndexMeta:
     kind: str
     #: ``pyserini-moe <version>`` that wrote the file (:meth:`write` stamps it).
     created_by: str | None = None
-    #: Documents in the index (multi-vector indexes built before issue 38: ``n_docs``).
+    #: Documents in the index (older multi-vector indexes: ``n_docs``).
     num_docs: int | None = None
     #: The collection's name (a BEIR name, or the corpus folder's / file's name).
     collection: str | None = None
@@ -69,8 +68,8 @@ class IndexMeta:
     #: Passage length in tokens.
     max_length: int | None = None
     #: Query length in tokens search cuts queries at unless told otherwise: the one the encoder
-    #: was trained at (its recipe's ``data.query_max_length``), else its positions. Indexes built
-    #: before 2026-11-27 record none: search then reads every position.
+    #: was trained at (its recipe's ``data.query_max_length``), else its positions. Older
+    #: indexes record none: search then reads the model's own length.
     query_max_length: int | None = None
     #: How a backbone was used zero-shot (pooling, normalize, query / passage prefixes).
     zero_shot: dict[str, Any] | None = None

@@ -64,7 +64,7 @@ MODEL_FILE = "pyserini_moe.json"
 CARD_FILE = "README.md"
 WEIGHTS_FILE = "pyserini_moe.safetensors"
 # transformers' own file name: sentence-transformers-layout models (Siamese) store their weights
-# under it; folders of other models saved before 2026-11-24 used it for the prefixed weights.
+# under it; older folders of other models used it for the prefixed weights.
 TRANSFORMERS_WEIGHTS_FILE = "model.safetensors"
 
 

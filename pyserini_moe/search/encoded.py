@@ -131,7 +131,7 @@ class _EncodedSearcher:
         if encoder is None and os.sep in self.encoder_name and not Path(self.encoder_name).exists():
             raise IndexMismatchError(
                 f"{index} records its encoder as {self.encoder_name!r}, a path relative to where "
-                "the index was built (indexes built before 2026-11-25): run from there, or pass "
+                "the index was built (older indexes): run from there, or pass "
                 "--encoder with the model folder")
 
         # The encode-time options the documents were encoded with (SB-MoE's TOP-1 / ALL) hold

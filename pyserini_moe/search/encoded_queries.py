@@ -96,8 +96,8 @@ def _check_output(output: Path, kind: str, overwrite: bool) -> None:
     """Before any encoding: what is at ``output`` must be what this writes for ``kind`` (a
     dense index's queries are a folder, ``embedding.pkl`` inside; an impact index's a file), and
     ``overwrite`` replaces only queries written before, never an index, a model or a folder of
-    the user's files, nor queries the user put files beside (all were deleted once; a dense
-    output folder was once refused as "a directory: name a file"). A FIFO or device is refused
+    the user's files, nor queries the user put files beside; a dense output is a folder, not
+    "a directory: name a file". A FIFO or device is refused
     before anything reads it (a read of a FIFO would wait for a writer)."""
     refuse_special_output(output)
     if kind == "dense" and output.name.endswith((".gz", ".pkl")):  # else a folder of that name
@@ -136,7 +136,7 @@ _FIRST_LINE_LIMIT = 1 << 24  # bytes: a query of every term of a large vocabular
 def _holds_impact_queries(file: Path) -> bool:
     """Whether ``file`` is empty or starts with an impact query's record: ``--overwrite`` then
     replaces queries written before, never a collection's corpus, a run or any other file (a
-    ``corpus.jsonl`` named by mistake was once replaced whole). The first line alone is read, so
+    ``corpus.jsonl`` named by mistake stays whole). The first line alone is read, so
     a large file of something else costs nothing to refuse. A ``.gz`` file is read gunzipped,
     as it was written."""
     try:

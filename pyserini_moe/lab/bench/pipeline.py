@@ -1,4 +1,4 @@
-"""The encoding pipeline (issue 36): what background tokenizers and length buckets buy.
+"""The encoding pipeline: what background tokenizers and length buckets buy.
 
 Three measurements, each side by side in one run:
 
@@ -36,9 +36,9 @@ from pyserini_moe.modeling.backbone import resolve_backbone
 from pyserini_moe.modeling.base import Encoded, Side, model_class
 from pyserini_moe.modeling.pipeline import encode_stream
 
-# Targets of issue 36 (CPU): the host pipeline's cost over the tokenizer alone, its scaling.
+# Targets (CPU): the host pipeline's cost over the tokenizer alone, its scaling.
 HOST_OVERHEAD, HOST_SCALING = 1.10, 1.7
-# Targets of issue 36 (GPU): x the batch-by-batch loop (MiniLM, BERT-base bf16), device busy.
+# Targets (GPU): x the batch-by-batch loop (MiniLM, BERT-base bf16), device busy.
 GPU_SPEEDUP = {"minilm": 5.0, "bert-base": 3.0}
 GPU_BUSY = 0.8
 BUCKET = 16  # batches sorted together by the pipeline rows

@@ -139,7 +139,7 @@ def single_query_times(search: Callable[[dict[str, str], int], Any],
                         queries: dict[str, str]) -> list[float]:
     """Seconds of each query searched alone (encoding included), after a warm-up pass over the
     same queries: one short batch looked too little when Lucene searches first in a run (BM25 on
-    1,000 documents, one CPU, 2026-11-26: 13.4 ms p50 after it, 10.0 after this pass). Expect
+    1,000 documents, one CPU: 13.4 ms p50 after it, 10.0 after this pass). Expect
     spread between runs all the same: BM25 on 100,000 documents took 11.1-17.6 ms p50 in four."""
     for qid, text in queries.items():  # warm-up: JIT, caches
         search({qid: text}, 1)
