@@ -231,3 +231,64 @@ def test_an_onnx_encoder_refuses_the_settings_it_cannot_follow(workers, bucket) 
 
     with pytest.raises(UserError, match="apply to PyTorch encoders"):
         next(encode_stream(Exported(), [["a"]], Side.PASSAGE, 16, workers=workers, bucket=bucket))
+
+
+def test_tokenizer_workers_end_when_their_parent_is_killed(tiny_bert: Path, tmp_path) -> None:
+    """SIGKILL of an index build runs no clean-up: its tokenizer processes stayed behind
+    (~400 MB each). The kernel now ends them with their parent."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import sys, time\n"
+        "from pyserini_moe.modeling import SiameseBiEncoder\n"
+        "from pyserini_moe.modeling.base import Side\n"
+        "from pyserini_moe.modeling.pipeline import encode_stream\n"
+        "if __name__ == '__main__':\n"
+        f"    model = SiameseBiEncoder.from_backbone({str(tiny_bert)!r}, device='cpu').eval()\n"
+        "    def batches():\n"
+        "        yield ['a cat sat'] * 4\n"
+        "        print('ready', flush=True)\n"
+        "        time.sleep(600)\n"
+        "        yield ['never']\n"
+        "    for _ in encode_stream(model, batches(), Side.PASSAGE, 16, workers=2):\n"
+        "        pass\n")
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout.readline().strip() == "ready"
+        children = _children(parent.pid)
+        assert len(children) >= 2  # the two workers (and the resource tracker)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=30)
+        deadline = time.time() + 30
+        while time.time() < deadline and any(_alive(pid) for pid in children):
+            time.sleep(0.2)
+        assert not [pid for pid in children if _alive(pid)]
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
