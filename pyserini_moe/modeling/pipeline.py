@@ -39,6 +39,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -109,7 +110,7 @@ def encode_stream(model: TextEncoder, batches: Iterable[T], side: Side, max_leng
 
     def encode(window: _Window[T]) -> Iterator[tuple[T, Encoded]]:
         outs = []
-        for rows, tokens in window.chunks.result():
+        for rows, tokens in _chunks(window):
             tokens = {k: torch.as_tensor(v) for k, v in tokens.items()}
             if pin:
                 tokens = {k: v.pin_memory() for k, v in tokens.items()}
@@ -189,6 +190,16 @@ def _wait_for_workers(pool: ProcessPoolExecutor, workers: int) -> None:
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)
         raise
+
+
+def _chunks(window: _Window[Any]) -> Any:
+    """A window's tokenized chunks; a worker process that died (killed, out of memory) is one
+    line, not the pool's traceback."""
+    try:
+        return window.chunks.result()
+    except BrokenProcessPool:
+        raise UserError("a tokenizer worker process died (killed, or out of memory): run again, "
+                        "with fewer --tokenizer-workers if memory is short") from None
 
 
 def _start_worker(settings: dict[str, Any], barrier: Any) -> None:

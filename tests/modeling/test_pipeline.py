@@ -292,3 +292,28 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_a_worker_that_dies_is_one_line(tiny_bert: Path) -> None:
+    """A tokenizer process killed mid-stream (the OOM killer) was a 21-line BrokenProcessPool
+    traceback."""
+    import os
+    import signal
+
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.modeling.pipeline import encode_stream
+
+    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").eval()
+
+    def batches():
+        yield ["a cat sat"] * 4
+        workers = [pid for pid in _children(os.getpid())
+                   if b"multiprocessing" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                   and b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        os.kill(workers[0], signal.SIGKILL)
+        for _ in range(20):
+            yield ["dense retrieval"] * 4
+
+    with pytest.raises(UserError, match="a tokenizer worker process died"):
+        for _ in encode_stream(model, batches(), Side.PASSAGE, 16, workers=2, prefetch=1):
+            pass
