@@ -156,6 +156,8 @@ def encode_stream(model: TextEncoder, batches: Iterable[T], side: Side, max_leng
     feeder.start()
     try:
         while (item := ready.get()) is not _DONE:
+            if isinstance(item, BrokenProcessPool):  # refused a window: a worker had died
+                raise _worker_died() from None
             if isinstance(item, BaseException):
                 raise item
             yield from encode(item)
@@ -198,8 +200,12 @@ def _chunks(window: _Window[Any]) -> Any:
     try:
         return window.chunks.result()
     except BrokenProcessPool:
-        raise UserError("a tokenizer worker process died (killed, or out of memory): run again, "
-                        "with fewer --tokenizer-workers if memory is short") from None
+        raise _worker_died() from None
+
+
+def _worker_died() -> UserError:
+    return UserError("a tokenizer worker process died (killed, or out of memory): run again, "
+                     "with fewer --tokenizer-workers if memory is short")
 
 
 def _start_worker(settings: dict[str, Any], barrier: Any) -> None:

@@ -311,7 +311,7 @@ def test_a_worker_that_dies_is_one_line(tiny_bert: Path) -> None:
                    if b"multiprocessing" in Path(f"/proc/{pid}/cmdline").read_bytes()
                    and b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()]
         os.kill(workers[0], signal.SIGKILL)
-        for _ in range(20):
+        for _ in range(2000):  # work enough left that the pool notices before it is done
             yield ["dense retrieval"] * 4
 
     with pytest.raises(UserError, match="a tokenizer worker process died"):
