@@ -161,6 +161,14 @@ def build_parser() -> argparse.ArgumentParser:
     bm25 = parser.add_argument_group("bm25")
     bm25.add_argument("--k1", type=finite_float, default=0.9, help="BM25 k1")
     bm25.add_argument("--b", type=finite_float, default=0.4, help="BM25 b")
+    bm25.add_argument("--rm3", action="store_true",
+                      help="Pyserini's RM3 query expansion (10 terms of the top 10 documents, "
+                           "original query weight 0.5)")
+    bm25.add_argument("--rocchio", action="store_true",
+                      help="Pyserini's Rocchio query expansion, at its defaults")
+    bm25.add_argument("--qld", action="store_true",
+                      help="Pyserini's query likelihood with Dirichlet smoothing (mu 1000) in "
+                           "place of BM25")
     bm25.add_argument("--fields", nargs="+", type=field_weight, default=None,
                       metavar="FIELD=WEIGHT",
                       help="Pyserini's flag: search these fields of a multifield index (`index "

@@ -33,7 +33,8 @@ class Bm25Searcher:
     """
 
     def __init__(self, index: str | os.PathLike, k1: float = 0.9, b: float = 0.4,
-                 fields: dict[str, float] | None = None) -> None:
+                 fields: dict[str, float] | None = None, rm3: bool = False,
+                 rocchio: bool = False, qld: bool = False) -> None:
         _java.bootstrap()
         from pyserini.search.lucene import LuceneSearcher
 
@@ -43,7 +44,14 @@ class Bm25Searcher:
             self.searcher = open_lucene(LuceneSearcher, Path(index))
         else:
             self.searcher = _open_prebuilt(str(index))
-        self.searcher.set_bm25(k1, b)
+        if qld:  # Pyserini's --qld: query likelihood, Dirichlet mu 1000
+            self.searcher.set_qld()
+        else:
+            self.searcher.set_bm25(k1, b)
+        if rm3:  # Pyserini's --rm3 / --rocchio, at their defaults (they read doc vectors)
+            self.searcher.set_rm3()
+        if rocchio:
+            self.searcher.set_rocchio()
         self.fields = dict(fields or {})
 
     def search(self, topics: dict[str, str], hits: int = 1000, threads: int = 1,

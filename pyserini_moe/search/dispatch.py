@@ -74,8 +74,12 @@ class SearchSettings:
     alpha: float = PYSERINI_ALPHA
     hybrid_normalize: bool = False
     weight_on_dense: bool = False
-    k1: float = 0.9
+    k1: float = 0.9  # Pyserini's BEIR BM25 (the problems below compare with these)
     b: float = 0.4
+    # Pyserini's query expansion and scoring of a BM25 search, at Pyserini's own parameters
+    rm3: bool = False  # RM3 pseudo-relevance feedback (10 terms of the top 10 documents, 0.5)
+    rocchio: bool = False  # Rocchio feedback (Pyserini's defaults)
+    qld: bool = False  # query likelihood with Dirichlet smoothing (mu 1000) instead of BM25
     fields: dict[str, float] | None = None  # BM25: Pyserini's --fields (a multifield index)
     remove_query: bool = False  # Pyserini's --remove-query: drop the hit that is the query itself
     # Pyserini's --encoded-queries: dense / impact queries encoded ahead of time (no model)
@@ -147,6 +151,10 @@ class SearchSettings:
                     f"{self.k1}, b {self.b}")
         if self.fields and not all(0 <= w < math.inf for w in self.fields.values()):
             return f"--fields weights must be >= 0 and finite, got {self.fields}"
+        if self.rm3 and self.rocchio:
+            return "--rm3 and --rocchio are two query expansions: choose one"
+        if self.qld and (self.k1, self.b) != (_BM25_K1, _BM25_B):
+            return "--k1 and --b are BM25's: --qld scores by query likelihood instead"
         return None
 
     def _ignored_problem(self) -> str | None:
@@ -189,7 +197,7 @@ class SearchSettings:
         if self.retriever == "bm25":
             names = [*_MODEL_SETTINGS, *_HYBRID_SETTINGS]
         else:
-            names = [] if with_bm25 else ["k1", "b", *_HYBRID_SETTINGS]
+            names = [] if with_bm25 else [*_BM25_SETTINGS, *_HYBRID_SETTINGS]
         if self.retriever != "fused":
             names += ["fusion", "fusion_weights"] + ([] if with_bm25 else ["candidates"])
         return names + self._unread_by_kind()
@@ -238,6 +246,9 @@ class SearchSettings:
         return None
 
 
+_BM25_K1, _BM25_B = 0.9, 0.4  # Pyserini's BEIR BM25
+# Settings only a BM25 search reads (alone or as a hybrid's BM25 side).
+_BM25_SETTINGS = ("k1", "b", "rm3", "rocchio", "qld")
 # Settings only a model's search reads, and those only a hybrid with BM25 reads.
 _MODEL_SETTINGS = ("encoder", "encoded_queries", "query_max_length", "backend")
 _HYBRID_SETTINGS = ("alpha", "hybrid_normalize", "weight_on_dense")
@@ -451,7 +462,8 @@ def _open(s: SearchSettings) -> tuple[Searcher | ExpertFusionSearcher, Searcher 
         main = open_any(s)
     if not s.bm25_index:
         return main, None
-    return main, Bm25Searcher(s.bm25_index, k1=s.k1, b=s.b, fields=s.fields)
+    return main, Bm25Searcher(s.bm25_index, k1=s.k1, b=s.b, fields=s.fields, rm3=s.rm3,
+                              rocchio=s.rocchio, qld=s.qld)
 
 
 def _refuse_mixed_collections(indexes: list[str]) -> None:
@@ -474,7 +486,8 @@ def open_any(s: SearchSettings) -> Searcher:
     """The searcher of one index (any retriever but ``fused``)."""
     if s.retriever == "bm25":
 
-        return Bm25Searcher(s.index, k1=s.k1, b=s.b, fields=s.fields)
+        return Bm25Searcher(s.index, k1=s.k1, b=s.b, fields=s.fields, rm3=s.rm3,
+                            rocchio=s.rocchio, qld=s.qld)
     from pyserini_moe.search.encoded import open_searcher  # noqa: PLC0415 - torch: `search --help` stays light
 
     return open_searcher(s.retriever, s.index, s.encoder, s.device, s.query_max_length,

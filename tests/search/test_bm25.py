@@ -235,3 +235,38 @@ def test_arguana_remove_query_long_queries_and_missing_judged_documents(tmp_path
     ours = evaluate(run, qrels, ["ndcg@10", "recall@100"])  # the other queries count 0 (-c)
     reference = trec_eval(run_path, trec_qrels, ["ndcg@10", "recall@100"])
     assert ours == pytest.approx(reference, abs=1e-4)
+
+
+@pytest.mark.parametrize("flag,configure", [
+    ("--rm3", lambda s: (s.set_bm25(0.9, 0.4), s.set_rm3())),
+    ("--rocchio", lambda s: (s.set_bm25(0.9, 0.4), s.set_rocchio())),
+    ("--qld", lambda s: s.set_qld()),
+])
+def test_query_expansion_and_qld_are_pyserinis_own(tiny, tiny_index, tmp_path, flag,
+                                                   configure):
+    """--rm3 / --rocchio / --qld: the run is Pyserini's LuceneSearcher's, configured the same,
+    hit for hit (docids, order and scores)."""
+    from pyserini_moe import _java
+
+    out = tmp_path / "run.trec"
+    assert search_cli.main(["--index", str(tiny_index), "--topics", f"{tiny}:test", flag,
+                            "--output", str(out), "--hits", "4", "--quiet"]) == 0
+    _java.bootstrap()
+    from pyserini.search.lucene import LuceneSearcher
+
+    searcher = LuceneSearcher(str(tiny_index))
+    configure(searcher)
+    ours = read_trec_run(out)
+    for qid, text in (("q1", "cats"), ("q2", "bark")):
+        theirs = {h.docid: round(h.score, 6) for h in searcher.search(text, k=4)}
+        assert {d: round(s, 6) for d, s in ours[qid].items()} == theirs
+        assert list(ours[qid]) == list(theirs)
+
+
+def test_expansions_are_bm25_settings(tiny_index, capsys):
+    assert run_main(search_cli.main, ["--index", str(tiny_index), "--topics", "x", "--rm3",
+                                      "--rocchio", "--output", "o.trec"]) == 2
+    assert "choose one" in capsys.readouterr().err
+    assert run_main(search_cli.main, ["--index", str(tiny_index), "--topics", "x", "--qld",
+                                      "--k1", "1.2", "--output", "o.trec"]) == 2
+    assert "--qld scores by query likelihood" in capsys.readouterr().err
