@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
@@ -29,6 +30,16 @@ from pyserini_moe.lab.regress import (
 )
 
 DEFAULT_WORK = REPO_ROOT / "work" / "regressions"
+
+
+def _refuse_unwritable(files: list[Path]) -> None:
+    """``--record`` rewrites each file (a temporary beside it, renamed over it): a file or folder
+    this process cannot write is refused before anything runs."""
+    for path in files:
+        read_only = bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)  # root too
+        if read_only or not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+            raise UserError(f"--record rewrites {path}, which cannot be written here (read-only "
+                            "file or folder): make it writable, or leave --record out")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"{', '.join(sorted({reg.scale for reg in regressions}))}-scale): drop "
                         "--scale or name a file of that scale")
     kept = [reg for reg in regressions if args.scale in ("all", reg.scale)]
+    if args.record:  # known now, not after the whole evaluation
+        _refuse_unwritable([reg.path for reg in kept])
     for reg in regressions:
         held = [c.name for c in reg.conditions if c.name in (args.condition or [])]
         if held and reg not in kept:

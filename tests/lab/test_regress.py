@@ -467,3 +467,24 @@ def test_names_that_would_leave_the_work_folder_are_refused(files, tmp_path, fie
         doc["conditions"][0]["name"] = name
     with pytest.raises(RegressionSpecError, match="letters, digits and"):
         load_regression(write_yaml(tmp_path, doc))
+
+
+def test_record_refuses_a_file_it_cannot_write_before_running(files, tmp_path, capsys,
+                                                             monkeypatch) -> None:
+    """--record found a read-only file system only after the whole evaluation."""
+    import os
+
+    from pyserini_moe.cli import run_main
+    from pyserini_moe.cli.regress import main
+
+    path = write_yaml(tmp_path, {"name": "ro", "conditions": [condition(files, 0.5)]})
+    real = os.statvfs
+
+    class ReadOnly:
+        f_flag = os.ST_RDONLY
+
+    monkeypatch.setattr(os, "statvfs", lambda p: ReadOnly() if str(p) == str(tmp_path)
+                        else real(p))
+    assert run_main(main, [str(path), "--record", "--work-dir", str(tmp_path / "w")]) == 2
+    assert "cannot be written here" in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()
