@@ -212,11 +212,10 @@ def test_arguana_remove_query_long_queries_and_missing_judged_documents(tmp_path
     longest (868 words): no query retrieves itself with --remove-query and 100 hits remain;
     the 5 judged documents the corpus lacks are said once and kept (trec_eval's qrels hold
     them, and ranx agrees with trec_eval). The full 2CR numbers: regressions/bm25-beir.yaml."""
+    from pyserini_moe.data import beir
     from pyserini_moe.data.export import write_topics_tsv
     from pyserini_moe.data.topics import load_qrels, load_topics, qrels_file
     from pyserini_moe.eval.metrics import evaluate, trec_eval
-
-    from pyserini_moe.data import beir
 
     beir._WARNED.clear()  # said once a process: another test may have read these qrels first
     with caplog.at_level("WARNING", logger="pyserini_moe.data.beir"):
