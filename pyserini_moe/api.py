@@ -20,27 +20,23 @@ import logging
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import evaluate as _evaluate
 from pyserini_moe.index.encoded import BuildSettings, build_indexes
+from pyserini_moe.index.lucene import build_bm25_index
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.base import TextEncoder
+from pyserini_moe.representation import INDEX_KINDS as MODEL_INDEX_KINDS
 from pyserini_moe.runs import Run, ranked, read_trec_run
+from pyserini_moe.search.base import Hit
 from pyserini_moe.search.dispatch import SearchSettings, TopicSearcher, recorded_retriever
 
 log = logging.getLogger(__name__)
 
-INDEX_KINDS = ("bm25", "dense", "impact", "multivector")
-
-
-class Hit(NamedTuple):
-    """One retrieved document, as Pyserini's searchers give it (``hit.docid``, ``hit.score``)."""
-
-    docid: str
-    score: float
+INDEX_KINDS = ("bm25", *MODEL_INDEX_KINDS)  # what build_index builds (as `index --retriever`)
 
 
 def load_model(name_or_path: str | os.PathLike, device: str | None = None,
@@ -63,15 +59,12 @@ def build_index(kind: str, corpus: str | os.PathLike, index: str | os.PathLike,
     if kind not in INDEX_KINDS:
         raise UserError(f"index kind {kind!r}: choose from {', '.join(INDEX_KINDS)}")
     if kind == "bm25":
-        from pyserini_moe.index.lucene import build_bm25_index  # noqa: PLC0415 - the JVM starts here
-
         if encoder is not None:
             raise UserError("a BM25 index is built from the text: leave encoder out")
         build_bm25_index(str(corpus), index, overwrite=overwrite, **settings)
         return Path(index)
     if encoder is None:
         raise UserError(f"a {kind} index needs an encoder (a model folder or backbone name)")
-
     build_indexes(BuildSettings(str(corpus), str(encoder), {kind: str(index)},
                                 overwrite=overwrite, progress=progress, **settings))
     return Path(index)
@@ -110,7 +103,6 @@ class Searcher:
         ``search`` command's ``--topics`` takes (``"scifact:test"``); write it with
         :func:`pyserini_moe.runs.write_trec_run`."""
         if isinstance(topics, str):
-
             topics = load_topics(topics)
         outcome = self._searcher.search(dict(topics), hits=k)
         for notice in outcome.notices:

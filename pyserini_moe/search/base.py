@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from tqdm import tqdm
 
@@ -14,6 +14,13 @@ from pyserini_moe.runs import JAVA_INT_MAX, Run, ranked
 
 T = TypeVar("T")
 
+
+
+class Hit(NamedTuple):
+    """One retrieved document, as Pyserini's searchers give it (``hit.docid``, ``hit.score``)."""
+
+    docid: str
+    score: float
 
 
 @runtime_checkable

@@ -12,7 +12,7 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tqdm import tqdm
@@ -27,7 +27,7 @@ from pyserini_moe.index.multivector import MultiVectorIndex
 from pyserini_moe.modeling.auto import is_backbone, load_encoder
 from pyserini_moe.modeling.base import fingerprint
 from pyserini_moe.runs import Run
-from pyserini_moe.search.base import batched_search, open_lucene
+from pyserini_moe.search.base import Hit, batched_search, open_lucene
 
 if TYPE_CHECKING:
     from pyserini_moe.encode.adapters import ModelQueryEncoder, PrecomputedQueryEncoder
@@ -388,11 +388,6 @@ class ImpactSearcher(_EncodedSearcher):
                 found[qid] = _plain(scored)
             del results  # release the Java hits (and their stored documents) now
         return found
-
-
-class Hit(NamedTuple):
-    docid: str
-    score: float
 
 
 def _plain(scored: Any) -> list[Hit]:
