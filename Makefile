@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 WORK   ?= work
 
-.PHONY: setup demo lint test regress regress-dry regress-smoke bench bench-scaling bench-scaling-100k gpu-check clean
+.PHONY: setup demo lint test regress regress-dry regress-smoke bench bench-scaling bench-scaling-100k gpu-check scale-check clean
 
 setup: $(STAMP)
 
@@ -72,6 +72,14 @@ bench: setup
 # says what it skips. Writes $(WORK)/gpu-check/{*.log,bench/bench.md}.
 gpu-check: setup
 	$(BIN)/python lab/gpu_check.py --output-dir $(WORK)/gpu-check
+
+# The training side of the paper files at MS MARCO's size on a synthetic collection (about 3.5 GB
+# written once, then reused): each stage measured and projected to the full run; stages already
+# measured are skipped, so the check can be spread over sittings (STAGES="--stage bm25-index").
+# Writes $(WORK)/scale-check/ and the table docs/results/scale-check.md.
+scale-check: setup
+	$(BIN)/python -m pyserini_moe.lab.scale --root $(WORK)/scale-check \
+		--table docs/results/scale-check.md $(STAGES)
 
 # The scaling section alone with its opt-in points, one sitting each, in either order: bench-scaling
 # measures 1k, 5k and ~20k documents (the local collections together), 58 min; bench-scaling-100k

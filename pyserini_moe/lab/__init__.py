@@ -5,6 +5,8 @@
   record measured ones, smoke-run the paper-scale files on stand-ins);
 - :mod:`.bench`: ``python -m pyserini_moe.lab.bench`` (``make bench``), speed and memory as ratios
   measured side by side;
+- :mod:`.scale`: ``make scale-check``, the training side of the paper files at MS MARCO's size on
+  a synthetic collection, each stage measured and projected;
 - :mod:`.checkpoints`: the checkpoint study behind ``python -m pyserini_moe.analyze checkpoints``.
 
 The library (``modeling``, ``data``, ``encode``, ``index``, ``search``, ``eval``, ``train``,

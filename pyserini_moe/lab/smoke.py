@@ -209,7 +209,7 @@ def _put(argv: list[str], flag: str, value: str, add: bool = True) -> None:
         argv += [flag, value]
 
 
-def _put_setting(argv: list[str], key: str, value: str) -> None:
+def put_setting(argv: list[str], key: str, value: str) -> None:
     """Set the recipe field ``key`` (``--set key=value``) in place, or append it when the step
     sets none: train refuses one field set twice to two values."""
     for i, arg in enumerate(argv[:-1]):
@@ -226,10 +226,10 @@ def smoke_argv(argv: list[str], backbone: str) -> list[str]:
     if module == "pyserini_moe.train":
         own = next((a.partition("=")[2] for a in argv if a.startswith("model.backbone=")), None)
         if own is None or not os.path.isabs(own):  # a previous step's output stays the backbone;
-            _put_setting(argv, "model.backbone", backbone)  # a hub name (coCondenser): tiny's
+            put_setting(argv, "model.backbone", backbone)  # a hub name (coCondenser): tiny's
         for key, value in (("training.batch_size", BATCH), ("training.grad_accumulation", 1),
                            ("data.query_max_length", 16), ("data.passage_max_length", 32)):
-            _put_setting(argv, key, str(value))
+            put_setting(argv, key, str(value))
         _put(argv, "--max-steps", str(TRAIN_STEPS))
         _put(argv, "--device", "cpu")
     elif module == "pyserini_moe.pretrain":

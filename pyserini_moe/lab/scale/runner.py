@@ -1,0 +1,113 @@
+"""Run the scale check's stages (those not measured yet, or those named) and write their table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pyserini_moe.io import atomic_path
+from pyserini_moe.lab.scale.stages import STAGES, Context, Stage
+
+GB = 1024 ** 3
+
+
+def result_path(ctx: Context, stage: Stage) -> Path:
+    return ctx.root / "results" / f"{stage.name}.json"
+
+
+def run_stages(ctx: Context, names: list[str] | None = None, redo: bool = False) -> list[str]:
+    """Run the named stages (default: every stage not measured yet), in the table's order; a
+    stage whose inputs are not measured yet is refused. Returns the stages run."""
+    wanted = [s for s in STAGES if (names is None or s.name in names)]
+    done = []
+    for stage in wanted:
+        target = result_path(ctx, stage)
+        if target.is_file() and not redo and _fraction(target) == ctx.fraction:
+            continue
+        missing = [n for n in stage.needs if not (ctx.root / "results" / f"{n}.json").is_file()]
+        if missing:
+            raise SystemExit(f"stage {stage.name} needs {', '.join(missing)} first")
+        print(f"== {stage.name}: {stage.what} ({stage.scope})", file=sys.stderr, flush=True)
+        figures = {"stage": stage.name, "fraction": ctx.fraction, "threads": ctx.threads,
+                   "cores": os.cpu_count(), **stage.run(ctx)}
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(target) as tmp:
+            tmp.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
+        print(f"   {_row(stage, figures)}", file=sys.stderr, flush=True)
+        done.append(stage.name)
+    return done
+
+
+def _fraction(result: Path) -> float:
+    return json.loads(result.read_text(encoding="utf-8"))["fraction"]
+
+
+def _gb(value: int) -> str:
+    return f"{value / GB:.2f} GB" if value < 10 * GB else f"{value / GB:.0f} GB"
+
+
+def _time(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _row(stage: Stage, f: dict[str, Any]) -> str:
+    return (f"| {stage.name} | {stage.scope} | {_time(f['seconds'])} | {_gb(f['peak_memory'])} | "
+            f"{_gb(f['peak_disk'])} | {_time(f['projected_seconds'])} | "
+            f"{_gb(f['projected_memory'])} | {_gb(f['projected_disk'])} |")
+
+
+def table(ctx: Context) -> str:
+    """The measured stages as a markdown table (the others are listed as not run)."""
+    results = {s.name: json.loads(result_path(ctx, s).read_text(encoding="utf-8"))
+               for s in STAGES if result_path(ctx, s).is_file()}
+    settings = sorted({(r["fraction"], r["threads"], r["cores"]) for r in results.values()})
+    head = [f"Measured at {f:g} of MS MARCO's size, {t} Lucene threads, {c} cores; full run: "
+            "projected to MS MARCO on the same machine." for f, t, c in settings]
+    lines = [*head, "", "| stage | scope | time | peak memory | peak disk | full run: time | memory | "
+             "disk |", "|---|---|---|---|---|---|---|---|"]
+    lines += [_row(s, results[s.name]) for s in STAGES if s.name in results]
+    missing = [s.name for s in STAGES if s.name not in results]
+    if missing:
+        lines += ["", f"Not measured yet: {', '.join(missing)}."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pyserini_moe.lab.scale",
+        description="The training side of the paper files at MS MARCO's size on a synthetic "
+                    "collection: each stage measured (time, peak memory of its process tree, "
+                    "peak scratch disk) and projected to the full run. Stages already measured "
+                    "are skipped, so a check can be spread over sittings (--stage).")
+    parser.add_argument("--root", type=Path, default=Path("work/scale-check"),
+                        help="scratch folder: the synthetic data, indexes, logs, results "
+                             "(default: work/scale-check)")
+    parser.add_argument("--stage", action="append", choices=[s.name for s in STAGES],
+                        help="run this stage (repeatable; default: every stage not measured)")
+    parser.add_argument("--fraction", type=float, default=1.0,
+                        help="scale the collection (default 1: full size); projections divide "
+                             "by it")
+    parser.add_argument("--threads", type=int, default=2, help="threads of the Lucene stages")
+    parser.add_argument("--redo", action="store_true", help="measure named stages again")
+    parser.add_argument("--table", type=Path, help="also write the table to this file")
+    args = parser.parse_args(argv)
+    if not 0 < args.fraction <= 1:
+        parser.error("--fraction must be in (0, 1]")
+    ctx = Context(args.root.resolve(), args.fraction, args.threads)
+    try:
+        run_stages(ctx, args.stage, args.redo)
+    finally:
+        text = table(ctx)
+        print(text)
+        if args.table:
+            with atomic_path(args.table) as tmp:
+                tmp.write_text(text, encoding="utf-8")
+    return 0

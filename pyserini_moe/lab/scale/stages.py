@@ -1,0 +1,250 @@
+"""The training-side stages of the paper files, each run once on the synthetic MS MARCO and
+measured (:mod:`.measure`), at full size where the stage is about data and on a stated sample
+where it is about compute; a sample's figures are projected to the full run.
+
+Each stage writes ``<root>/results/<stage>.json`` when it succeeds; a later sitting skips the
+stages already measured (``--redo`` runs them again), so the stages can be spread over sittings
+in any order their inputs allow (:attr:`Stage.needs`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pyserini_moe.data.beir import BeirCollection
+from pyserini_moe.lab.regress import REPO_ROOT, expand, load_regression
+from pyserini_moe.lab.scale.measure import Measurement, run_measured
+from pyserini_moe.lab.scale.synth import MSMARCO, Shape
+from pyserini_moe.lab.smoke import put_setting, smoke_argv, tiny_backbone
+from pyserini_moe.train.data import bm25_index_dir
+
+MINING_SAMPLE = 2_000  # training queries searched at depth 1000 to project the mining
+TRAIN_STEPS = 2
+# The paper files' first MS MARCO training of each model, as (file, the step's recipe); the
+# taser file trains on DPR's Wikipedia, which the synthetic collection does not stand for.
+TRAININGS = {"came": ("came-paper.yaml", "came-bert-base.yaml"),
+             "cotmote": ("cotmote-paper.yaml", "cotmote-bert-base.yaml"),
+             "sbmoe": ("sbmoe-paper.yaml", "sbmoe-bert-base.yaml")}
+
+
+@dataclasses.dataclass
+class Context:
+    """Where a scale check runs and at what size."""
+
+    root: Path  # scratch: the collection, indexes, runs, logs, results
+    fraction: float = 1.0
+    threads: int = 2
+
+    @property
+    def shape(self) -> Shape:
+        return MSMARCO.scaled(self.fraction)
+
+    @property
+    def collection(self) -> Path:
+        return self.root / "msmarco"
+
+    @property
+    def sample_topics(self) -> Path:
+        return self.root / "runs" / "mining-sample.tsv"
+
+    @property
+    def sample_run(self) -> Path:
+        return self.root / "runs" / "bm25-sample.trec"
+
+    @property
+    def bm25_index(self) -> Path:
+        """Where the trainer looks for its cached BM25 index of the collection."""
+        return bm25_index_dir(BeirCollection.load(self.collection))
+
+    def env(self) -> dict[str, str]:
+        """The stages' environment: the synthetic data as $BEIR_DIR, caches and temporary files
+        under the root (so their disk is measured), one thread per library."""
+        return {**os.environ, "BEIR_DIR": str(self.root), "TMPDIR": str(self.root / "tmp"),
+                "PYSERINI_MOE_CACHE": str(self.root / "cache"), "OMP_NUM_THREADS": "1",
+                "TOKENIZERS_PARALLELISM": "false"}
+
+    def run(self, name: str, argv: list[str], watch: list[Path]) -> Measurement:
+        """Run one command of a stage, its output in ``logs/<name>.log``; a failure raises."""
+        for folder in ("tmp", "logs", "runs"):
+            (self.root / folder).mkdir(parents=True, exist_ok=True)
+        log = self.root / "logs" / f"{name}.log"
+        measured = run_measured(argv, watch=[*watch, self.root / "tmp"], env=self.env(), log=log)
+        if measured.returncode != 0:
+            tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:]
+            raise RuntimeError(f"stage {name} failed (exit {measured.returncode}): "
+                               f"{tail[0] if tail else ''} (log: {log})")
+        return measured
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """One measured stage: its name, what it runs, at what scope, and the stages it reads."""
+
+    name: str
+    what: str
+    scope: str
+    run: Callable[[Context], dict[str, Any]]
+    needs: tuple[str, ...] = ()
+
+
+def _figures(m: Measurement, scale: float = 1.0, memory_from: Measurement | None = None,
+             memory_scale: float = 1.0) -> dict[str, Any]:
+    """A measurement and its projection to the full run: time and disk times ``scale`` (a
+    sample's share of the work), memory as measured, or, with ``memory_from`` (the same stage
+    without the sampled part), its base plus the sampled part times ``memory_scale``."""
+    memory = m.peak_memory
+    if memory_from is not None:
+        memory = memory_from.peak_memory + max(0, m.peak_memory - memory_from.peak_memory) \
+            * memory_scale
+    return {"seconds": round(m.seconds, 1), "peak_memory": m.peak_memory,
+            "peak_disk": m.peak_disk, "projected_seconds": round(m.seconds * scale, 1),
+            "projected_memory": int(memory), "projected_disk": int(m.peak_disk * scale)}
+
+
+def _python(*args: str) -> list[str]:
+    return [sys.executable, "-m", *args]
+
+
+# ------------------------------------------------------------------------------------- stages
+def generate(ctx: Context) -> dict[str, Any]:
+    m = ctx.run("generate", _python("pyserini_moe.lab.scale.synth", "--root", str(ctx.root),
+                                    "--fraction", str(ctx.fraction), "--quiet"),
+                [ctx.collection])
+    return _figures(m, 1 / ctx.fraction)
+
+
+def bm25_index(ctx: Context) -> dict[str, Any]:
+    """bm25-paper.yaml's MS MARCO index, built where the trainer's mining looks for it."""
+    m = ctx.run("bm25-index", _python("pyserini_moe.index", "--retriever", "bm25", "--corpus",
+                                      str(ctx.collection), "--index", str(ctx.bm25_index),
+                                      "--threads", str(ctx.threads), "--overwrite", "--quiet"),
+                [ctx.root / "cache"])
+    return _figures(m, 1 / ctx.fraction)
+
+
+def bm25_mining(ctx: Context) -> dict[str, Any]:
+    """CAME's round-1 negatives: BM25's top 1000 of a sample of training queries; time and run
+    size projected to every training query."""
+    collection = BeirCollection.load(ctx.collection)
+    train = sorted(collection.qrels("train"), key=int)
+    step = max(1, len(train) // MINING_SAMPLE)
+    sample = train[::step][:MINING_SAMPLE]
+    queries = collection.queries()
+    ctx.sample_topics.parent.mkdir(parents=True, exist_ok=True)
+    ctx.sample_topics.write_text("".join(f"{q}\t{queries[q]}\n" for q in sample),
+                                 encoding="utf-8")
+    m = ctx.run("bm25-mining", _python(
+        "pyserini_moe.search", "--retriever", "bm25", "--index", str(ctx.bm25_index),
+        "--topics", str(ctx.sample_topics), "--hits", "1000", "--threads", str(ctx.threads),
+        "--output", str(ctx.sample_run), "--quiet"), [ctx.root / "runs"])
+    return {**_figures(m, len(train) / len(sample)), "queries": len(sample),
+            "all_queries": len(train)}
+
+
+def _paper_train_step(name: str) -> list[str]:
+    """The paper file's first training of ``name``'s recipe on MS MARCO, as a command line."""
+    file, recipe = TRAININGS[name]
+    reg = load_regression(REPO_ROOT / "regressions" / file)
+    steps = reg.steps + [s for c in reg.conditions for s in c.steps]
+    step = next(s for s in steps if "-m pyserini_moe.train " in s and f"/{recipe} " in s
+                and "$BEIR_DIR/msmarco" in s and "model.args.gate" not in s)
+    return shlex.split(step)
+
+
+def _negative_settings(ctx: Context, name: str) -> list[str]:
+    """Negatives from the mining sample's run (the rest of the queries: random fill-ins)."""
+    if not _has_negatives(name):
+        return []
+    return ["--set", "data.negatives.source=run", "--set", f"data.negatives.run={ctx.sample_run}"]
+
+
+def _expanded(ctx: Context, step: list[str]) -> list[str]:
+    return [expand(a.replace("$BEIR_DIR", str(ctx.root)), ctx.root / "work") for a in step]
+
+
+def examples(name: str) -> Callable[[Context], dict[str, Any]]:
+    """The trainer's data side for ``name``'s recipe at full size (:mod:`.probe`)."""
+    def stage(ctx: Context) -> dict[str, Any]:
+        step = _expanded(ctx, _paper_train_step(name))
+        config = step[step.index("--config") + 1]
+        settings = [a for i, a in enumerate(step) if i and step[i - 1] == "--set"
+                    and not a.startswith("model.")]
+        extra = _negative_settings(ctx, name)
+        argv = _python("pyserini_moe.lab.scale.probe", "--config", config,
+                       *[x for s in settings for x in ("--set", s)], *extra,
+                       "--workdir", str(ctx.root / "work" / f"probe-{name}"))
+        m = ctx.run(f"examples-{name}", argv, [ctx.root / "work" / f"probe-{name}"])
+        log = (ctx.root / "logs" / f"examples-{name}.log").read_text(encoding="utf-8")
+        probe = json.loads(log.strip().splitlines()[-1])
+        return {**_figures(m), **_with_every_candidate(m, probe), "probe": probe}
+    return stage
+
+
+def _with_every_candidate(m: Measurement, probe: dict[str, Any]) -> dict[str, Any]:
+    """The probe's figures projected to every training query having its candidates, as after
+    mining all of them: the negatives' memory and time (measured apart by the probe) times the
+    queries' share, and the first epoch's examples at the cost of one with candidates. The probe
+    reads the negatives twice (the second time to time them apart): the time counts them once;
+    its peak holds the sample's candidates twice, so the memory errs high by one sample's."""
+    if not probe["candidates"]:
+        return {}
+    phases = {p["phase"]: p for p in probe["phases"]}
+    before = phases["read and candidates"]["memory"]
+    again = phases["candidates built again"]
+    negatives_memory = max(0, again["memory"] - before)
+    negatives_seconds = phases["negatives run read again"]["seconds"] + again["seconds"]
+    scale = probe["queries"] / probe["queries_with_candidates"]
+    each = probe["example_seconds"]
+    examples = max(0.0, (each["with_candidates"] or 0) - (each["without_candidates"] or 0)) \
+        * probe["train_pairs"]
+    return {"projected_seconds": round(m.seconds + negatives_seconds * (scale - 2) + examples, 1),
+            "projected_memory": int(m.peak_memory + negatives_memory * (scale - 1)),
+            "projected_candidates": int(probe["candidates"] * scale)}
+
+
+def training(name: str) -> Callable[[Context], dict[str, Any]]:
+    """The paper file's training command for ``name`` with the tiny BERT, a few steps, the
+    sample's negatives: start-up at full size and the data it holds."""
+    def stage(ctx: Context) -> dict[str, Any]:
+        backbone = tiny_backbone(ctx.root / "tiny-bert")
+        step = _expanded(ctx, _paper_train_step(name))
+        argv = smoke_argv(step[2:], str(backbone)) + _negative_settings(ctx, name)
+        put_setting(argv, "model.backbone", str(backbone))  # not a pre-training's output
+        output = Path(argv[argv.index("--output-dir") + 1])
+        m = ctx.run(f"train-{name}", [sys.executable, "-m", *argv], [output])
+        return _figures(m)
+    return stage
+
+
+def _has_negatives(name: str) -> bool:
+    return "num_negatives: 0" not in (REPO_ROOT / "encoders" / TRAININGS[name][1]).read_text()
+
+
+def _data_scope(name: str) -> str:
+    return ("full size; negatives of the mining sample, projected to all" if _has_negatives(name)
+            else "full size (in-batch negatives only)")
+
+
+def _data_needs(name: str) -> tuple[str, ...]:
+    return ("bm25-mining",) if _has_negatives(name) else ("generate",)
+
+
+STAGES = [
+    Stage("generate", "synthetic MS MARCO written (BEIR layout)", "full size", generate),
+    Stage("bm25-index", "BM25 index of the corpus (bm25-paper.yaml's step)", "full size",
+          bm25_index, ("generate",)),
+    Stage("bm25-mining", "BM25 top 1000 of training queries (CAME's round-1 negatives)",
+          f"{MINING_SAMPLE:,} queries, projected to all", bm25_mining, ("bm25-index",)),
+    *(Stage(f"examples-{name}", f"{name}: the trainer's data side (read, candidates, batches)",
+            _data_scope(name), examples(name), _data_needs(name)) for name in TRAININGS),
+    *(Stage(f"train-{name}", f"{name}: the paper file's train step, tiny BERT, "
+            f"{TRAIN_STEPS} steps", _data_scope(name), training(name), _data_needs(name))
+      for name in TRAININGS),
+]

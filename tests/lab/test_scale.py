@@ -1,0 +1,127 @@
+"""The scale check at toy size: the synthetic MS MARCO's shape, the measurement of a process
+tree, the stage runner (resumable, refusing a stage before its inputs) and the projections."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from pyserini_moe.data.beir import BeirCollection
+from pyserini_moe.lab.scale.measure import Measurement, run_measured
+from pyserini_moe.lab.scale.runner import run_stages, table
+from pyserini_moe.lab.scale.stages import Context, _with_every_candidate
+from pyserini_moe.lab.scale.synth import MSMARCO, STOP_WORDS, generate
+
+FRACTION = 0.0005  # 4,421 passages, 251 training queries
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha1(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return generate(tmp_path_factory.mktemp("synth"), FRACTION, progress=False)
+
+
+def test_full_size_is_ms_marco_and_a_fraction_keeps_the_shape() -> None:
+    assert MSMARCO.scaled(1.0) == MSMARCO
+    assert MSMARCO.passages == 8_841_823
+    assert MSMARCO.train_queries + MSMARCO.dev_queries + MSMARCO.test_queries == 509_962
+    small = MSMARCO.scaled(1e-7)  # every count at least one, judgments within their queries
+    assert small.train_queries == small.dev_queries == small.test_queries == 1
+    assert small.passages >= 3 and small.train_second_positives <= small.train_queries
+
+
+def test_the_collection_has_the_scaled_counts_in_beir_layout(toy: Path) -> None:
+    shape = MSMARCO.scaled(FRACTION)
+    collection = BeirCollection.load(toy)
+    assert collection.num_docs() == shape.passages
+    assert len(collection.queries()) == shape.train_queries + shape.dev_queries + \
+        shape.test_queries
+    train = collection.qrels("train")
+    assert len(train) == shape.train_queries
+    assert sum(len(d) for d in train.values()) == shape.train_queries + \
+        shape.train_second_positives
+    assert len(collection.qrels("dev")) == shape.dev_queries
+    ids = collection.doc_ids()
+    assert all(d in ids for split in ("train", "dev", "test")
+               for docs in collection.qrels(split).values() for d in docs)
+
+
+def test_lengths_and_words_have_ms_marcos_shape(toy: Path) -> None:
+    collection = BeirCollection.load(toy)
+    passages = {d.id: d.text.split() for d in collection.corpus()}
+    mean = sum(map(len, passages.values())) / len(passages)
+    assert 50 < mean < 62  # ~56 words
+    queries = collection.queries()
+    assert 5 < sum(len(q.split()) for q in queries.values()) / len(queries) < 7.5
+    words = [w for text in passages.values() for w in text]
+    stop_share = sum(w in STOP_WORDS for w in words) / len(words)
+    assert 0.15 < stop_share < 0.45  # the Zipf head is the stop words
+    # a training query is written from its first judged passage: BM25 can find it
+    for qid, docs in list(collection.qrels("train").items())[:50]:
+        first = next(iter(docs))
+        content = set(passages[first]) - set(STOP_WORDS)
+        assert set(queries[qid].split()) & content, qid
+
+
+def test_the_same_seed_writes_the_same_bytes_and_a_second_call_reuses(toy: Path,
+                                                                     tmp_path: Path) -> None:
+    again = generate(tmp_path, FRACTION, progress=False)
+    for name in ("corpus.jsonl", "queries.jsonl", "qrels/train.tsv", "qrels/test.tsv"):
+        assert _digest(again / name) == _digest(toy / name)
+    before = (again / "corpus.jsonl").stat().st_mtime_ns
+    generate(tmp_path, FRACTION, progress=False)
+    assert (again / "corpus.jsonl").stat().st_mtime_ns == before  # reused, not rewritten
+    other = generate(tmp_path, FRACTION, seed=1, progress=False)  # another seed: rewritten
+    assert _digest(other / "corpus.jsonl") != _digest(toy / "corpus.jsonl")
+
+
+def test_a_measurement_sums_the_process_tree_and_watches_the_disk(tmp_path: Path) -> None:
+    child = ("import time; block = bytearray(150 * 2**20); block[::4096] = b'x' * len(block[::4096]);"
+             " time.sleep(1.5)")
+    parent = (f"import subprocess, sys, time, pathlib; p = subprocess.Popen([sys.executable, "
+              f"'-c', {child!r}]); pathlib.Path({str(tmp_path / 'out')!r}).write_bytes("
+              f"b'y' * 5 * 2**20); p.wait()")
+    m = run_measured([sys.executable, "-c", parent], watch=[tmp_path])
+    assert m.returncode == 0
+    assert m.peak_memory > 150 * 2**20  # the grandchild's block is counted
+    assert 5 * 2**20 <= m.peak_disk < 6 * 2**20
+    assert run_measured([sys.executable, "-c", "raise SystemExit(3)"]).returncode == 3
+
+
+def test_the_candidates_projection_scales_the_negatives_part_only() -> None:
+    probe = {"candidates": 2_000, "queries": 100, "queries_with_candidates": 10,
+             "train_pairs": 1_000,
+             "example_seconds": {"with_candidates": 0.003, "without_candidates": 0.001},
+             "phases": [{"phase": "read and candidates", "seconds": 5.0, "memory": 1000},
+                        {"phase": "negatives run read again", "seconds": 1.0, "memory": 1300},
+                        {"phase": "candidates built again", "seconds": 0.5, "memory": 1400}]}
+    m = Measurement(seconds=20.0, peak_memory=2_000, peak_disk=0, returncode=0)
+    projected = _with_every_candidate(m, probe)
+    assert projected["projected_candidates"] == 20_000
+    assert projected["projected_memory"] == 2_000 + 400 * 9
+    # the negatives once (read twice by the probe) at 10x, examples at the with-candidates cost
+    assert projected["projected_seconds"] == pytest.approx(20.0 + 1.5 * 8 + 0.002 * 1_000)
+    assert _with_every_candidate(m, {**probe, "candidates": 0}) == {}
+
+
+def test_stages_run_once_in_order_and_write_their_table(tmp_path: Path) -> None:
+    ctx = Context(tmp_path, FRACTION, threads=1)
+    with pytest.raises(SystemExit, match="needs bm25-index"):
+        run_stages(ctx, ["bm25-mining"])
+    assert run_stages(ctx, ["generate", "examples-sbmoe", "train-sbmoe"]) == [
+        "generate", "examples-sbmoe", "train-sbmoe"]
+    assert run_stages(ctx, ["generate", "examples-sbmoe"]) == []  # measured: skipped
+    result = json.loads((tmp_path / "results" / "examples-sbmoe.json").read_text())
+    assert result["probe"]["passages"] == MSMARCO.scaled(FRACTION).passages
+    assert result["peak_memory"] > 0 and result["fraction"] == FRACTION
+    text = table(ctx)
+    assert "| generate | full size |" in text and "| train-sbmoe |" in text
+    assert "Not measured yet: bm25-index" in text
+    assert (tmp_path / "work" / "models").is_dir()  # the paper file's output folder, under root
