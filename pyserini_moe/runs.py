@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pyserini_moe.errors import DataFormatError, UserError
@@ -52,8 +52,18 @@ def write_trec_run(run: Run, path: str | os.PathLike, tag: str = "pyserini-moe",
     ``.gz`` name). An existing file is replaced only with ``overwrite`` and only if it is a run
     (:func:`refuse_non_run_output`)."""
     check_run_tag(tag)
-    return _write_ranked(run, path, hits, overwrite,
-                         lambda q, d, r, s: f"{q} Q0 {d} {r} {s:.6f} {tag}\n")
+    return _write_ranked(run, path, hits, overwrite, _trec_format(tag))
+
+
+def trec_run_lines(run: Run, tag: str = "pyserini-moe") -> Iterator[str]:
+    """The lines :func:`write_trec_run` writes for ``run``: a run written a part at a time (a
+    mining of 500k queries at depth 1000 is never one dict) reads back as one written whole."""
+    check_run_tag(tag)
+    return _ranked_lines(run, None, _trec_format(tag))
+
+
+def _trec_format(tag: str) -> Callable[[str, str, int, float], str]:
+    return lambda q, d, r, s: f"{q} Q0 {d} {r} {s:.6f} {tag}\n"
 
 
 def write_msmarco_run(run: Run, path: str | os.PathLike, hits: int | None = None) -> Path:
@@ -89,10 +99,15 @@ def _write_ranked(run: Run, path: str | os.PathLike, hits: int | None, overwrite
         raise FileExistsError(f"{path} already exists; pass --overwrite to replace it")
     refuse_non_run_output(path)
     with atomic_path(path, overwrite=overwrite) as tmp, open_text_output(tmp, path) as f:
-        for qid in run:
-            for rank, (docid, score) in enumerate(ranked(run[qid])[:hits], start=1):
-                f.write(line(qid, docid, rank, score))
+        f.writelines(_ranked_lines(run, hits, line))
     return path
+
+
+def _ranked_lines(run: Run, hits: int | None,
+                  line: Callable[[str, str, int, float], str]) -> Iterator[str]:
+    for qid in run:
+        for rank, (docid, score) in enumerate(ranked(run[qid])[:hits], start=1):
+            yield line(qid, docid, rank, score)
 
 
 def read_trec_run(path: str | os.PathLike) -> Run:
@@ -108,11 +123,33 @@ def read_trec_run(path: str | os.PathLike) -> Run:
     Lines are read as every other input is (:func:`~pyserini_moe.io.iter_lines`): gunzipped
     when the name ends in ``.gz``, a UTF-8 byte-order mark dropped (else the first query id would
     carry it and match no judged query), bytes that are not UTF-8 an error naming the line."""
+    run: Run = {}
+    ranks: dict[str, set[float]] | None = {} if is_rank_only(path) else None  # a query's ranks
+    for qid, docid, value, lineno in iter_run(path):
+        hits = run.setdefault(qid, {})
+        if docid in hits:  # which line wins differs between tools: refuse the ambiguity
+            raise RunFormatError(f"{path}:{lineno}: document {docid!r} is listed twice for "
+                                 f"query {qid!r}")
+        if ranks is not None:
+            seen = ranks.setdefault(qid, set())
+            if value in seen:
+                raise RunFormatError(f"{path}:{lineno}: rank {round(1 / value)} is given twice "
+                                     f"for query {qid!r}: a run ranks each document once (a "
+                                     "qrels file of query, document and relevance has three "
+                                     "columns too)")
+            seen.add(value)
+        hits[docid] = value
+    return run
+
+
+def iter_run(path: str | os.PathLike) -> Iterator[tuple[str, str, float, int]]:
+    """Each line of a run as (qid, docid, score, line number), in file order, checked line by
+    line as :func:`read_trec_run` reads it (a comment line, a bad column count, score or rank:
+    one error naming file and line). What spans lines (a document or rank listed twice for a
+    query) is the reader's to check: a streaming reader keeps no per-query sets."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"run file not found: {path}")
-    run: Run = {}
-    ranks: dict[str, set[float]] = {}  # an MS MARCO run's ranks (as 1 / rank) a query
     parse: LineParser | None = None
     for lineno, line in iter_lines(path):
         parts = line.split()
@@ -121,19 +158,7 @@ def read_trec_run(path: str | os.PathLike) -> Run:
                                  "reads every line as a result); remove it")
         parse = parse or _line_parser(parts, f"{path}:{lineno}")
         qid, docid, value = parse(parts, f"{path}:{lineno}")
-        hits = run.setdefault(qid, {})
-        if docid in hits:  # which line wins differs between tools: refuse the ambiguity
-            raise RunFormatError(f"{path}:{lineno}: document {docid!r} is listed twice for "
-                                 f"query {qid!r}")
-        if parse is _msmarco_line:
-            seen = ranks.setdefault(qid, set())
-            if value in seen:
-                raise RunFormatError(f"{path}:{lineno}: rank {parts[2]} is given twice for query "
-                                     f"{qid!r}: a run ranks each document once (a qrels file of "
-                                     "query, document and relevance has three columns too)")
-            seen.add(value)
-        hits[docid] = value
-    return run
+        yield qid, docid, value, lineno
 
 
 def _line_parser(parts: list[str], where: str) -> LineParser:

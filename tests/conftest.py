@@ -11,6 +11,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from transformers import BertConfig, BertForMaskedLM, BertModel, BertTokenizerFast  # noqa: E402
@@ -135,13 +136,15 @@ def toy_data() -> Callable[..., TrainingData]:
     and 6 validation queries, each with 5 candidate negatives."""
     def make(num_negatives: int = 1) -> TrainingData:
         ids = [f"d{i}" for i in range(24)]
+        number = {d: n for n, d in enumerate(sorted(ids))}  # candidates are document numbers
         return TrainingData(
             queries={f"q{i}": t for i, t in enumerate(TOY_TEXTS)},
             passages=dict(zip(ids, TOY_TEXTS)),
             positives={f"q{i}": frozenset({f"d{i}"}) for i in range(24)},
             train_pairs=[(f"q{i}", f"d{i}") for i in range(18)],
             validation_pairs=[(f"q{i}", f"d{i}") for i in range(18, 24)],
-            candidates={f"q{i}": [f"d{(i + k) % 24}" for k in range(1, 6)] for i in range(24)},
+            candidates={f"q{i}": np.array([number[f"d{(i + k) % 24}"] for k in range(1, 6)],
+                                          dtype=np.int32) for i in range(24)},
             num_negatives=num_negatives, seed=3)
     return make
 

@@ -17,7 +17,9 @@
   train a relevant passage as a negative.
 
 The whole corpus is held in memory (passage id -> text), which is what random fallback negatives
-and on-the-fly sampling need; fine for BEIR-sized corpora.
+and on-the-fly sampling need; the candidates are held as 4-byte document numbers, and a mining
+is written and read a part at a time (:class:`CandidateBuilder`), so MS MARCO's 500M BM25
+candidates fit a GPU node's memory (``make scale-check`` measures it).
 """
 
 from __future__ import annotations
@@ -25,18 +27,27 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
+import shutil
+from array import array
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
 
 from pyserini_moe.data.beir import BeirCollection, cache_root
 from pyserini_moe.errors import UserError
+from pyserini_moe.index.encoded import usable_cores
 from pyserini_moe.index.lucene import build_bm25_index
-from pyserini_moe.runs import Run, ranked, read_trec_run, write_trec_run
+from pyserini_moe.io import atomic_path
+from pyserini_moe.runs import Run, RunFormatError, is_rank_only, iter_run, ranked, trec_run_lines
 from pyserini_moe.search.bm25 import Bm25Searcher
 from pyserini_moe.train.config import DataConfig
 
 log = logging.getLogger(__name__)
+_NONE = np.empty(0, dtype=np.int32)  # a query without candidates (shared: never written to)
 
 NEGATIVES_RUN = "negatives.trec"  # the mined candidates, kept in the output folder
 VALIDATION_EPOCH = -1  # the epoch number whose sampling fixes the validation batches
@@ -60,16 +71,23 @@ class TrainingData:
     positives: dict[str, frozenset[str]]  # qid -> judged relevant docids
     train_pairs: list[tuple[str, str]]  # (qid, positive docid)
     validation_pairs: list[tuple[str, str]]
-    candidates: dict[str, list[str]]  # qid -> ranked hard-negative candidates (no positives)
+    candidates: dict[str, np.ndarray]  # qid -> ranked hard-negative candidates (no positives),
+    # as positions in doc_ids (CandidateBuilder)
     num_negatives: int
     seed: int  # the training seed: batch order and negatives of every epoch
     num_random_filled: int = 0  # queries whose candidates were topped up with random passages
     sample_positives: bool = False  # one pair per query per epoch, drawn by the epoch's seed
     split_seed: int | None = None  # the held-out split's seed (default ``seed``): it also fixes
     # the validation batches, so every training seed of a recipe validates on the same batches
+    doc_ids: list[str] = field(default_factory=list)  # the corpus ids, sorted
 
     def __post_init__(self) -> None:
-        self._doc_ids = sorted(self.passages)
+        if not self.doc_ids:
+            self.doc_ids = sorted(self.passages)
+
+    def candidate_ids(self, qid: str) -> list[str]:
+        """``qid``'s hard-negative candidates, best first, as document ids."""
+        return [self.doc_ids[i] for i in self.candidates.get(qid, _NONE).tolist()]
 
     # -- batches ---------------------------------------------------------------------------
     def epoch_batches(self, epoch: int, batch_size: int) -> list[list[Example]]:
@@ -112,11 +130,11 @@ class TrainingData:
     def _example(self, qid: str, positive: str, batch: list[tuple[str, str]],
                  rng: random.Random) -> Example:
         excluded = set().union(*(self.positives[q] for q, _ in batch))
-        pool = [d for d in self.candidates.get(qid, []) if d not in excluded]
+        pool = [d for d in self.candidate_ids(qid) if d not in excluded]
         if len(pool) >= self.num_negatives:
             chosen = rng.sample(pool, self.num_negatives)
         else:
-            chosen = pool + _random_docs(self._doc_ids, self.num_negatives - len(pool),
+            chosen = pool + _random_docs(self.doc_ids, self.num_negatives - len(pool),
                                          excluded | set(pool), rng)
         return Example(self.queries[qid], self.passages[positive],
                        tuple(self.passages[d] for d in chosen))
@@ -194,18 +212,14 @@ def load_training_data(config: DataConfig, workdir: Path, reuse_mined: bool = Fa
     train_qids, validation_qids = split_queries(list(positives), config.validation_fraction,
                                                 config.seed)
 
-    mined = Path(workdir) / NEGATIVES_RUN
-    source = mined  # the file a problem with the candidates names: the user's run, if given
-    if config.num_negatives == 0:  # in-batch negatives only: nothing to mine (BM25 over
-        run: Run = {}  # MS MARCO's 500k training queries, for no negative drawn)
-    elif reuse_mined and mined.is_file():
-        run = read_trec_run(mined)
-    else:
-        run = mine_candidates(config, collection, queries, Path(workdir), progress)
-        write_trec_run(run, mined, tag=f"negatives-{config.negatives.source}")
-        if config.negatives.source == "run":
-            source = Path(config.negatives.run)
-    candidates, filled = _candidates(run, positives, passages, config, source)
+    doc_ids = sorted(passages)
+    builder = CandidateBuilder(doc_ids, positives, config)
+    if config.num_negatives:
+        _fill_candidates(builder, config, collection, queries, Path(workdir), reuse_mined,
+                         progress)
+    else:  # in-batch negatives only: nothing to mine (BM25 over MS MARCO's 500k training
+        builder.candidates = dict.fromkeys(positives, _NONE)  # queries, for no negative drawn)
+    candidates, filled = builder.candidates, builder.filled
 
     def pairs(qids: list[str]) -> list[tuple[str, str]]:
         if config.positives == "first":
@@ -218,7 +232,8 @@ def load_training_data(config: DataConfig, workdir: Path, reuse_mined: bool = Fa
     return TrainingData(queries, passages, positives, pairs(train_qids), pairs(validation_qids),
                         candidates, config.num_negatives,
                         config.seed if sampling_seed is None else sampling_seed, filled,
-                        sample_positives=config.positives == "sample", split_seed=config.seed)
+                        sample_positives=config.positives == "sample", split_seed=config.seed,
+                        doc_ids=doc_ids)
 
 
 def _judged_positives(qrels: dict[str, dict[str, int]], passages: dict[str, str],
@@ -235,55 +250,178 @@ def _judged_positives(qrels: dict[str, dict[str, int]], passages: dict[str, str]
     return {qid: docs for qid, docs in ordered.items() if docs}
 
 
-def _candidates(run: Run, positives: dict[str, frozenset[str]], passages: dict[str, str],
-                config: DataConfig, source: Path) -> tuple[dict[str, list[str]], int]:
-    """Ranked candidates per query: ranks skip_top+1..depth of the run, positives removed."""
-    negatives = config.negatives
-    if config.num_negatives == 0:
-        return {qid: [] for qid in positives}, 0
-    if not any(qid in run for qid in positives):
-        example = next(iter(positives))
-        raise UserError(f"{source}: ranks none of the {len(positives)} training queries of "
-                        f"{config.collection!r} (e.g. {example!r}): wrong run for this "
-                        "collection or split?")
-    candidates = {}
-    filled = 0
-    for qid in positives:
-        hits = [doc for doc, _ in ranked(run.get(qid, {}))][negatives.skip_top:negatives.depth]
-        unknown = [doc for doc in hits if doc not in passages]
-        if unknown:
-            raise UserError(f"{source}: query {qid!r} ranks document {unknown[0]!r}, which is not "
-                            f"in collection {config.collection!r}: wrong run for this collection?")
-        # never the query itself: in ArguAna / Quora a query is a corpus document too
-        candidates[qid] = [doc for doc in hits if doc not in positives[qid] and doc != qid]
-        filled += len(candidates[qid]) < config.num_negatives
-    return candidates, filled
+class CandidateBuilder:
+    """Each training query's hard-negative candidates, ranked, as document numbers (positions in
+    the sorted corpus ids): ranks skip_top+1..depth of a run, the query's positives and the query
+    itself removed. Four bytes a candidate rather than a Python string: CAME's 500k MS MARCO
+    queries at depth 1000 are 500M candidates (2 GB here; ~100 GB as a run's dicts of strings).
+    Queries are added one at a time, from a run file read line by line or a mining in parts."""
+
+    def __init__(self, doc_ids: list[str], positives: dict[str, frozenset[str]],
+                 config: DataConfig) -> None:
+        self.doc_ids = doc_ids
+        self.number = {doc: i for i, doc in enumerate(doc_ids)}
+        self.positives = positives
+        self.config = config
+        self.candidates: dict[str, np.ndarray] = {}
+        self.filled = 0  # queries with fewer candidates than the negatives drawn
+
+    def add(self, qid: str, numbers: np.ndarray, scores: np.ndarray, source: Path,
+            unknown: list[str] = ()) -> None:
+        """One query's hits in any order: document numbers (-1 for a document not in the
+        corpus, named in order by ``unknown``) and scores."""
+        if qid not in self.positives:
+            return
+        if unknown:  # rare: rank by the names themselves, as the run's readers do
+            names = iter(unknown)
+            docs = [self.doc_ids[n] if n >= 0 else next(names) for n in numbers.tolist()]
+            order = [d for d, _ in ranked(dict(zip(docs, scores.tolist())))]
+            picked = self._window(order)
+            missing = next((d for d in picked if d not in self.number), None)
+            if missing is not None:
+                raise UserError(f"{source}: query {qid!r} ranks document {missing!r}, which is "
+                                f"not in collection {self.config.collection!r}: wrong run for "
+                                "this collection?")
+            hits = np.array([self.number[d] for d in picked], dtype=np.int64)
+        else:
+            # descending score, ties by descending document number, which is descending docid
+            # (the ids are sorted): the order runs.ranked gives
+            hits = self._window(numbers[np.lexsort((numbers, scores))[::-1]])
+        own = [self.number[d] for d in self.positives[qid]]
+        if qid in self.number:  # never the query itself: in ArguAna / Quora it is a document too
+            own.append(self.number[qid])
+        kept = hits[~np.isin(hits, own)].astype(np.int32)
+        self.candidates[qid] = kept
+        self.filled += len(kept) < self.config.num_negatives
+
+    def _window(self, ranked_hits: np.ndarray | list[str]) -> np.ndarray | list[str]:
+        negatives = self.config.negatives
+        return ranked_hits[negatives.skip_top:negatives.depth]
+
+    def finish(self, source: Path) -> None:
+        """Queries the run did not rank get no candidates (random passages fill in); a run that
+        ranks none of them is the wrong run."""
+        if not self.candidates:
+            example = next(iter(self.positives))
+            raise UserError(f"{source}: ranks none of the {len(self.positives)} training queries "
+                            f"of {self.config.collection!r} (e.g. {example!r}): wrong run for "
+                            "this collection or split?")
+        for qid in self.positives:
+            if qid not in self.candidates:
+                self.candidates[qid] = _NONE
+                self.filled += self.config.num_negatives > 0
+
+    def add_run(self, run: Run, source: Path) -> None:
+        """Every query of an in-memory run (a part of a mining)."""
+        for qid, hits in run.items():
+            numbers = [self.number.get(d, -1) for d in hits]
+            unknown = [d for d, n in zip(hits, numbers) if n < 0]
+            self.add(qid, np.array(numbers, dtype=np.int64),
+                     np.fromiter(hits.values(), dtype=np.float64, count=len(hits)), source, unknown)
+
+    def read(self, path: Path) -> None:
+        """A run file, line by line (checked as :func:`read_trec_run` checks it), keeping only
+        the training queries' hits, as numbers and scores."""
+        numbers: dict[str, array] = {}
+        scores: dict[str, array] = {}
+        unknown: dict[str, list[str]] = {}
+        for qid, docid, value, _ in iter_run(path):
+            if qid not in self.positives:
+                continue
+            if qid not in numbers:
+                numbers[qid], scores[qid] = array("q"), array("d")
+            number = self.number.get(docid, -1)
+            if number < 0:
+                unknown.setdefault(qid, []).append(docid)
+            numbers[qid].append(number)
+            scores[qid].append(value)
+        rank_only = is_rank_only(path)
+        for qid in list(numbers):
+            hits = np.frombuffer(numbers.pop(qid), dtype=np.int64)
+            values = np.frombuffer(scores.pop(qid), dtype=np.float64)
+            _refuse_listed_twice(path, qid, hits, values, unknown.get(qid, []), rank_only,
+                                 self.doc_ids)
+            self.add(qid, hits, values, path, unknown.get(qid, []))
+        self.finish(path)
 
 
-def mine_candidates(config: DataConfig, collection: BeirCollection, queries: dict[str, str],
-                    workdir: Path, progress: bool = True) -> Run:
-    """The run hard negatives are drawn from (``depth`` hits per query)."""
+def _refuse_listed_twice(path: Path, qid: str, numbers: np.ndarray, values: np.ndarray,
+                         unknown: list[str], rank_only: bool, doc_ids: list[str]) -> None:
+    """What :func:`read_trec_run` refuses across lines: a document (or an MS MARCO rank) given
+    twice for one query."""
+    known = numbers[numbers >= 0]
+    if len(np.unique(known)) < len(known) or len(set(unknown)) < len(unknown):
+        values_seen, counts = np.unique(known, return_counts=True)
+        twice = [doc_ids[n] for n in values_seen[counts > 1].tolist()] or \
+            [d for d in unknown if unknown.count(d) > 1]
+        raise RunFormatError(f"{path}: document {twice[0]!r} is listed twice for query {qid!r}")
+    if rank_only and len(np.unique(values)) < len(values):
+        values_seen, counts = np.unique(values, return_counts=True)
+        raise RunFormatError(f"{path}: rank {round(1 / values_seen[counts > 1][0])} is given "
+                             f"twice for query {qid!r}: a run ranks each document once (a qrels "
+                             "file of query, document and relevance has three columns too)")
+
+
+MINING_PART = 10_000  # queries mined at a time: a part's run is held, never the whole mining
+
+
+def _fill_candidates(builder: CandidateBuilder, config: DataConfig, collection: BeirCollection,
+                     queries: dict[str, str], workdir: Path, reuse_mined: bool,
+                     progress: bool) -> None:
+    """The candidates from the mined run kept in ``workdir`` (``reuse_mined``), the recipe's own
+    run (copied there), or a new mining written there part by part."""
+    mined = workdir / NEGATIVES_RUN
     negatives = config.negatives
+    if reuse_mined and mined.is_file():
+        builder.read(mined)
+        return
     if negatives.source == "run":
-        return read_trec_run(negatives.run)
-    if negatives.source == "bm25":
+        builder.read(Path(negatives.run))
+        with atomic_path(mined) as tmp:  # provenance, and what a resumed training reads
+            shutil.copyfile(negatives.run, tmp)
+        return
+    tag = f"negatives-{negatives.source}"
+    with atomic_path(mined) as tmp, open(tmp, "w", encoding="utf-8") as out:
+        for run in _mined_parts(config, collection, queries, workdir, progress):
+            builder.add_run(run, mined)
+            out.writelines(trec_run_lines(run, tag))
+    builder.finish(mined)
 
-        index = bm25_index_dir(collection)
-        if not index.is_dir():
-            try:
-                build_bm25_index(str(collection.root), index)
-            except FileExistsError:
-                # Another training (a second queue) built the shared cache meanwhile; builds are
-                # renamed into place whole, so a folder there is a complete index.
-                if not index.is_dir():
-                    raise
-        return Bm25Searcher(index).search(queries, hits=negatives.depth, progress=progress)
+
+def _mined_parts(config: DataConfig, collection: BeirCollection, queries: dict[str, str],
+                 workdir: Path, progress: bool) -> Iterator[Run]:
+    """The run hard negatives are drawn from (``depth`` hits per query), a part at a time."""
+    negatives = config.negatives
+    if negatives.source == "bm25":
+        searcher = Bm25Searcher(_bm25_index(collection))
+        qids = list(queries)
+        with tqdm(total=len(qids), desc="bm25 negatives", unit="q", disable=not progress) as bar:
+            for start in range(0, len(qids), MINING_PART):
+                part = {q: queries[q] for q in qids[start:start + MINING_PART]}
+                yield searcher.search(part, hits=negatives.depth, threads=usable_cores(),
+                                      progress=False)
+                bar.update(len(part))
+        return
 
     # imported here: training from BM25 or a run needs no Faiss (a bare GPU node has none)
     from pyserini_moe.search.mining import retrieve  # noqa: PLC0415
 
-    return retrieve(encoder=negatives.model, corpus=str(collection.root), topics=queries,
-                    kind=negatives.kind, hits=negatives.depth, workdir=workdir / "mining")
+    yield retrieve(encoder=negatives.model, corpus=str(collection.root), topics=queries,
+                   kind=negatives.kind, hits=negatives.depth, workdir=workdir / "mining")
+
+
+def _bm25_index(collection: BeirCollection) -> Path:
+    """The collection's cached BM25 index, built on first use."""
+    index = bm25_index_dir(collection)
+    if not index.is_dir():
+        try:
+            build_bm25_index(str(collection.root), index)
+        except FileExistsError:
+            # Another training (a second queue) built the shared cache meanwhile; builds are
+            # renamed into place whole, so a folder there is a complete index.
+            if not index.is_dir():
+                raise
+    return index
 
 
 def bm25_index_dir(collection: BeirCollection) -> Path:

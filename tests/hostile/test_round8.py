@@ -231,7 +231,7 @@ def test_in_batch_only_training_refuses_a_negatives_source_and_mines_nothing(tmp
     config = from_dict(recipe, "r.yaml").data
     data = load_training_data(config, tmp_path / "work", progress=False)
     assert not (tmp_path / "work" / NEGATIVES_RUN).exists()  # no BM25 run over the queries
-    assert data.candidates and all(c == [] for c in data.candidates.values())
+    assert data.candidates and all(len(c) == 0 for c in data.candidates.values())
 
 
 # H8-11: one recipe field set twice on the command line -----------------------------------------

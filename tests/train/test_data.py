@@ -141,9 +141,9 @@ def test_candidates_skip_top_ranks_respect_depth_and_never_hold_positives(collec
     cfg = config(collection, negatives={"source": "run", "run": str(run), "depth": 6,
                                         "skip_top": 1})
     data = load_training_data(cfg, tmp_path)
-    assert data.candidates["q0"] == ["d2", "d3", "d4", "d5"]  # ranks 2-6 minus positive d1
-    assert data.candidates["q5"] == ["d0", "d1", "d2", "d3", "d4"]
-    for qid, candidates in data.candidates.items():
+    assert data.candidate_ids("q0") == ["d2", "d3", "d4", "d5"]  # ranks 2-6 minus positive d1
+    assert data.candidate_ids("q5") == ["d0", "d1", "d2", "d3", "d4"]
+    for qid, candidates in ((q, data.candidate_ids(q)) for q in data.candidates):
         assert not set(candidates) & data.positives[qid]
 
 
@@ -173,7 +173,7 @@ def test_random_negatives_fill_in_for_queries_the_run_misses(collection, tmp_pat
     cfg = config(collection, num_negatives=2, validation_fraction=0.0,
                  negatives={"source": "run", "run": str(run)})
     data = load_training_data(cfg, tmp_path)
-    assert data.candidates["q1"] == ["d7"] and data.candidates["q2"] == []
+    assert data.candidate_ids("q1") == ["d7"] and data.candidate_ids("q2") == []
     assert data.num_random_filled == 10  # every judged query has fewer than 2 candidates
     for batch in data.epoch_batches(0, 3):
         for example in batch:
@@ -228,9 +228,9 @@ def test_bm25_negatives_are_mined_through_pyserini(collection, tmp_path, monkeyp
     # q4 = "model expert": d4 = "model" + "model expert the sparse" holds both words, d0, d3, d5
     # and d11 one of them
     assert max(mined["q4"], key=mined["q4"].get) == "d4"
-    assert "d4" not in data.candidates["q4"] and data.candidates["q4"]
-    assert set(data.candidates["q4"]) <= set(mined["q4"])
-    for qid, candidates in data.candidates.items():
+    assert "d4" not in data.candidate_ids("q4") and data.candidate_ids("q4")
+    assert set(data.candidate_ids("q4")) <= set(mined["q4"])
+    for qid, candidates in ((q, data.candidate_ids(q)) for q in data.candidates):
         assert not set(candidates) & data.positives[qid] and len(candidates) <= 5
 
 
@@ -251,7 +251,7 @@ def test_bm25_cache_built_by_another_training_meanwhile_is_used(collection, tmp_
     monkeypatch.setattr(training_data, "build_bm25_index", other_writer_wins)
     cfg = config(collection, num_negatives=2, negatives={"source": "bm25", "depth": 5})
     data = load_training_data(cfg, tmp_path / "out", progress=False)
-    assert data.candidates["q4"]
+    assert data.candidate_ids("q4")
 
 
 def test_a_bm25_cache_path_taken_by_a_file_is_still_an_error(collection, tmp_path, monkeypatch):
@@ -305,7 +305,7 @@ def test_model_negatives_are_what_the_model_retrieves(collection, tiny_bert, tmp
     expected = DenseSearcher(index, device="cpu").search(
         {"q4": data.queries["q4"]}, hits=4, progress=False)
     assert list(mined["q4"]) == list(expected["q4"]) and len(mined["q4"]) == 4
-    for qid, candidates in data.candidates.items():
+    for qid, candidates in ((q, data.candidate_ids(q)) for q in data.candidates):
         assert not set(candidates) & data.positives[qid]
 
 
@@ -341,4 +341,64 @@ def test_judged_documents_outside_the_corpus_and_the_query_itself_are_not_traine
         data = load_training_data(cfg, tmp_path / "out")
     assert "1 judged positive(s) are not in the corpus (e.g. 'gone')" in caplog.text
     assert all(doc != "gone" for _, doc in data.train_pairs)
-    assert all(qid not in data.candidates[qid] for qid in data.candidates)
+    assert all(qid not in data.candidate_ids(qid) for qid in data.candidates)
+
+
+def test_candidates_rank_ties_as_runs_do_and_are_held_as_numbers(collection, tmp_path):
+    """Equal scores order by descending docid (runs.ranked, trec_eval's order), however the
+    file lists them: the candidates are the reference ranking, as 4-byte document numbers."""
+    import random
+
+    import numpy as np
+
+    from pyserini_moe.runs import ranked, read_trec_run
+
+    rng = random.Random(0)
+    lines = []
+    for i in range(10):
+        docs = [f"d{j}" for j in range(12)]
+        rng.shuffle(docs)
+        lines += [f"q{i} Q0 {d} {r} {rng.randint(0, 3)} t\n" for r, d in enumerate(docs, 1)]
+    run = tmp_path / "ties.trec"
+    run.write_text("".join(lines))
+    data = load_training_data(config(collection, num_negatives=2, negatives={
+        "source": "run", "run": str(run), "depth": 9, "skip_top": 1}), tmp_path / "out")
+    reference = read_trec_run(run)
+    for qid in reference:
+        window = [d for d, _ in ranked(reference[qid])][1:9]
+        assert data.candidate_ids(qid) == [d for d in window if d not in data.positives[qid]]
+        assert data.candidates[qid].dtype == np.int32
+
+
+def test_an_unknown_document_below_the_depth_is_never_read(collection, tmp_path):
+    run = write_run(tmp_path / "run.trec", {"q1": ["d2", "d3", "elsewhere"]})
+    data = load_training_data(config(collection, num_negatives=1, negatives={
+        "source": "run", "run": str(run), "depth": 2}), tmp_path / "out")
+    assert data.candidate_ids("q1") == ["d2", "d3"]
+
+
+def test_a_document_listed_twice_in_a_negatives_run_is_refused(collection, tmp_path):
+    run = tmp_path / "twice.trec"
+    run.write_text("q1 Q0 d2 1 5 t\nq1 Q0 d3 2 4 t\nq1 Q0 d2 3 3 t\n")
+    with pytest.raises(ValueError, match="document 'd2' is listed twice for query 'q1'"):
+        load_training_data(config(collection, negatives={"source": "run", "run": str(run)}),
+                           tmp_path / "out")
+
+
+def test_mining_in_parts_writes_and_draws_what_one_mining_would(collection, tmp_path,
+                                                                 monkeypatch):
+    """The BM25 mining runs a part of the queries at a time (MS MARCO's 500k queries at depth
+    1000 are never one run in memory): the kept run and the examples do not depend on the part
+    size."""
+    import pyserini_moe.train.data as data_module
+
+    monkeypatch.setenv("PYSERINI_MOE_CACHE", str(tmp_path / "cache"))
+    cfg = config(collection, num_negatives=2, negatives={"source": "bm25", "depth": 6})
+    whole = load_training_data(cfg, tmp_path / "whole", progress=False)
+    monkeypatch.setattr(data_module, "MINING_PART", 3)
+    parts = load_training_data(cfg, tmp_path / "parts", progress=False)
+    assert (tmp_path / "parts" / NEGATIVES_RUN).read_text() == \
+        (tmp_path / "whole" / NEGATIVES_RUN).read_text()
+    assert parts.epoch_batches(0, 4) == whole.epoch_batches(0, 4)
+    resumed = load_training_data(cfg, tmp_path / "parts", reuse_mined=True, progress=False)
+    assert resumed.epoch_batches(1, 4) == whole.epoch_batches(1, 4)
