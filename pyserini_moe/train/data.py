@@ -329,7 +329,7 @@ class CandidateBuilder:
             if qid not in self.positives:
                 continue
             if qid not in numbers:
-                numbers[qid], scores[qid] = array("q"), array("d")
+                numbers[qid], scores[qid] = array("i"), array("d")
             number = self.number.get(docid, -1)
             if number < 0:
                 unknown.setdefault(qid, []).append(docid)
@@ -337,7 +337,7 @@ class CandidateBuilder:
             scores[qid].append(value)
         rank_only = is_rank_only(path)
         for qid in list(numbers):
-            hits = np.frombuffer(numbers.pop(qid), dtype=np.int64)
+            hits = np.frombuffer(numbers.pop(qid), dtype=np.int32)
             values = np.frombuffer(scores.pop(qid), dtype=np.float64)
             _refuse_listed_twice(path, qid, hits, values, unknown.get(qid, []), rank_only,
                                  self.doc_ids)

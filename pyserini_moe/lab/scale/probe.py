@@ -2,8 +2,9 @@
 
 Runs the calls the trainer makes in its order (:func:`load_training_data`, then the first
 epoch's batch count, its batches and the validation batches) and prints one JSON object: each
-phase's seconds and the process's resident memory after it, plus the counts projections need
-(passages, training pairs, negative candidates held). No model is built: the memory is the data's.
+phase's seconds, the process's resident memory after it and its peak during it, plus the counts
+projections need (passages, training pairs, negative candidates held). No model is built: the
+memory is the data's.
 """
 
 from __future__ import annotations
@@ -17,18 +18,28 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.runs import read_trec_run
 from pyserini_moe.train.config import DataConfig, load_config
-from pyserini_moe.train.data import TrainingData, _candidates, _pack, load_training_data
+from pyserini_moe.train.data import CandidateBuilder, TrainingData, _pack, load_training_data
 
 
-def resident_memory() -> int:
-    """This process's resident memory now, in bytes."""
+def memory() -> tuple[int, int]:
+    """This process's resident memory now and its peak since the last :func:`reset_peak`, in
+    bytes."""
+    values = {}
     with open("/proc/self/status", encoding="ascii") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                values[line[:5]] = int(line.split()[1]) * 1024
+    return values.get("VmRSS", 0), values.get("VmHWM", 0)
+
+
+def reset_peak() -> None:
+    """Start the peak (VmHWM) afresh, so that a phase's peak is its own (Linux >= 4.0)."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+            f.write("5")
+    except OSError:
+        pass  # the peak then runs from the start: a phase's peak errs high, never low
 
 
 def example_seconds(data: TrainingData, batch_size: int,
@@ -40,7 +51,7 @@ def example_seconds(data: TrainingData, batch_size: int,
     chosen: dict[bool, list[tuple[str, str, list[tuple[str, str]]]]] = {True: [], False: []}
     for batch in packed:
         for qid, positive in batch:
-            has = bool(data.candidates.get(qid))
+            has = len(data.candidates.get(qid, ())) > 0
             if len(chosen[has]) < limit:
                 chosen[has].append((qid, positive, batch))
     seconds: dict[str, float | None] = {}
@@ -56,28 +67,28 @@ def example_seconds(data: TrainingData, batch_size: int,
 
 def _negatives_again(data: TrainingData, config: DataConfig,
                      mark: Callable[[str, float], None]) -> None:
-    """The negatives' share of the read, measured apart: the run read again, then its
-    candidates built again, each held while the next is measured (memory deltas are theirs)."""
+    """The negatives' share of the read, measured apart: the run read into candidates again,
+    held while measured (the memory delta is theirs)."""
     started = time.perf_counter()
-    run = read_trec_run(config.negatives.run)
-    mark("negatives run read again", started)
-    started = time.perf_counter()
-    candidates = _candidates(run, data.positives, data.passages, config,
-                             Path(config.negatives.run))
-    mark("candidates built again", started)
-    del run, candidates
+    builder = CandidateBuilder(data.doc_ids, data.positives, config)
+    builder.read(Path(config.negatives.run))
+    mark("negatives read again", started)
+    del builder
 
 
 def probe(config_path: Path, settings: list[str], workdir: Path) -> dict[str, Any]:
     """Phases, seconds and memory of the trainer's data side for one recipe."""
     config = load_config(config_path).with_settings(settings)
     batch = config.training.batch_size
-    phases: list[dict[str, Any]] = [{"phase": "start", "seconds": 0.0,
-                                     "memory": resident_memory()}]
+    phases: list[dict[str, Any]] = [{"phase": "start", "seconds": 0.0, "memory": memory()[0],
+                                     "peak": memory()[1]}]
+    reset_peak()
 
     def mark(phase: str, started: float) -> None:
+        now, peak = memory()
         phases.append({"phase": phase, "seconds": round(time.perf_counter() - started, 2),
-                       "memory": resident_memory()})
+                       "memory": now, "peak": peak})
+        reset_peak()
 
     started = time.perf_counter()
     data = load_training_data(config.data, workdir, progress=False)
@@ -97,7 +108,7 @@ def probe(config_path: Path, settings: list[str], workdir: Path) -> dict[str, An
             "queries": len(data.positives), "example_seconds": example_seconds(data, batch),
             "train_pairs": len(data.train_pairs), "batches": len(batches),
             "candidates": sum(len(c) for c in data.candidates.values()),
-            "queries_with_candidates": sum(bool(c) for c in data.candidates.values()),
+            "queries_with_candidates": sum(len(c) > 0 for c in data.candidates.values()),
             "phases": phases}
 
 

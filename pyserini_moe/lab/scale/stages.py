@@ -189,17 +189,17 @@ def examples(name: str) -> Callable[[Context], dict[str, Any]]:
 
 def _with_every_candidate(m: Measurement, probe: dict[str, Any]) -> dict[str, Any]:
     """The probe's figures projected to every training query having its candidates, as after
-    mining all of them: the negatives' memory and time (measured apart by the probe) times the
-    queries' share, and the first epoch's examples at the cost of one with candidates. The probe
-    reads the negatives twice (the second time to time them apart): the time counts them once;
-    its peak holds the sample's candidates twice, so the memory errs high by one sample's."""
+    mining all of them: the negatives' memory (the peak of reading them again over what was held
+    before) and time, measured apart by the probe, times the queries' share; the first epoch's
+    examples at the cost of one with candidates. The probe reads the negatives twice (the second
+    time to measure them apart): the time counts them once; its peak holds the sample's
+    candidates twice, so the memory errs high by one sample's."""
     if not probe["candidates"]:
         return {}
     phases = {p["phase"]: p for p in probe["phases"]}
-    before = phases["read and candidates"]["memory"]
-    again = phases["candidates built again"]
-    negatives_memory = max(0, again["memory"] - before)
-    negatives_seconds = phases["negatives run read again"]["seconds"] + again["seconds"]
+    again = phases["negatives read again"]
+    negatives_memory = max(0, again["peak"] - phases["read and candidates"]["memory"])
+    negatives_seconds = again["seconds"]
     scale = probe["queries"] / probe["queries_with_candidates"]
     each = probe["example_seconds"]
     examples = max(0.0, (each["with_candidates"] or 0) - (each["without_candidates"] or 0)) \
