@@ -198,7 +198,7 @@ def build_standins(root: Path, regressions: list[Regression]) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------------- overrides
-def _put(argv: list[str], flag: str, value: str, add: bool = True) -> None:
+def put(argv: list[str], flag: str, value: str, add: bool = True) -> None:
     """Set ``flag``'s value in place (every occurrence), or append it when absent and ``add``."""
     found = False
     for i, arg in enumerate(argv[:-1]):
@@ -230,20 +230,20 @@ def smoke_argv(argv: list[str], backbone: str) -> list[str]:
         for key, value in (("training.batch_size", BATCH), ("training.grad_accumulation", 1),
                            ("data.query_max_length", 16), ("data.passage_max_length", 32)):
             put_setting(argv, key, str(value))
-        _put(argv, "--max-steps", str(TRAIN_STEPS))
-        _put(argv, "--device", "cpu")
+        put(argv, "--max-steps", str(TRAIN_STEPS))
+        put(argv, "--device", "cpu")
     elif module == "pyserini_moe.pretrain":
         for flag, value in (("--backbone", backbone), ("--max-steps", str(TRAIN_STEPS)),
                             ("--batch-size", str(BATCH)), ("--grad-accumulation", "1"),
                             ("--max-length", "32"), ("--context-max-length", "32")):
-            _put(argv, flag, value)
+            put(argv, flag, value)
     elif module == "pyserini_moe.index":
         for flag, value in (("--max-length", "32"), ("--batch-size", "32"), ("--threads", "1")):
-            _put(argv, flag, value, add=flag != "--max-length" or "--encoder" in argv)
+            put(argv, flag, value, add=flag != "--max-length" or "--encoder" in argv)
     elif module == "pyserini_moe.search":
-        _put(argv, "--batch-size", "32", add=False)
-        _put(argv, "--threads", "1", add=False)
-        _put(argv, "--query-max-length", "16", add=False)
+        put(argv, "--batch-size", "32", add=False)
+        put(argv, "--threads", "1", add=False)
+        put(argv, "--query-max-length", "16", add=False)
     return argv
 
 

@@ -115,12 +115,14 @@ def test_stages_run_once_in_order_and_write_their_table(tmp_path: Path) -> None:
     ctx = Context(tmp_path, FRACTION, threads=1)
     with pytest.raises(SystemExit, match="needs bm25-index"):
         run_stages(ctx, ["bm25-mining"])
-    assert run_stages(ctx, ["generate", "examples-sbmoe", "train-sbmoe"]) == [
-        "generate", "examples-sbmoe", "train-sbmoe"]
+    stages = ["generate", "examples-sbmoe", "pretrain-cotmote", "train-sbmoe"]
+    assert run_stages(ctx, stages) == stages
     assert run_stages(ctx, ["generate", "examples-sbmoe"]) == []  # measured: skipped
     result = json.loads((tmp_path / "results" / "examples-sbmoe.json").read_text())
     assert result["probe"]["passages"] == MSMARCO.scaled(FRACTION).passages
     assert result["peak_memory"] > 0 and result["fraction"] == FRACTION
+    pretrain = json.loads((tmp_path / "results" / "pretrain-cotmote.json").read_text())
+    assert [p["pairs"] for p in pretrain["points"]] == [2210, 4420]  # 10% and 20%, five each
     text = table(ctx)
     assert "| generate | full size |" in text and "| train-sbmoe |" in text
     assert "Not measured yet: bm25-index" in text

@@ -68,7 +68,7 @@ def table(ctx: Context) -> str:
     """The measured stages as a markdown table (the others are listed as not run)."""
     results = {s.name: json.loads(result_path(ctx, s).read_text(encoding="utf-8"))
                for s in STAGES if result_path(ctx, s).is_file()}
-    settings = sorted({(r["fraction"], r["threads"], r["cores"]) for r in results.values()})
+    settings = sorted({(r["fraction"], r["threads"], r.get("cores", "?")) for r in results.values()})
     head = [f"Measured at {f:g} of MS MARCO's size, {t} Lucene threads, {c} cores; full run: "
             "projected to MS MARCO on the same machine." for f, t, c in settings]
     lines = [*head, "", "| stage | scope | time | peak memory | peak disk | full run: time | memory | "

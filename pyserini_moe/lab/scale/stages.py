@@ -21,8 +21,13 @@ from typing import Any
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.lab.regress import REPO_ROOT, expand, load_regression
 from pyserini_moe.lab.scale.measure import Measurement, run_measured
-from pyserini_moe.lab.scale.synth import MSMARCO, Shape
-from pyserini_moe.lab.smoke import put_setting, smoke_argv, tiny_backbone
+from pyserini_moe.lab.scale.synth import (
+    MSMARCO,
+    PSEUDO_QUERIES_PER_PASSAGE,
+    Shape,
+    write_pseudo_queries,
+)
+from pyserini_moe.lab.smoke import put, put_setting, smoke_argv, tiny_backbone
 from pyserini_moe.train.data import bm25_index_dir
 
 MINING_SAMPLE = 2_000  # training queries searched at depth 1000 to project the mining
@@ -223,6 +228,41 @@ def training(name: str) -> Callable[[Context], dict[str, Any]]:
     return stage
 
 
+PRETRAIN_SHARES = (0.1, 0.2)  # of the passages given pseudo-queries: two points of a line
+
+
+def pretraining(ctx: Context) -> dict[str, Any]:
+    """cotmote-paper.yaml's pre-training step (docT5query pairs, five a passage) with the tiny
+    BERT and a few steps, run with the pseudo-queries of two shares of the passages; memory and
+    time are linear in the pairs past the corpus read, so the line through the two points is
+    projected to every passage's five."""
+    reg = load_regression(REPO_ROOT / "regressions" / TRAININGS["cotmote"][0])
+    step = _expanded(ctx, shlex.split(next(s for s in reg.steps
+                                           if "-m pyserini_moe.pretrain " in s)))
+    backbone = str(tiny_backbone(ctx.root / "tiny-bert"))
+    points = []
+    for share in PRETRAIN_SHARES:
+        passages = round(share * ctx.shape.passages)
+        pairs = write_pseudo_queries(ctx.root / "runs" / f"doct5query-{share:g}.tsv", passages)
+        argv = [a.replace("$MSMARCO_DOCT5QUERY", str(pairs)) for a in step[2:]]
+        argv = smoke_argv(argv, backbone)
+        output = ctx.root / "work" / f"pretrain-{share:g}"
+        put(argv, "--output-dir", str(output))
+        points.append((passages * PSEUDO_QUERIES_PER_PASSAGE,
+                       ctx.run(f"pretrain-{share:g}", [sys.executable, "-m", *argv], [output])))
+    (n1, m1), (n2, m2) = points
+    full = ctx.shape.passages * PSEUDO_QUERIES_PER_PASSAGE
+
+    def line(a: float, b: float) -> float:
+        return a + (b - a) / (n2 - n1) * (full - n1)
+    return {"seconds": round(m2.seconds, 1), "peak_memory": m2.peak_memory,
+            "peak_disk": m2.peak_disk, "projected_seconds": round(line(m1.seconds, m2.seconds), 1),
+            "projected_memory": int(line(m1.peak_memory, m2.peak_memory)),
+            "projected_disk": int(line(m1.peak_disk, m2.peak_disk)),
+            "points": [{"pairs": n, "seconds": round(m.seconds, 1), "peak_memory": m.peak_memory}
+                       for n, m in points]}
+
+
 def _has_negatives(name: str) -> bool:
     return "num_negatives: 0" not in (REPO_ROOT / "encoders" / TRAININGS[name][1]).read_text()
 
@@ -244,6 +284,9 @@ STAGES = [
           f"{MINING_SAMPLE:,} queries, projected to all", bm25_mining, ("bm25-index",)),
     *(Stage(f"examples-{name}", f"{name}: the trainer's data side (read, candidates, batches)",
             _data_scope(name), examples(name), _data_needs(name)) for name in TRAININGS),
+    Stage("pretrain-cotmote", "cotmote: CoT-MAE pre-training on docT5query pairs, tiny BERT, "
+          f"{TRAIN_STEPS} steps", f"pairs of {' and '.join(f'{x:.0%}' for x in PRETRAIN_SHARES)}"
+          " of the passages, a line through both projected to all", pretraining, ("generate",)),
     *(Stage(f"train-{name}", f"{name}: the paper file's train step, tiny BERT, "
             f"{TRAIN_STEPS} steps", _data_scope(name), training(name), _data_needs(name))
       for name in TRAININGS),

@@ -205,6 +205,32 @@ def _write_queries_and_qrels(folder: Path, rng: np.random.Generator, vocab: np.n
                 qrels.writelines(line + "\n" for line in lines)
 
 
+PSEUDO_QUERIES_PER_PASSAGE = 5  # the CoT-MoTE paper's docT5query count (cotmote-paper.yaml)
+
+
+def write_pseudo_queries(target: Path, passages: int,
+                         per_passage: int = PSEUDO_QUERIES_PER_PASSAGE, seed: int = 0) -> Path:
+    """docT5query's shape for the first ``passages`` passages: ``docid<TAB>query`` lines,
+    ``per_passage`` a passage, queries of ~6 Zipf words (what the pre-training reads; their
+    words need not come from the passage). Written once, renamed into place."""
+    if target.is_file():
+        return target
+    rng = np.random.default_rng(seed)
+    vocab = vocabulary(rng)
+    cdf = _zipf_cdf(len(vocab))
+    with atomic_path(target) as tmp, open(tmp, "w", encoding="utf-8") as out:
+        for first in range(0, passages, CHUNK):
+            count = min(CHUNK, passages - first) * per_passage
+            lengths = _lengths(rng, count, MSMARCO.query_words, 2, 30)
+            words = vocab[np.searchsorted(cdf, rng.random(int(lengths.sum())))]
+            ends = np.cumsum(lengths).tolist()
+            start = 0
+            for i, end in enumerate(ends):
+                out.write(f"{first + i // per_passage}\t{' '.join(words[start:end])}\n")
+                start = end
+    return target
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m pyserini_moe.lab.scale.synth",
