@@ -1,0 +1,113 @@
+"""Unusual input to the ``encode-queries`` command (:mod:`pyserini_moe.cli.encode_queries`):
+counts below one, queries a model encodes to NaN, and ``--overwrite`` of a folder that is
+not (only) its own output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from pyserini_moe.cli import run_main
+from pyserini_moe.encode_queries import main as encode_queries_main
+from pyserini_moe.index import __main__ as index_cli
+from pyserini_moe.modeling import DprBiEncoder
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def ws(model_index_run, tmp_path_factory) -> dict[str, Path]:
+    """A model, its dense index over the tiny corpus, a run and its qrels."""
+    return model_index_run(tmp_path_factory.mktemp("ws"))
+
+
+@pytest.fixture(scope="module")
+def nan_query_dpr(tiny_bert: Path, tiny_corpus: Path,
+                  tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A DPR model whose query encoder is all NaN and whose passage encoder is sound, and its
+    dense index (the indexer checks passages only, so it builds)."""
+    root = tmp_path_factory.mktemp("nanq")
+    torch.manual_seed(0)
+    model = DprBiEncoder.from_backbone(tiny_bert, device="cpu")
+    with torch.no_grad():
+        for parameter in model.query_encoder.parameters():
+            parameter.fill_(float("nan"))
+    folder = model.save(root / "dpr")
+    assert index_cli.main(["--retriever", "dense", "--corpus", str(tiny_corpus), "--index",
+                           str(root / "dense"), "--encoder", str(folder), "--device", "cpu",
+                           "--quiet"]) == 0
+    return {"root": root, "model": folder, "index": root / "dense"}
+
+
+def _encode_queries(index: Path, corpus: Path, out: Path, capsys, *extra: str) -> tuple[int, str]:
+    code = run_main(encode_queries_main, ["--index", str(index), "--topics", f"{corpus}:test",
+                                          "--output", str(out), "--device", "cpu", *extra])
+    return code, capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_a_model_whose_queries_encode_to_nan_writes_no_encoded_queries(
+        nan_query_dpr, tiny_corpus, tmp_path, capsys) -> None:
+    code, err = _encode_queries(nan_query_dpr["index"], tiny_corpus, tmp_path / "enc", capsys)
+    assert code == 2 and "encodes to NaN or infinite values" in err
+    assert not (tmp_path / "enc").exists()
+
+
+@pytest.mark.parametrize("flags", [["--batch-size", "0"], ["--batch-size", "-1"],
+                                   ["--query-max-length", "-3"]])
+def test_encode_queries_refuses_counts_below_one(ws, tmp_path, capsys, flags) -> None:
+    with pytest.raises(SystemExit) as done:  # argparse refuses it before any work
+        _encode_queries(ws["index"], ws["corpus"], tmp_path / "enc", capsys, *flags)
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert done.value.code == 2 and err.endswith(f"argument {flags[0]}: must be >= 1, got {flags[1]}")
+    assert not (tmp_path / "enc").exists()
+
+
+def test_encode_queries_overwrites_its_own_folder_only(ws, tmp_path, capsys) -> None:
+    out = tmp_path / "enc"
+    assert _encode_queries(ws["index"], ws["corpus"], out, capsys)[0] == 0
+    (out / "embedding.pkl").write_bytes(b"stale")
+    code, err = _encode_queries(ws["index"], ws["corpus"], out, capsys)
+    assert code == 2 and err == f"error: {out} already exists; pass --overwrite to replace it"
+    assert _encode_queries(ws["index"], ws["corpus"], out, capsys, "--overwrite")[0] == 0
+    assert (out / "embedding.pkl").read_bytes() != b"stale"
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "todo.txt").write_text("mine")
+    code, err = _encode_queries(ws["index"], ws["corpus"], notes, capsys, "--overwrite")
+    assert code == 2 and err.startswith(f"error: {notes} holds no embedding.pkl")
+    assert (notes / "todo.txt").read_text() == "mine"
+
+
+def _err(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err
+
+
+def _user_files(folder: Path) -> Path:
+    """``folder`` with a user's notes and a sub-folder of theirs put in it."""
+    (folder / "sub").mkdir(parents=True, exist_ok=True)
+    (folder / "sub" / "y").write_text("mine")
+    (folder / "notes.txt").write_text("keep")
+    return folder
+
+
+def _kept(folder: Path) -> bool:
+    return (folder / "notes.txt").read_text() == "keep" and (folder / "sub" / "y").is_file()
+
+
+def test_encode_queries_overwrite_keeps_user_files_beside_the_queries(ws, tmp_path,
+                                                                      capsys) -> None:
+    out = tmp_path / "equ"
+    argv = ["--index", str(ws["index"]), "--topics", f"{ws['corpus']}:test", "--output",
+            str(out), "--device", "cpu", "--overwrite"]
+    assert run_main(encode_queries_main, argv) == 0
+    _user_files(out)
+    (out / "mine").mkdir()
+    assert run_main(encode_queries_main, argv) == 2
+    assert "holds files this toolkit did not write (e.g. mine/), also notes.txt, sub/" \
+        in _err(capsys)
+    assert _kept(out) and (out / "embedding.pkl").is_file()

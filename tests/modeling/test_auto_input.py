@@ -1,0 +1,33 @@
+"""Loading an encoder (:mod:`pyserini_moe.modeling.auto`) from a model folder without its
+metadata."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from pyserini_moe.modeling.base import MODEL_FILE
+
+
+@pytest.fixture(scope="module")
+def ws(model_index_run, tmp_path_factory) -> dict[str, Path]:
+    """A model, its dense index over the tiny corpus, a run and its qrels."""
+    return model_index_run(tmp_path_factory.mktemp("ws"))
+
+
+def test_a_siamese_model_without_its_metadata_is_still_a_backbone(ws, tmp_path) -> None:
+    """Its weights are transformers' own file and its sentence-transformers files say how it
+    pools: read as a backbone it gives the trained model's vectors, so it is not refused."""
+    from pyserini_moe.modeling.auto import load_encoder
+    from pyserini_moe.modeling.base import Side, load_model
+
+    bare = tmp_path / "siamese"
+    shutil.copytree(ws["model"], bare)
+    (bare / MODEL_FILE).unlink()
+    texts = ["what is dense retrieval"]
+    expected = load_model(ws["model"], "cpu").encode(texts, Side.QUERY).dense
+    got = load_encoder(str(bare), device="cpu").encode(texts, Side.QUERY).dense
+    assert torch.allclose(got, expected, atol=1e-5)

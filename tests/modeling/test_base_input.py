@@ -1,0 +1,81 @@
+"""Saved models and what they encode (:mod:`pyserini_moe.modeling.base`): damaged metadata
+and arguments, a training folder named as the model, and invisible queries."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from pyserini_moe.errors import UserError
+from pyserini_moe.modeling import SiameseBiEncoder, load_model
+from pyserini_moe.modeling.base import Side, is_blank
+
+
+def test_a_damaged_model_metadata_file(tiny_bert, tmp_path) -> None:
+    torch.manual_seed(0)
+    folder = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(tmp_path / "m")
+    meta = next(p for p in folder.iterdir() if p.name == "pyserini_moe.json")
+    meta.write_text("{not json")
+    with pytest.raises(ValueError, match="the model metadata is damaged"):
+        load_model(folder, device="cpu")
+
+
+@pytest.mark.parametrize("query", ["\u200b", " \u200b\ufeff ", "\u2060\t", ""])
+def test_an_invisible_query_is_an_empty_query(tiny_bert: Path, query: str) -> None:
+    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").eval()
+    assert is_blank(query)
+    with pytest.raises(UserError, match="cannot encode an empty query"):
+        model.encode(["fine", query], Side.QUERY, 16)
+
+
+def test_a_query_with_one_visible_character_is_not_blank() -> None:
+    assert not is_blank("\u200bq") and not is_blank("é")
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["pooling", "mean"], "'args' is list, not a mapping"), (None, "'args' is NoneType"),
+    ({"normalize": "yes"}, "siamese model argument normalize: expected true or false")])
+def test_damaged_saved_arguments_name_the_model_file(tiny_bert, tmp_path: Path, args,
+                                                     words: str) -> None:
+    """a saved folder whose ``args`` were a list or null ended in a
+    TypeError traceback; a bad value did not name the folder."""
+    import json
+
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.modeling import SiameseBiEncoder
+    from pyserini_moe.modeling.base import MODEL_FILE, load_model
+
+    folder = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(tmp_path / "m")
+    meta = json.loads((folder / MODEL_FILE).read_text())
+    meta["args"] = args
+    (folder / MODEL_FILE).write_text(json.dumps(meta))
+    with pytest.raises(UserError, match=f"^{folder / MODEL_FILE}: .*{words}"):
+        load_model(folder, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def ws(model_index_run, tmp_path_factory) -> dict[str, Path]:
+    """A model, its dense index over the tiny corpus, a run and its qrels."""
+    return model_index_run(tmp_path_factory.mktemp("ws"))
+
+
+# --- a training run's folder named as the model ---------------------------------------------------
+
+
+def test_a_training_folder_named_as_a_model_points_at_its_best(ws, tmp_path) -> None:
+    import shutil
+
+    from pyserini_moe.modeling.backbone import resolve_backbone
+    from pyserini_moe.modeling.base import load_model
+
+    run = tmp_path / "run"
+    shutil.copytree(ws["model"], run / "best")
+    (run / "recipe.yaml").write_text("model: {type: siamese}\n")
+    said = f"(a training run? give its best/: {run / 'best'})"
+    with pytest.raises(FileNotFoundError, match=re.escape(said)):
+        load_model(run)
+    with pytest.raises(ValueError, match=re.escape(said)):
+        resolve_backbone(run)
