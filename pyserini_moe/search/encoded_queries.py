@@ -126,8 +126,8 @@ def _check_output(output: Path, kind: str, overwrite: bool) -> None:
 
 
 _IMPACT_KEYS = ("id", "contents", "vector")  # one impact query's record, as encode_queries writes it
-# ... with the encoder's fingerprint since hostile pass 8 (H8-34); without it before
-# ... and how they were encoded since hostile pass 15 (H13-94, H15-58)
+# ... the same with the encoder's fingerprint, and with how the queries were encoded: the three
+# record forms files written by this toolkit hold, oldest first
 _IMPACT_FORMS = (sorted(_IMPACT_KEYS), sorted([*_IMPACT_KEYS, FINGERPRINT]),
                  sorted([*_IMPACT_KEYS, FINGERPRINT, ENCODING]))
 _FIRST_LINE_LIMIT = 1 << 24  # bytes: a query of every term of a large vocabulary fits
