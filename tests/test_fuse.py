@@ -47,7 +47,7 @@ def test_hybrid_alpha_and_dev_tuning(runs, capsys):
     assert run["q1"] == pytest.approx({"d2": 22.0, "d1": 19.0, "d3": 17.0})
     capsys.readouterr()
     for name in ("a", "b"):  # the same systems on dev queries (the fused runs' rankings under
-        # other query ids: the very runs fused are refused as dev runs, H8-25, H13-29, H14-16)
+        # other query ids: the very runs fused are refused as dev runs)
         run = read_trec_run(runs / f"{name}.trec")
         write_trec_run({f"dev-{q}": hits for q, hits in run.items()}, runs / f"{name}.dev.trec",
                        tag="dev")

@@ -34,7 +34,7 @@ def ws(tiny_bert, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
 
 def search(ws, *args: str) -> int:
     bm25 = args[args.index("--index") + 1] == str(ws["root"] / "bm25")
-    device = [] if bm25 else ["--device", "cpu"]  # a BM25 search refuses --device (H8-14)
+    device = [] if bm25 else ["--device", "cpu"]  # a BM25 search refuses --device
     return run_main(search_cli.main, ["--topics", ws["topics"], "--quiet", *device, *args])
 
 

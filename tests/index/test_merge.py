@@ -152,8 +152,8 @@ def test_searching_one_unmerged_shard_is_said(tiny_corpus, models, tmp_path, cap
 @pytest.mark.parametrize("kind, file", [("dense", "docid"), ("impact", "vectors.jsonl")])
 def test_a_shard_that_lost_a_line_is_refused(tiny_corpus, models, tmp_path, capsys, kind,
                                              file) -> None:
-    """Hostile pass 9, H9-36/37: merged into an index whose metadata counted the lost document
-    (impact) or whose docids were one short of its vectors (dense: "damaged" when searched)."""
+    """Refused, not merged into an index whose metadata counts the lost document (impact) or
+    whose docids are one short of its vectors (dense: "damaged" when searched)."""
     parts = shards(kind, tiny_corpus, models[kind], tmp_path)
     damaged = Path(parts[1]) / file
     damaged.write_text("".join(damaged.read_text().splitlines(keepends=True)[:-1]))

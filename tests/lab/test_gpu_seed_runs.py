@@ -107,20 +107,20 @@ def test_prepare_never_deletes_a_folder_it_did_not_build(tmp_path: Path) -> None
     ("a 42 encoders/none.yaml", "recipe encoders/none.yaml not found"),
     ("a 42 'unclosed", "expected NAME SEED RECIPE"),
     ("a 42 encoders/siamese-minilm.yaml --set nokey", "overrides are --set KEY=VALUE"),
-    # H11-16: a dangling --set, a value without its --set
+    # a dangling --set, a value without its --set
     ("a 42 encoders/siamese-minilm.yaml --set", "overrides are --set KEY=VALUE"),
     ("a 42 encoders/siamese-minilm.yaml --set a=1 b=2", "overrides are --set KEY=VALUE"),
-    # H11-10, H11-11: a setting given twice (argparse kept the last, topics the first)
+    # a setting given twice (argparse kept the last, topics the first)
     ("a 42 encoders/siamese-minilm.yaml | topics=scifact:test topics=dev",
      "topics= is given twice"),
     ("a 42 encoders/siamese-minilm.yaml | kinds=dense kinds=impact", "kinds= is given twice"),
     ("a 42 encoders/siamese-minilm.yaml | inference=all inference=all",
      "inference= is given twice"),
-    # H11-13: a collection the carry does not hold, a path climbing out of its data/
+    # a collection the carry does not hold, a path climbing out of its data/
     ("a 42 encoders/siamese-minilm.yaml | topics=nosuch:test", "nosuch is not a collection"),
     ("a 42 encoders/siamese-minilm.yaml | topics=../../etc:test",
      "../../etc is not a collection"),
-    # H11-14: no tokens
+    # no tokens
     ("a 42 encoders/siamese-minilm.yaml | doc_length=0", "doc_length=0: a number of tokens"),
     ("a 42 encoders/siamese-minilm.yaml | query_length=00", "query_length=00: a number of tokens"),
 ])
@@ -302,7 +302,7 @@ def test_arguana_queries_are_searched_at_512_tokens_whatever_the_plan_says(
     assert ("QUERY", 512) in lengths and ("QUERY", 16) not in lengths
 
 
-# ------------------------------------------------------------------- hostile pass 11 (H11-*)
+# ---------------------- plan, prepare, evaluate, unpack and run: bad inputs, failed jobs, one line
 
 def _unpack(tars: list[Path], output: Path, overwrite: bool = False) -> None:
     tool.unpack(argparse.Namespace(tars=[str(t) for t in tars], output=str(output),
@@ -338,7 +338,7 @@ def _job(corpus: Path, key: str = "last.c-test", collection: str | None = None,
 
 
 def test_the_same_job_twice_in_a_plan_is_refused_naming_both_lines(tmp_path: Path) -> None:
-    """H11-12: both would train into one scratch folder and write one npz."""
+    """Both would train into one scratch folder and write one npz."""
     plan = tmp_path / "plan.txt"
     plan.write_text("a 42 encoders/siamese-minilm.yaml\na 43 encoders/siamese-minilm.yaml\n"
                     "# again\na 42 encoders/siamese-minilm.yaml | kinds=dense\n")
@@ -347,7 +347,7 @@ def test_the_same_job_twice_in_a_plan_is_refused_naming_both_lines(tmp_path: Pat
 
 
 def test_plan_topics_of_a_carried_collection_are_known(tmp_path: Path) -> None:
-    """H11-13: COLLECTION:SPLIT is known where the carry holds the collection (prepare's
+    """COLLECTION:SPLIT is known where the carry holds the collection (prepare's
     --collections; on the device its data/), TOPICS' specs always."""
     plan = tmp_path / "plan.txt"
     plan.write_text("a 42 encoders/siamese-minilm.yaml | topics=tc:test,scifact:test,dev\n")
@@ -358,7 +358,7 @@ def test_plan_topics_of_a_carried_collection_are_known(tmp_path: Path) -> None:
 
 
 def test_a_recipe_outside_the_repository_is_refused(tmp_path: Path) -> None:
-    """H11-15: only the repository travels to the device: an absolute path, or one climbing
+    """Only the repository travels to the device: an absolute path, or one climbing
     out of it, would not be found there, even where it exists here."""
     recipe = tmp_path / "mine.yaml"
     shutil.copy(tool.ROOT / "encoders" / "siamese-minilm.yaml", recipe)
@@ -373,7 +373,7 @@ def test_a_recipe_outside_the_repository_is_refused(tmp_path: Path) -> None:
 def test_dev_is_searched_in_the_recipes_own_collection(
         tiny_bert: Path, tiny_corpus: Path, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """H11-18: the held-out queries are the recipe's data.collection's (recipe.yaml beside
+    """The held-out queries are the recipe's data.collection's (recipe.yaml beside
     dev_topics.tsv, as the trainer writes it), not SciFact's whatever the recipe."""
     monkeypatch.setenv("PYSERINI_MOE_DATA", str(tmp_path))  # no SciFact here
     train = tmp_path / "a-s42"
@@ -422,8 +422,8 @@ def _tree(folder: Path) -> dict[str, bytes]:
 
 
 def test_prepare_builds_a_marked_carry_the_device_parses(prepare_setup) -> None:
-    """H11-20: the carry holds the tool's mark; H11-13: on the device, its data/ is what the
-    plan's topics may name."""
+    """The carry holds the tool's mark; on the device, its data/ is what the plan's topics
+    may name."""
     carry = Path(prepare_setup.carry)
     assert tool.is_carry(carry)
     assert {"minilm/model.fp16.safetensors", "data/tc/corpus.jsonl", tool.NEGATIVES,
@@ -435,18 +435,18 @@ def test_prepare_builds_a_marked_carry_the_device_parses(prepare_setup) -> None:
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"env": "nodata"}, "no shared data folder"),  # H11-19
-    ({"collections": ["tc", "nosuch"]}, "--collections nosuch: no such collection"),  # H11-21
+    ({"env": "nodata"}, "no shared data folder"),
+    ({"collections": ["tc", "nosuch"]}, "--collections nosuch: no such collection"),
     ({"collections": ["../data/tc"]}, "no such collection"),
-    ({"negatives": "nosuch.trec"}, "--negatives .*nosuch.trec not found"),  # H11-22
-    # H11-13: in the data root, but not carried
+    ({"negatives": "nosuch.trec"}, "--negatives .*nosuch.trec not found"),
+    # in the data root, but not carried
     ({"plan": "a 42 encoders/siamese-minilm.yaml | topics=other:test\n"},
      "other is not a collection the carry holds"),
 ])
 def test_prepare_checks_every_input_before_it_touches_the_carry(
         prepare_setup, change: dict, message: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """H11-19/21/22: a missing input is one error line, and the earlier carry stays whole."""
+    """A missing input is one error line, and the earlier carry stays whole."""
     carry = Path(prepare_setup.carry)
     before = _tree(carry)
     if "env" in change:
@@ -467,7 +467,7 @@ def test_prepare_checks_every_input_before_it_touches_the_carry(
 
 def test_a_failed_build_leaves_the_earlier_carry_whole(
         prepare_setup, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """H11-19: the carry is built beside it and renamed into place: a failure midway leaves
+    """The carry is built beside it and renamed into place: a failure midway leaves
     neither half a carry nor the half-built folder."""
     from pyserini_moe.modeling import backbone
 
@@ -485,7 +485,7 @@ def test_a_failed_build_leaves_the_earlier_carry_whole(
 
 
 def test_only_the_tools_own_mark_makes_a_folder_its_carry(tmp_path: Path) -> None:
-    """H11-20: a user's folder with a plan.txt of their own (or a file named like the mark) is
+    """A user's folder with a plan.txt of their own (or a file named like the mark) is
     not a carry: prepare would delete it."""
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -502,10 +502,10 @@ def test_only_the_tools_own_mark_makes_a_folder_its_carry(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("kinds, topics, message", [
-    ("dense,bogus", "{corpus}:test", "--kinds dense,bogus: choose from dense,impact"),  # H11-24
+    ("dense,bogus", "{corpus}:test", "--kinds dense,bogus: choose from dense,impact"),
     ("impact", "{corpus}:test", r"needs sparse, which .* \(its representations: dense\)"),
-    ("hybrid", "{corpus}:test", r"needs sparse, which"),  # H11-25
-    ("dense", "nosuch:test", "collection nosuch: unknown collection"),  # H11-26
+    ("hybrid", "{corpus}:test", r"needs sparse, which"),
+    ("dense", "nosuch:test", "collection nosuch: unknown collection"),
 ])
 def test_evaluate_refuses_a_kind_or_collection_in_one_line(
         kinds: str, topics: str, message: str, tiny_bert: Path, tiny_corpus: Path,
@@ -521,7 +521,7 @@ def test_evaluate_refuses_a_kind_or_collection_in_one_line(
 
 def test_unpack_refuses_member_and_run_names_that_leave_the_output(
         tiny_corpus: Path, tmp_path: Path) -> None:
-    """H11-27: a tar's names become paths here: '../../x.npz' wrote two folders above."""
+    """A tar's names become paths here: '../../x.npz' must not write two folders above."""
     out = tmp_path / "a" / "b" / "out"
     for name, data in (("../../evil.npz", _job(tiny_corpus)),
                        ("evil.npz", _job(tiny_corpus, key="../../last.c-test"))):
@@ -532,11 +532,11 @@ def test_unpack_refuses_member_and_run_names_that_leave_the_output(
 
 
 @pytest.mark.parametrize("members, message", [
-    ({"j.npz": "no digests"}, r"j.npz is not a job's runs \(KeyError"),  # H11-28
-    ({"j.npz": "truncated"}, r"j.npz is not a job's runs \(BadZipFile"),  # H11-29
+    ({"j.npz": "no digests"}, r"j.npz is not a job's runs \(KeyError"),
+    ({"j.npz": "truncated"}, r"j.npz is not a job's runs \(BadZipFile"),
     ({"j.npz": "not a zip"}, r"j.npz is not a job's runs"),
     ({"j.npz": "no meta"}, r"j.npz is not a job's runs \(KeyError"),
-    (None, "nosuch.tar is not a tar file"),  # H11-30
+    (None, "nosuch.tar is not a tar file"),
 ])
 def test_unpack_of_a_broken_tar_is_one_error_line(members, message, tiny_corpus: Path,
                                                   tmp_path: Path) -> None:
@@ -552,7 +552,7 @@ def test_unpack_of_a_broken_tar_is_one_error_line(members, message, tiny_corpus:
 
 def test_unpack_where_the_collection_is_not_here_is_one_error_line(
         tiny_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """H11-31: the device's collection 'tc' is not in this machine's data root."""
+    """The device's collection 'tc' is not in this machine's data root."""
     shutil.copytree(tiny_corpus, tmp_path / "data" / "tc")
     monkeypatch.setenv("PYSERINI_MOE_DATA", str(tmp_path / "data"))
     tar = _tar(tmp_path / "t.tar", {"j.npz": _job(tmp_path / "data" / "tc", collection="tc")})
@@ -566,7 +566,7 @@ def test_unpack_where_the_collection_is_not_here_is_one_error_line(
 
 def test_unpack_replaces_a_file_in_the_output_only_with_overwrite(
         tiny_corpus: Path, tmp_path: Path) -> None:
-    """H11-33: a same-named file in --output may be the user's own run."""
+    """A same-named file in --output may be the user's own run."""
     tar = _tar(tmp_path / "t.tar", {"j.npz": _job(tiny_corpus)})
     out = tmp_path / "out"
     out.mkdir()
@@ -595,7 +595,7 @@ def _run_args(tmp_path: Path, **changes) -> argparse.Namespace:
 def test_run_exits_non_zero_saying_how_many_jobs_failed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture) -> None:
-    """H11-34: a call whose every job failed said "all done" and exited 0."""
+    """A call whose every job failed must not say "all done" and exit 0."""
     def failing(cmd, **kwargs):
         return subprocess.CompletedProcess(cmd, 1, "", "boom")
 
@@ -608,7 +608,8 @@ def test_run_exits_non_zero_saying_how_many_jobs_failed(
 
 @pytest.mark.parametrize("flag", ["workers", "threads"])
 def test_run_refuses_fewer_than_one_worker_or_thread(flag: str, tmp_path: Path) -> None:
-    """H11-35: --workers 0 was a ValueError traceback after the backbone was restored."""
+    """--workers 0 is refused up front, not a ValueError traceback after the backbone is
+    restored."""
     args = _run_args(tmp_path, **{flag: 0})
     with pytest.raises(SystemExit, match=f"--{flag} 0: at least 1"):
         tool.run(args)
@@ -626,7 +627,7 @@ def test_only_recipes_that_mine_bm25_negatives_get_the_carried_run() -> None:
         "--set", "data.negatives.source=run", "--set", f"data.negatives.run={carry / 'negatives.trec'}"]
 
 
-# ------------------------------------------------------------------- hostile pass 12 (H12-*)
+# ------------------------- stricter plan lines, evaluate's flags, --negatives, unpack's output
 
 def _plan(tmp_path: Path, text: str) -> Path:
     plan = tmp_path / "plan.txt"
@@ -638,48 +639,48 @@ SIAMESE = "encoders/siamese-minilm.yaml"
 
 
 @pytest.mark.parametrize("line, message", [
-    # H12-01: NAME names the job's folder and files under --scratch
+    # NAME names the job's folder and files under --scratch
     ("../../h12evil 42 zero-shot", r"NAME '../../h12evil': letters, digits"),
     ("a/b 42 zero-shot", r"NAME 'a/b'"),
     ("a..b 42 zero-shot", r"NAME 'a..b'"),
-    # H12-02: superscript digits pass str.isdigit
+    # superscript digits pass str.isdigit
     (f"a 42 {SIAMESE} | doc_length=²", "doc_length=²: a number of tokens"),
     (f"a 42 {SIAMESE} | query_length=³", "query_length=³: a number of tokens"),
-    # H12-03: more than one bar
+    # more than one bar
     (f"a 42 {SIAMESE} | kinds=dense | topics=dev", "one | a line"),
-    # H12-07: an empty option key became --option==x
+    # an empty option key would become --option==x
     (f"a 42 {SIAMESE} | =x", "'=x': the settings after | are OPTION=VALUE, with a name"),
     (f"a 42 {SIAMESE} --set =1", "overrides are --set KEY=VALUE"),
-    # H12-09: a trailing comment
+    # a trailing comment
     (f"a 42 {SIAMESE} # first seed", "a comment goes on its own line"),
     (f"a 42 {SIAMESE} | kinds=dense #note", "a comment goes on its own line"),
 ])
-def test_hostile12_plan_lines_refused(line: str, message: str, tmp_path: Path) -> None:
+def test_plan_lines_refused(line: str, message: str, tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=message):
         tool.parse_plan(_plan(tmp_path, line + "\n"))
 
 
 @pytest.mark.parametrize("sets, message", [
-    # H12-04 / H12-05: what train refuses is refused here, naming the plan line
+    # what train refuses is refused here, naming the plan line
     ("--set training.nosuch=1", r"plan.txt:1: --set training.nosuch=1: unknown field"),
     ("--set training.max_steps=1 --set training.max_steps=2", "training.max_steps is given twice"),
     ("--set data.seed=1 --set 'data={}'", "replaces the whole of data"),
     ("--set training.max_steps=0", r"plan.txt:1: --set training.max_steps=0"),
-    # H12-06: run sets these itself; train on the device would refuse them as given twice
+    # run sets these itself; train on the device would refuse them as given twice
     ("--set model.backbone=/x", "run sets model.backbone itself"),
     ("--set 'model={type: siamese}'", "run sets model.backbone itself"),
     ("--set data.negatives.source=bm25", "run sets data.negatives.source itself"),
     ("--set data.negatives.run=x.trec --set data.negatives.source=bm25",
      "--set data.negatives.run=x.trec: not read when source is 'bm25'"),
 ])
-def test_hostile12_plan_sets_are_applied_to_the_recipe_at_prepare(
+def test_plan_sets_are_applied_to_the_recipe_at_prepare(
         sets: str, message: str, tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=message):
         tool.parse_plan(_plan(tmp_path, f"a 42 {SIAMESE} {sets} | topics=scifact:test\n"))
 
 
-def test_hostile12_plan_sets_run_does_not_give_are_kept(tmp_path: Path) -> None:
-    """H12-06: only the fields run sets clash: depth of the carried run, or a model-mined
+def test_plan_sets_run_does_not_give_are_kept(tmp_path: Path) -> None:
+    """Only the fields run sets clash: depth of the carried run, or a model-mined
     recipe's own negatives (run then sets none), pass."""
     (job,) = tool.parse_plan(_plan(tmp_path, f"a 42 {SIAMESE} --set data.negatives.depth=30\n"))
     assert job["sets"] == ["--set", "data.negatives.depth=30"]
@@ -687,8 +688,8 @@ def test_hostile12_plan_sets_run_does_not_give_are_kept(tmp_path: Path) -> None:
         tool.parse_plan(_plan(tmp_path, "a 42 zero-shot --set training.max_steps=1\n"))
 
 
-def test_hostile12_a_bar_inside_quotes_stays_in_its_value(tmp_path: Path) -> None:
-    """H12-03: the line was cut at the first '|', inside the quotes ("No closing quotation")."""
+def test_a_bar_inside_quotes_stays_in_its_value(tmp_path: Path) -> None:
+    """The line is not cut at a '|' inside quotes (that gave "No closing quotation")."""
     plan = _plan(tmp_path, f"a 42 {SIAMESE} --set 'training.note=a|b' | kinds=dense\n"
                            f"b 42 {SIAMESE}|kinds=impact\n")
     a, b = tool.parse_plan(plan, check_sets=False)
@@ -696,26 +697,26 @@ def test_hostile12_a_bar_inside_quotes_stays_in_its_value(tmp_path: Path) -> Non
     assert b["evaluation"] == ["--kinds=impact"]
 
 
-def test_hostile12_bom_crlf_and_indented_comments(tmp_path: Path) -> None:
-    """H12-08: a BOM began the first job's name; H12-09: an indented comment was a job line."""
+def test_bom_crlf_and_indented_comments(tmp_path: Path) -> None:
+    """A BOM does not begin the first job's name, and an indented comment is no job line."""
     plan = tmp_path / "plan.txt"
     plan.write_bytes("\ufeffa 42 zero-shot\r\n  # my seeds\r\n\t# more\r\nb 1 zero-shot\r\n"
                      .encode())
     assert [j["name"] for j in tool.parse_plan(plan)] == ["a-s42", "b-s1"]
 
 
-def test_hostile12_shipped_plans_still_parse() -> None:
+def test_shipped_plans_still_parse() -> None:
     """The protocol plans pass the stricter checks (their --set applied to their recipes)."""
     collections = ["scifact", "arguana", "cranfield", "cisi", "vaswani"]
     for plan in sorted((tool.ROOT / "lab" / "gpu_plans").glob("*.txt")):
         assert tool.parse_plan(plan, collections), plan
 
 
-def test_hostile12_run_logs_a_job_whose_setup_raises_as_failed(
+def test_run_logs_a_job_whose_setup_raises_as_failed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture) -> None:
-    """H12-04: a recipe refused with its --set on the device was a traceback: no summary, no
-    log line; the other jobs go on and the summary counts it."""
+    """A recipe refused with its --set on the device is a failed job, not a traceback with no
+    summary and no log line; the other jobs go on and the summary counts it."""
     args = _run_args(tmp_path)
     (Path(args.carry) / "plan.txt").write_text(
         f"a 42 {SIAMESE} --set training.nosuch=1\nb 42 zero-shot\n")
@@ -734,15 +735,15 @@ def test_hostile12_run_logs_a_job_whose_setup_raises_as_failed(
 
 
 @pytest.mark.parametrize("make, message", [
-    ("folder", "is a folder, not a file"),  # H12-11
+    ("folder", "is a folder, not a file"),
     ("missing", "not found"),
-    ("empty", "is empty"),  # H12-12
+    ("empty", "is empty"),
     ("blank", "is empty"),
     ("trec qrels", r"has 4 columns \(it looks like a qrels file\)"),
     ("beir qrels", r"has 3 columns \(it looks like a qrels file\)"),
 ])
-def test_hostile12_negatives_must_be_a_trec_run(make: str, message: str, tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_negatives_must_be_a_trec_run(make: str, message: str, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "data" / "tc").mkdir(parents=True)
     monkeypatch.setenv("PYSERINI_MOE_DATA", str(tmp_path / "data"))
     path = tmp_path / "neg"
@@ -767,24 +768,24 @@ def _eval_args(tmp_path: Path, **changes) -> argparse.Namespace:
 
 
 @pytest.mark.parametrize("change, message", [
-    # H12-13: the second checkpoint's runs replaced the first's
+    # the second checkpoint's runs would replace the first's
     ({"checkpoint": ["last={bert}", "last={bert}"]}, "--checkpoint last= is given twice"),
-    # H12-14: ValueError unpacking
+    # not a ValueError unpacking
     ({"option": ["inference"]}, "--option inference: expected KEY=VALUE"),
     ({"option": ["=all"]}, "--option =all: expected KEY=VALUE"),
-    # H12-16: an empty path is the current folder; a collection is no model
+    # an empty path is the current folder; a collection is no model
     ({"checkpoint": ["last="]}, "--checkpoint last=: expected NAME=FOLDER"),
     ({"checkpoint": ["last={corpus}"]}, "is neither a saved model nor a backbone"),
     ({"checkpoint": ["last={corpus}/corpus.jsonl"]}, "is not a folder"),
     ({"checkpoint": ["../x={bert}"]}, "expected NAME=FOLDER"),
-    # H12-17: the npz's folder was found missing after the whole search
+    # the npz's folder is checked before the search, not found missing after it
     ({"output": "{tmp}/nodir/e.npz"}, "its folder .*nodir does not exist"),
     ({"output": "{tmp}"}, "is a folder: name the npz file"),
-    # H12-18: range() arg 3 must not be zero
+    # not the ValueError "range() arg 3 must not be zero"
     ({"batch": 0}, "--batch 0: at least 1"),
     ({"doc_length": 0}, "--doc-length 0: at least 1"),
 ])
-def test_hostile12_evaluate_refuses_flags_before_any_model_is_loaded(
+def test_evaluate_refuses_flags_before_any_model_is_loaded(
         change: dict, message: str, tiny_bert: Path, tiny_corpus: Path, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     from pyserini_moe.modeling import auto
@@ -806,10 +807,11 @@ def test_hostile12_evaluate_refuses_flags_before_any_model_is_loaded(
     ("bogus=1", "--option bogus=1: siamese models have no encode-time option bogus"),
     ("inference=all", "have no encode-time option inference"),
 ])
-def test_hostile12_an_option_the_model_refuses_is_one_line(
+def test_an_option_the_model_refuses_is_one_line(
         option: str, message: str, tiny_bert: Path, tiny_corpus: Path, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """H12-15: UserError traceback from configure, after the plain checkpoint was searched."""
+    """One error line before any search, not a UserError traceback from configure after the
+    plain checkpoint was searched."""
     encoded = []
     monkeypatch.setattr(tool, "encode_fields", lambda *a, **k: encoded.append(1))
     with pytest.raises(SystemExit, match=message):
@@ -818,8 +820,8 @@ def test_hostile12_an_option_the_model_refuses_is_one_line(
     assert encoded == [] and not (tmp_path / "j.npz").exists()
 
 
-def test_hostile12_a_checkpoint_that_does_not_load_is_one_line(tmp_path: Path) -> None:
-    """H12-16: a folder with a config.json transformers cannot read."""
+def test_a_checkpoint_that_does_not_load_is_one_line(tmp_path: Path) -> None:
+    """A folder with a config.json transformers cannot read."""
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "config.json").write_text("{not json")
@@ -827,10 +829,11 @@ def test_hostile12_a_checkpoint_that_does_not_load_is_one_line(tmp_path: Path) -
         tool.evaluate(_eval_args(tmp_path, checkpoint=[f"last={broken}"]))
 
 
-def test_hostile12_dev_without_its_file_is_said_and_no_run_is_an_error(
+def test_dev_without_its_file_is_said_and_no_run_is_an_error(
         tiny_bert: Path, tiny_corpus: Path, tmp_path: Path,
         capsys: pytest.CaptureFixture) -> None:
-    """H12-19: --topics dev without a dev file wrote an npz of no runs, exit 0, silently."""
+    """--topics dev without a dev file is said; an npz of no runs is an error, not a silent
+    exit 0."""
     for dev in ("", str(tmp_path / "nosuch.tsv")):
         with pytest.raises(SystemExit, match="--topics dev: nothing to search"):
             tool.evaluate(_eval_args(tmp_path, checkpoint=[f"last={tiny_bert}"], topics=["dev"],
@@ -848,9 +851,9 @@ def test_hostile12_dev_without_its_file_is_said_and_no_run_is_an_error(
 
 
 @pytest.mark.parametrize("output", ["file", "file/sub", "file/sub/deeper"])
-def test_hostile12_unpack_output_under_a_file_is_one_line(output: str, tiny_corpus: Path,
-                                                          tmp_path: Path) -> None:
-    """H12-20: NotADirectoryError from mkdir."""
+def test_unpack_output_under_a_file_is_one_line(output: str, tiny_corpus: Path,
+                                                tmp_path: Path) -> None:
+    """--output under a file is one error line, not a NotADirectoryError from mkdir."""
     (tmp_path / "file").write_text("mine")
     tar = _tar(tmp_path / "t.tar", {"j.npz": _job(tiny_corpus)})
     with pytest.raises(SystemExit, match=f"--output .*{output}: .*file is a file, not a folder"):
@@ -858,9 +861,9 @@ def test_hostile12_unpack_output_under_a_file_is_one_line(output: str, tiny_corp
     assert (tmp_path / "file").read_text() == "mine"
 
 
-def test_hostile12_unpack_refuses_a_run_name_that_is_a_folder_before_writing(
+def test_unpack_refuses_a_run_name_that_is_a_folder_before_writing(
         tiny_corpus: Path, tmp_path: Path) -> None:
-    """H12-21: with --overwrite, IsADirectoryError after the earlier runs were written."""
+    """Even with --overwrite: not an IsADirectoryError after the earlier runs were written."""
     tar = _tar(tmp_path / "t.tar", {"j1.npz": _job(tiny_corpus), "j2.npz": _job(tiny_corpus)})
     out = tmp_path / "out"
     (out / "j2.last.c-test.trec").mkdir(parents=True)
@@ -870,18 +873,18 @@ def test_hostile12_unpack_refuses_a_run_name_that_is_a_folder_before_writing(
     assert sorted(p.name for p in out.iterdir()) == ["j2.last.c-test.trec"]
 
 
-# ------------------------------------------------------------------- hostile pass 13 (H13-*)
+# ------------------------- plan --set of the fields run sets, SEED's range, topics given twice
 
 @pytest.mark.parametrize("check_sets", [True, False])  # prepare, and the device's parse
 @pytest.mark.parametrize("sets, field", [
-    # H13-11: --set beats run's --seed: jobs a-s42 and b-s43 both trained seed 3
+    # --set would beat run's --seed: jobs a-s42 and b-s43 would both train seed 3
     ("--set training.seed=3", "training.seed"),
     ("--set 'training={max_steps: 5}'", "training.seed"),  # the section holding it
-    # H13-12: --set beats run's --output-dir: the model went outside --scratch
+    # --set would beat run's --output-dir: the model would go outside --scratch
     ("--set output_dir=/tmp/x", "output_dir"),
     ("--set ' output_dir =/tmp/x'", "output_dir"),
 ])
-def test_hostile13_plan_sets_of_the_seed_or_output_folder_are_refused(
+def test_plan_sets_of_the_seed_or_output_folder_are_refused(
         sets: str, field: str, check_sets: bool, tmp_path: Path) -> None:
     plan = _plan(tmp_path, "# seeds\n"
                            f"a 42 {SIAMESE} {sets} | topics=scifact:test\n")
@@ -890,7 +893,7 @@ def test_hostile13_plan_sets_of_the_seed_or_output_folder_are_refused(
         tool.parse_plan(plan, ["scifact"], check_sets=check_sets)
 
 
-def test_hostile13_plan_sets_of_other_training_fields_are_kept(tmp_path: Path) -> None:
+def test_plan_sets_of_other_training_fields_are_kept(tmp_path: Path) -> None:
     """Only the fields run sets clash: training.seed's neighbours and data.seed pass."""
     (job,) = tool.parse_plan(_plan(
         tmp_path, f"a 42 {SIAMESE} --set training.max_steps=5 --set data.seed=7\n"))
@@ -899,8 +902,8 @@ def test_hostile13_plan_sets_of_other_training_fields_are_kept(tmp_path: Path) -
 
 
 @pytest.mark.parametrize("seed", ["99999999999999999999999", str(2**32)])
-def test_hostile13_a_seed_train_refuses_is_refused_in_the_plan(seed: str, tmp_path: Path) -> None:
-    """H13-13: only train --seed refused it, on the device, in that job."""
+def test_a_seed_train_refuses_is_refused_in_the_plan(seed: str, tmp_path: Path) -> None:
+    """Refused when the plan is read, not only by train --seed on the device, in that job."""
     plan = _plan(tmp_path, f"a {seed} zero-shot\n")
     with pytest.raises(SystemExit, match=rf"^error: .*plan.txt:1: SEED {seed} must be in "
                                          r"\[0, 2\*\*32\)"):
@@ -909,10 +912,10 @@ def test_hostile13_a_seed_train_refuses_is_refused_in_the_plan(seed: str, tmp_pa
     assert job["seed"] == 2**32 - 1
 
 
-def test_hostile13_a_topics_spec_given_twice_is_refused(
+def test_a_topics_spec_given_twice_is_refused(
         tiny_bert: Path, tiny_corpus: Path, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """H13-17: evaluate --topics tc:test tc:test wrote one run, collapsed without a word; a plan's
+    """evaluate --topics tc:test tc:test would write one run, collapsed without a word; a plan's
     topics= and run's --topics pass it to every job's evaluate."""
     from pyserini_moe.modeling import auto
 
@@ -935,10 +938,10 @@ def test_hostile13_a_topics_spec_given_twice_is_refused(
     assert not (tmp_path / "out" / "log.tsv").exists()
 
 
-def test_hostile13_evaluate_says_what_it_wrote(tiny_bert: Path, tiny_corpus: Path,
-                                              tmp_path: Path,
-                                              capsys: pytest.CaptureFixture) -> None:
-    """H13-17: evaluate printed nothing at all on success."""
+def test_evaluate_says_what_it_wrote(tiny_bert: Path, tiny_corpus: Path,
+                                    tmp_path: Path,
+                                    capsys: pytest.CaptureFixture) -> None:
+    """evaluate says what it wrote on success, not nothing at all."""
     tool.evaluate(_eval_args(tmp_path, checkpoint=[f"last={tiny_bert}", f"best={tiny_bert}"],
                              topics=[f"{tiny_corpus}:test"], kinds="dense"))
     out = capsys.readouterr().out
@@ -997,8 +1000,8 @@ def test_run_keeps_and_searches_every_snapshot_of_a_snapshots_job(
                            "b-s42.npz": ["last", "best"]}
 
 
-def test_hostile15_one_name_with_two_models_is_refused(tmp_path: Path) -> None:
-    """H15-29: ``a 42 dpr`` and ``a 43 siamese`` came back as two seeds of condition ``a``."""
+def test_one_name_with_two_models_is_refused(tmp_path: Path) -> None:
+    """``a 42 dpr`` and ``a 43 siamese`` must not come back as two seeds of condition ``a``."""
     with pytest.raises(SystemExit, match=r"plan.txt:1 and 2: a is trained or encoded otherwise"):
         tool.parse_plan(_plan(tmp_path, f"a 42 {SIAMESE}\na 43 encoders/dpr-minilm.yaml\n"),
                         check_sets=False)

@@ -352,12 +352,12 @@ def test_seed_placeholder_in_the_file_steps_is_refused(files):
         load_regression(write_yaml(files, doc))
 
 
-# --- hostile pass 6: per-seed values of the wrong YAML type, sd without seeds, {seed} in qrels
+# --- per-seed values of the wrong YAML type, sd without seeds, {seed} in qrels
 
 @pytest.mark.parametrize("values, message", [
-    (0.5, "in the order of the condition's seeds, got float 0.5"),  # H6-01: a traceback
-    ({1: 0.75, 2: 1.0}, "got dict"),  # H6-02: the seed ids were read as the values
-    ("0.75 1.0", "got str"),  # H6-03: read letter by letter
+    (0.5, "in the order of the condition's seeds, got float 0.5"),  # not a traceback
+    ({1: 0.75, 2: 1.0}, "got dict"),  # the seed ids must not be read as the values
+    ("0.75 1.0", "got str"),  # not read letter by letter
 ])
 def test_per_seed_values_must_be_a_list(files, values, message):
     spec = {"mrr@10": {"expected": 0.875, "sd": 0.1768, "seeds": values}}
@@ -366,14 +366,14 @@ def test_per_seed_values_must_be_a_list(files, values, message):
         load_regression(write_yaml(files, doc))
 
 
-def test_an_sd_without_seeds_is_refused(files):  # H6-08: accepted and read nowhere
+def test_an_sd_without_seeds_is_refused(files):  # not accepted and read nowhere
     doc = {"name": "r", "conditions": [condition(
         files, None, metrics={"mrr@10": {"expected": 0.75, "sd": 0.5}})]}
     with pytest.raises(RegressionSpecError, match="only a condition with 'seeds' records an sd"):
         load_regression(write_yaml(files, doc))
 
 
-def test_an_unmeasured_metric_of_a_spread_condition_is_told_its_way_out(files):  # H6-06
+def test_an_unmeasured_metric_of_a_spread_condition_is_told_its_way_out(files):
     spec = {"mrr@10": {"expected": 0.875, "sd": 0.1768, "seeds": [0.75, 1.0]},
             "ndcg@10": {"expected": None}}
     doc = {"name": "r", "conditions": [seeded(files, spec, [1, 2], tolerance="spread")]}
@@ -385,7 +385,7 @@ def test_an_unmeasured_metric_of_a_spread_condition_is_told_its_way_out(files): 
     assert [c.expected for c in reg.conditions[0].checks] == [0.875, None]
 
 
-def test_qrels_may_name_the_seed(files):  # H6-12: the path was read without the seed
+def test_qrels_may_name_the_seed(files):  # the path is not read without the seed
     for seed in (1, 2):
         (files / f"qrels-s{seed}.txt").write_text(QRELS)
     spec = {"mrr@10": {"expected": 0.875, "sd": 0.1768, "seeds": [0.75, 1.0],

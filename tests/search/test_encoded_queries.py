@@ -162,8 +162,8 @@ def test_a_query_not_encoded_is_named(setup, tmp_path, capsys) -> None:
 
 def test_impact_queries_cut_to_fewer_terms_search_as_search_cuts_them(setup, tmp_path,
                                                                       caplog) -> None:
-    """H13-93/94: encode_queries had no --query-max-terms, and what a file was cut at was said
-    nowhere; now the cut is recorded and a search of another one is warned of."""
+    """encode_queries takes --query-max-terms, and what a file was cut at is not left unsaid:
+    the cut is recorded and a search of another one is warned of."""
     root, indexes, topics = setup
     encoded = tmp_path / "three.jsonl"
     assert encode_cli.main(["--index", str(indexes["impact"]), "--topics", str(topics),
@@ -212,7 +212,7 @@ def test_query_max_terms_for_a_dense_index_is_refused(setup, tmp_path, capsys) -
 
 def test_impact_queries_of_another_quantisation_are_refused(setup, tiny_corpus, tmp_path,
                                                             capsys) -> None:
-    """H15-58: queries quantised for an index at 100 searched one of the same model at 50
+    """Queries quantised for an index at 100 must not search one of the same model at 50
     without a word: doubled scores, other rankings."""
     root, indexes, topics = setup
     half = tmp_path / "impact-50"

@@ -60,7 +60,7 @@ def test_a_query_past_the_chosen_length_is_cut_and_said(dense_index, tmp_path, c
                                       "--query-max-length", "64", "--device", "cpu",
                                       "--quiet"]) == 0
     assert read_trec_run(out)["q1"]
-    err = capsys.readouterr().err  # one notice line of the search, not a logging line (H8-29)
+    err = capsys.readouterr().err  # one notice line of the search, not a logging line
     assert "warning: queries longer than 64 tokens are cut (--query-max-length)" in err
 
 

@@ -84,7 +84,7 @@ def same_ranking(got: dict, expected: dict) -> None:
 def test_every_retriever_drops_the_query_and_keeps_hits(arguana_like, indexes, retriever,
                                                         tmp_path) -> None:
     """With the flag: the run one hit deeper (a hybrid's sides and a fusion's experts one
-    candidate deeper, H8-27/H8-29), less the query's own id, ``--hits`` deep."""
+    candidate deeper), less the query's own id, ``--hits`` deep."""
     if retriever == "dense+bm25":
         args = ["--retriever", "dense", "--index", indexes["dense"], "--bm25-index",
                 indexes["bm25"]]
@@ -144,8 +144,8 @@ def test_fusing_runs_without_the_query_cannot_bring_it_back(tmp_path) -> None:
 
 
 def test_the_notice_says_what_remove_query_drops() -> None:
-    """S01/S02 of the hostile passes: on Cranfield or CISI query 1 and document 1 only share an
-    id; dropping document 1 from query 1's hits was silent."""
+    """On Cranfield or CISI query 1 and document 1 only share an id; dropping document 1 from
+    query 1's hits must not be silent."""
     from pyserini_moe.search.base import remove_query_notice, self_hits
 
     arguana = {"d2": {"d2": 9.0, "a": 5.0}, "d7": {"d7": 8.0, "b": 1.0}, "d9": {"a": 1.0}}

@@ -186,13 +186,13 @@ def test_a_run_for_another_collection_is_refused(collection, tmp_path):
     out.mkdir()
     with pytest.raises(ValueError) as err:
         load_training_data(config(collection, negatives={"source": "run", "run": str(run)}), out)
-    # the user's run is named, not the copy in the output folder (hostile pass 7, H7-56)
+    # the user's run is named, not the copy in the output folder
     assert str(err.value).startswith(f"{run}: query 'q1' ranks document 'nope', which is not "
                                       "in collection")
 
 
 def test_a_run_of_other_queries_is_refused(collection, tmp_path):
-    # hostile pass 7, H7-55: not a silent training on random negatives
+    # not a silent training on random negatives
     run = write_run(tmp_path / "run.trec", {"x1": ["d1", "d2"], "x2": ["d3"]})
     with pytest.raises(ValueError) as err:
         load_training_data(config(collection, negatives={"source": "run", "run": str(run)}),
@@ -202,8 +202,8 @@ def test_a_run_of_other_queries_is_refused(collection, tmp_path):
 
 
 def test_an_edited_corpus_gets_another_bm25_cache(collection, tmp_path):
-    """Hostile pass 10, H10-74: the cache was keyed by the folder only, and an edited corpus
-    was mined from its old index."""
+    """An edited corpus gets a BM25 cache of its own: a cache keyed by the folder alone would
+    mine negatives from the old text."""
     import os
 
     from pyserini_moe.data.beir import BeirCollection

@@ -143,7 +143,7 @@ def test_resume_and_restart_guards(toy, tiny_bert, tmp_path, caplog):
     # the resumed step learns at the rebuilt schedule's rate, not the finished run's last (0.0)
     assert read_log(out)[-1]["lr"] > 0 and not all(torch.equal(before[k], after[k]) for k in before)
     assert "training.max_steps 2 -> 3: the learning-rate schedule is rebuilt" in caplog.text  # said
-    # shorter than the checkpoint: refused before the records are rewritten (hostile pass 6, H6-71)
+    # shorter than the checkpoint: refused before the records are rewritten
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     with pytest.raises(ValueError, match=r"checkpoint is at step 3, past the 2 steps of the new "
                                          r"length"):
@@ -154,7 +154,7 @@ def test_resume_and_restart_guards(toy, tiny_bert, tmp_path, caplog):
 
 def test_epochs_past_max_steps_are_never_counted(toy, tiny_bert, tmp_path):
     """``max_steps`` caps the run: the epochs after it are not walked (10**5 of them took
-    minutes before the first step; hostile pass 6, H6-73), and a larger count is a typo."""
+    minutes before the first step), and a larger count is a typo."""
     trainer = make(toy, tmp_path / "run", tiny_bert, max_steps=2, epochs=100_000)
     assert len(trainer._epoch_steps()) == 1
     assert trainer.train()["metrics"]["steps"] == 2
@@ -324,14 +324,14 @@ def test_cli_init_only_refuses_an_index_and_keeps_an_earlier_init(toy, tiny_bert
     assert capsys.readouterr().err.strip().endswith(f"error: {out / 'init'} already exists; pass "
                                                     "--overwrite to replace it")
     assert run_main(train_cli.main, [*argv, "--output-dir", str(out), "--overwrite"]) == 0
-    # a training of another model there (hostile pass 9, H9-11)
+    # a training of another model there
     (out / "recipe.yaml").write_text("model: {type: sbmoe}\n")
     assert run_main(train_cli.main, [*argv, "--output-dir", str(out), "--overwrite"]) == 2
     assert "holds a training of another model" in capsys.readouterr().err
     from pyserini_moe.train.config import load_config
     (out / "recipe.yaml").write_text(yaml.safe_dump(load_config(path, out).to_dict()))
     assert run_main(train_cli.main, [*argv, "--output-dir", str(out), "--overwrite"]) == 0
-    # the same model, its backbone spelt with a slash and a default argument written out (H10-73)
+    # the same model, its backbone spelt with a slash and a default argument written out
     recipe = load_config(path, out).to_dict()
     recipe["model"]["backbone"] = str(recipe["model"]["backbone"]) + "/"
     recipe["model"]["args"] = {"pooling": "mean"}

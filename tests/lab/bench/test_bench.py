@@ -206,9 +206,9 @@ def _refused(argv: list[str], tmp_path, capsys) -> str:
 ])
 def test_multivector_index_settings_are_checked_before_anything_is_built(argv, message, tmp_path,
                                                                         capsys) -> None:
-    """H12-25/26: a bad value was the index process's RuntimeError traceback after the models,
-    the corpus slice and the indexes before it were built; now the index command's own checks
-    refuse it at parsing, under bench's flag name."""
+    """A bad value is not the index process's RuntimeError traceback after the models, the
+    corpus slice and the indexes before it were built: the index command's own checks refuse
+    it at parsing, under bench's flag name."""
     assert message in _refused(argv, tmp_path, capsys)
 
 
@@ -231,7 +231,7 @@ def test_a_child_that_refuses_a_setting_is_one_error_line(tmp_path, monkeypatch)
 
 @pytest.mark.parametrize("device", ["cpu", "cpu:0", "cpu:7"])
 def test_every_cpu_spelling_is_the_cpu(device) -> None:
-    """H12-27: cpu:N went to torch.cuda.get_device_name after every timing (an AssertionError
+    """cpu:N does not go to torch.cuda.get_device_name after every timing (an AssertionError
     without CUDA, bench.md lost); it is the CPU, so the onnx section runs too."""
     assert device_name(device) == "cpu"
     assert parse(["--device", device, "--sections", "encoding"]).device == "cpu"
@@ -258,7 +258,7 @@ def test_every_cpu_spelling_is_the_cpu(device) -> None:
 ])
 def test_a_flag_of_a_section_that_does_not_run_is_refused(argv, message, tmp_path,
                                                           capsys) -> None:
-    """H12-28: such flags were ignored without a word."""
+    """Such flags are not ignored without a word."""
     assert message in _refused(argv, tmp_path, capsys)
 
 
@@ -285,7 +285,7 @@ def test_flags_left_at_their_defaults_or_read_by_a_section_that_runs_pass() -> N
      "--scaling-from a.json and --scaling-from sub/../a.json are one bench.json file"),
 ])
 def test_a_value_listed_twice_is_refused(argv, message, tmp_path, capsys, monkeypatch) -> None:
-    """H12-29: bm25 was timed twice, two rows at one size, both in the fit."""
+    """bm25 listed twice would be timed twice: two rows at one size, both in the fit."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a.json").write_text("{}")
     (tmp_path / "sub").mkdir()
@@ -293,8 +293,8 @@ def test_a_value_listed_twice_is_refused(argv, message, tmp_path, capsys, monkey
 
 
 def test_every_flag_says_what_it_is_and_its_default() -> None:
-    """H12-76: --backbone, --corpus, --batch-size, --latency-docs, --sections and --output-dir
-    had no help and no default."""
+    """Every flag has help and its default, --backbone, --corpus, --batch-size, --latency-docs,
+    --sections and --output-dir included."""
     parser = build_parser()
     formatter = HelpFormatter(parser.prog)
     for action in parser._actions:
