@@ -117,6 +117,8 @@ def test_stages_run_once_in_order_and_write_their_table(tmp_path: Path) -> None:
         run_stages(ctx, ["bm25-mining"])
     stages = ["generate", "examples-sbmoe", "pretrain-cotmote", "train-sbmoe"]
     assert run_stages(ctx, stages) == stages
+    # the BM25 index is built where the stages' trainer looks, under the root (disk measured)
+    assert ctx.bm25_index.is_relative_to(tmp_path / "cache")
     assert run_stages(ctx, ["generate", "examples-sbmoe"]) == []  # measured: skipped
     result = json.loads((tmp_path / "results" / "examples-sbmoe.json").read_text())
     assert result["probe"]["passages"] == MSMARCO.scaled(FRACTION).passages

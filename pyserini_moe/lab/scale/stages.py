@@ -65,8 +65,10 @@ class Context:
 
     @property
     def bm25_index(self) -> Path:
-        """Where the trainer looks for its cached BM25 index of the collection."""
-        return bm25_index_dir(BeirCollection.load(self.collection))
+        """Where the trainer looks for its cached BM25 index of the collection: in the stages'
+        cache (their $PYSERINI_MOE_CACHE), not this process's."""
+        name = bm25_index_dir(BeirCollection.load(self.collection)).name
+        return self.root / "cache" / "bm25-indexes" / name
 
     def env(self) -> dict[str, str]:
         """The stages' environment: the synthetic data as $BEIR_DIR, caches and temporary files
