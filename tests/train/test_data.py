@@ -402,3 +402,36 @@ def test_mining_in_parts_writes_and_draws_what_one_mining_would(collection, tmp_
     assert parts.epoch_batches(0, 4) == whole.epoch_batches(0, 4)
     resumed = load_training_data(cfg, tmp_path / "parts", reuse_mined=True, progress=False)
     assert resumed.epoch_batches(1, 4) == whole.epoch_batches(1, 4)
+
+
+def test_packing_defers_a_clashing_pair_to_the_front_of_the_next_batch():
+    """Batches hold no query or positive twice; a pair that would repeat one waits at the front
+    of the rest, in its order (the reference below copies the queue for each batch, as packing
+    once did: the same batches, in quadratic time)."""
+    import random
+    from collections import deque
+
+    from pyserini_moe.train.data import _pack
+
+    def reference(pairs, rng, size):
+        pending, batches = deque(rng.sample(pairs, len(pairs))), []
+        while pending:
+            batch, queries, docs, deferred = [], set(), set(), deque()
+            while pending and len(batch) < size:
+                qid, doc = pair = pending.popleft()
+                if qid in queries or doc in docs:
+                    deferred.append(pair)
+                else:
+                    batch.append(pair)
+                    queries.add(qid)
+                    docs.add(doc)
+            pending = deferred + pending
+            batches.append(batch)
+        return batches
+
+    rng = random.Random(5)
+    pairs = [(f"q{rng.randrange(60)}", f"d{rng.randrange(40)}") for _ in range(500)]
+    packed = _pack(pairs, random.Random(1), 8)
+    assert packed == reference(pairs, random.Random(1), 8)
+    assert sorted(p for b in packed for p in b) == sorted(pairs)
+    assert all(len({q for q, _ in b}) == len(b) == len({d for _, d in b}) for b in packed)
