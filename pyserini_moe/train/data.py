@@ -24,6 +24,7 @@ candidates fit a GPU node's memory (``make scale-check`` measures it).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import logging
 import random
@@ -130,12 +131,15 @@ class TrainingData:
     def _example(self, qid: str, positive: str, batch: list[tuple[str, str]],
                  rng: random.Random) -> Example:
         excluded = set().union(*(self.positives[q] for q, _ in batch))
-        pool = [d for d in self.candidate_ids(qid) if d not in excluded]
+        # the pool as document numbers: only the drawn ones become ids (a query has up to 1000)
+        numbers = {bisect.bisect_left(self.doc_ids, d) for d in excluded}  # all corpus ids
+        pool = [i for i in self.candidates.get(qid, _NONE).tolist() if i not in numbers]
         if len(pool) >= self.num_negatives:
-            chosen = rng.sample(pool, self.num_negatives)
+            chosen = [self.doc_ids[i] for i in rng.sample(pool, self.num_negatives)]
         else:
-            chosen = pool + _random_docs(self.doc_ids, self.num_negatives - len(pool),
-                                         excluded | set(pool), rng)
+            names = [self.doc_ids[i] for i in pool]
+            chosen = names + _random_docs(self.doc_ids, self.num_negatives - len(pool),
+                                          excluded | set(names), rng)
         return Example(self.queries[qid], self.passages[positive],
                        tuple(self.passages[d] for d in chosen))
 

@@ -100,6 +100,7 @@ def test_the_candidates_projection_scales_the_negatives_part_only() -> None:
              "train_pairs": 1_000,
              "example_seconds": {"with_candidates": 0.003, "without_candidates": 0.001},
              "phases": [{"phase": "read and candidates", "seconds": 5.0, "memory": 1000},
+                        {"phase": "candidate builder made", "seconds": 0.0, "memory": 1000},
                         {"phase": "negatives read again", "seconds": 1.5, "memory": 1100,
                          "peak": 1400}]}
     m = Measurement(seconds=20.0, peak_memory=2_000, peak_disk=0, returncode=0)

@@ -69,8 +69,9 @@ def _negatives_again(data: TrainingData, config: DataConfig,
                      mark: Callable[[str, float], None]) -> None:
     """The negatives' share of the read, measured apart: the run read into candidates again,
     held while measured (the memory delta is theirs)."""
+    builder = CandidateBuilder(data.doc_ids, data.positives, config)  # its id -> number map is
+    mark("candidate builder made", time.perf_counter())  # the corpus's, not the negatives'
     started = time.perf_counter()
-    builder = CandidateBuilder(data.doc_ids, data.positives, config)
     builder.read(Path(config.negatives.run))
     mark("negatives read again", started)
     del builder

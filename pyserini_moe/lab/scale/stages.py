@@ -205,7 +205,7 @@ def _with_every_candidate(m: Measurement, probe: dict[str, Any]) -> dict[str, An
         return {}
     phases = {p["phase"]: p for p in probe["phases"]}
     again = phases["negatives read again"]
-    negatives_memory = max(0, again["peak"] - phases["read and candidates"]["memory"])
+    negatives_memory = max(0, again["peak"] - phases["candidate builder made"]["memory"])
     negatives_seconds = again["seconds"]
     scale = probe["queries"] / probe["queries_with_candidates"]
     each = probe["example_seconds"]
