@@ -28,6 +28,7 @@ from pyserini_moe.lab.scale.synth import (
     write_pseudo_queries,
 )
 from pyserini_moe.lab.smoke import put, put_setting, smoke_argv, tiny_backbone
+from pyserini_moe.train.config import load_config
 from pyserini_moe.train.data import bm25_index_dir
 
 MINING_SAMPLE = 2_000  # training queries searched at depth 1000 to project the mining
@@ -224,6 +225,8 @@ def training(name: str) -> Callable[[Context], dict[str, Any]]:
         step = _expanded(ctx, _paper_train_step(name))
         argv = smoke_argv(step[2:], str(backbone)) + _negative_settings(ctx, name)
         put_setting(argv, "model.backbone", str(backbone))  # not a pre-training's output
+        recipe = load_config(argv[argv.index("--config") + 1])  # the recipe's batches, not the
+        put_setting(argv, "training.batch_size", str(recipe.training.batch_size))  # smoke's 4
         output = Path(argv[argv.index("--output-dir") + 1])
         m = ctx.run(f"train-{name}", [sys.executable, "-m", *argv], [output])
         return _figures(m)
