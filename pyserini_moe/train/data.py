@@ -125,14 +125,22 @@ class TrainingData:
     def _batches(self, pairs: list[tuple[str, str]], epoch: int,
                  batch_size: int) -> list[list[Example]]:
         rng = self._rng(epoch)
-        return [[self._example(qid, pos, batch, rng) for qid, pos in batch]
-                for batch in _pack(pairs, rng, batch_size)]
+        batches = []
+        for batch in _pack(pairs, rng, batch_size):
+            excluded = self.excluded(batch)
+            batches.append([self._example(qid, pos, excluded, rng) for qid, pos in batch])
+        return batches
 
-    def _example(self, qid: str, positive: str, batch: list[tuple[str, str]],
+    def excluded(self, batch: list[tuple[str, str]]) -> tuple[set[str], set[int]]:
+        """The positives of every query of a batch, as ids and as document numbers: no example
+        of the batch draws one as a negative."""
+        ids = set().union(*(self.positives[q] for q, _ in batch))
+        return ids, {bisect.bisect_left(self.doc_ids, d) for d in ids}  # all corpus ids
+
+    def _example(self, qid: str, positive: str, batch_positives: tuple[set[str], set[int]],
                  rng: random.Random) -> Example:
-        excluded = set().union(*(self.positives[q] for q, _ in batch))
+        excluded, numbers = batch_positives
         # the pool as document numbers: only the drawn ones become ids (a query has up to 1000)
-        numbers = {bisect.bisect_left(self.doc_ids, d) for d in excluded}  # all corpus ids
         pool = [i for i in self.candidates.get(qid, _NONE).tolist() if i not in numbers]
         if len(pool) >= self.num_negatives:
             chosen = [self.doc_ids[i] for i in rng.sample(pool, self.num_negatives)]

@@ -14,6 +14,7 @@ import json
 import random
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,25 +49,26 @@ def example_seconds(data: TrainingData, batch_size: int,
     hard-negative candidates (a sample's queries have them, the others get random passages):
     what projects the epoch's batches to every query having its candidates."""
     packed = _pack(data._epoch_pairs(data.train_pairs, 0), data._rng(0), batch_size)  # noqa: SLF001
-    chosen: dict[bool, list[tuple[str, str, list[tuple[str, str]]]]] = {True: [], False: []}
+    chosen: dict[bool, list[tuple[str, str, Any]]] = {True: [], False: []}
     for batch in packed:
+        excluded = data.excluded(batch)
         for qid, positive in batch:
             has = len(data.candidates.get(qid, ())) > 0
             if len(chosen[has]) < limit:
-                chosen[has].append((qid, positive, batch))
+                chosen[has].append((qid, positive, excluded))
     seconds: dict[str, float | None] = {}
     for has, examples in chosen.items():
         rng = random.Random(0)
         started = time.perf_counter()
-        for qid, positive, batch in examples:
-            data._example(qid, positive, batch, rng)  # noqa: SLF001 (the step measured)
+        for qid, positive, excluded in examples:
+            data._example(qid, positive, excluded, rng)  # noqa: SLF001 (the step measured)
         key = "with_candidates" if has else "without_candidates"
         seconds[key] = (time.perf_counter() - started) / len(examples) if examples else None
     return seconds
 
 
 def _negatives_again(data: TrainingData, config: DataConfig,
-                     mark: Callable[[str, float], None]) -> None:
+                     mark: Callable[[str, float], None]) -> dict[str, int]:
     """The negatives' share of the read, measured apart: the run read into candidates again,
     held while measured (the memory delta is theirs)."""
     builder = CandidateBuilder(data.doc_ids, data.positives, config)  # its id -> number map is
@@ -75,6 +77,14 @@ def _negatives_again(data: TrainingData, config: DataConfig,
     builder.read(Path(config.negatives.run))
     mark("negatives read again", started)
     del builder
+    # the read's own allocations, exactly (in a process of gigabytes, resident memory hides a
+    # few tens of MB in freed pages): traced on a third read, slower, so not timed
+    builder = CandidateBuilder(data.doc_ids, data.positives, config)
+    tracemalloc.start()
+    builder.read(Path(config.negatives.run))
+    held, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {"negatives_peak_bytes": peak, "negatives_held_bytes": held}
 
 
 def probe(config_path: Path, settings: list[str], workdir: Path) -> dict[str, Any]:
@@ -91,11 +101,12 @@ def probe(config_path: Path, settings: list[str], workdir: Path) -> dict[str, An
                        "memory": now, "peak": peak})
         reset_peak()
 
+    traced: dict[str, int] = {}
     started = time.perf_counter()
     data = load_training_data(config.data, workdir, progress=False)
     mark("read and candidates", started)
     if config.data.negatives.source == "run" and config.data.num_negatives:
-        _negatives_again(data, config.data, mark)
+        traced = _negatives_again(data, config.data, mark)
     started = time.perf_counter()
     data.num_batches(0, batch)
     mark("epoch 0 batch count", started)
@@ -110,7 +121,7 @@ def probe(config_path: Path, settings: list[str], workdir: Path) -> dict[str, An
             "train_pairs": len(data.train_pairs), "batches": len(batches),
             "candidates": sum(len(c) for c in data.candidates.values()),
             "queries_with_candidates": sum(len(c) > 0 for c in data.candidates.values()),
-            "phases": phases}
+            "phases": phases, **traced}
 
 
 def main(argv: list[str] | None = None) -> int:

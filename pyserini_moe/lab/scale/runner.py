@@ -12,7 +12,7 @@ from typing import Any
 from pyserini_moe.io import atomic_path
 from pyserini_moe.lab.scale.stages import STAGES, Context, Stage
 
-GB = 1024 ** 3
+GIB = 1024 ** 3
 
 
 def result_path(ctx: Context, stage: Stage) -> Path:
@@ -47,7 +47,7 @@ def _fraction(result: Path) -> float:
 
 
 def _gb(value: int) -> str:
-    return f"{value / GB:.2f} GB" if value < 10 * GB else f"{value / GB:.0f} GB"
+    return f"{value / GIB:.2f} GiB" if value < 10 * GIB else f"{value / GIB:.1f} GiB"
 
 
 def _time(seconds: float) -> str:

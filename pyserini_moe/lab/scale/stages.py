@@ -197,23 +197,22 @@ def examples(name: str) -> Callable[[Context], dict[str, Any]]:
 
 def _with_every_candidate(m: Measurement, probe: dict[str, Any]) -> dict[str, Any]:
     """The probe's figures projected to every training query having its candidates, as after
-    mining all of them: the negatives' memory (the peak of reading them again over what was held
-    before) and time, measured apart by the probe, times the queries' share; the first epoch's
-    examples at the cost of one with candidates. The probe reads the negatives twice (the second
-    time to measure them apart): the time counts them once; its peak holds the sample's
-    candidates twice, so the memory errs high by one sample's."""
+    mining all of them: the memory the read of the negatives allocates at its peak (traced by
+    the probe) and their read time, times the queries' share; the first epoch's examples at the
+    cost of one with candidates. The probe reads the negatives again to measure them apart: the
+    time counts them once."""
     if not probe["candidates"]:
         return {}
     phases = {p["phase"]: p for p in probe["phases"]}
-    again = phases["negatives read again"]
-    negatives_memory = max(0, again["peak"] - phases["candidate builder made"]["memory"])
-    negatives_seconds = again["seconds"]
+    negatives_seconds = phases["negatives read again"]["seconds"]
     scale = probe["queries"] / probe["queries_with_candidates"]
+    more = probe["candidates"] * (scale - 1)
     each = probe["example_seconds"]
     examples = max(0.0, (each["with_candidates"] or 0) - (each["without_candidates"] or 0)) \
         * probe["train_pairs"]
     return {"projected_seconds": round(m.seconds + negatives_seconds * (scale - 2) + examples, 1),
-            "projected_memory": int(m.peak_memory + negatives_memory * (scale - 1)),
+            "projected_memory": int(m.peak_memory + probe["negatives_peak_bytes"]
+                                    / probe["candidates"] * more),
             "projected_candidates": int(probe["candidates"] * scale)}
 
 
