@@ -110,6 +110,18 @@ def test_the_candidates_projection_scales_the_negatives_part_only() -> None:
     assert _with_every_candidate(m, {**probe, "candidates": 0}) == {}
 
 
+def test_a_training_row_adds_what_its_data_side_projects() -> None:
+    from pyserini_moe.lab.scale.runner import _with_data_side
+
+    results = {"train-came": {"seconds": 100.0, "peak_memory": 10, "projected_seconds": 100.0,
+                              "projected_memory": 10},
+               "examples-came": {"seconds": 50.0, "peak_memory": 6, "projected_seconds": 80.0,
+                                 "projected_memory": 9}}
+    row = _with_data_side("train-came", results)
+    assert (row["projected_seconds"], row["projected_memory"]) == (130.0, 13)
+    assert _with_data_side("examples-came", results) == results["examples-came"]
+
+
 def test_stages_run_once_in_order_and_write_their_table(tmp_path: Path) -> None:
     ctx = Context(tmp_path, FRACTION, threads=1)
     with pytest.raises(SystemExit, match="needs bm25-index"):

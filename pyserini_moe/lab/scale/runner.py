@@ -64,6 +64,20 @@ def _row(stage: Stage, f: dict[str, Any]) -> str:
             f"{_gb(f['projected_memory'])} | {_gb(f['projected_disk'])} |")
 
 
+def _with_data_side(name: str, results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A training stage's figures with the full run's negatives: what its data side's stage
+    (examples-<model>) projected beyond what it measured, added to the training's projection
+    (the training ran on the same sample of negatives)."""
+    figures = results[name]
+    data = results.get(name.replace("train-", "examples-", 1)) if name.startswith("train-") else None
+    if data is None:
+        return figures
+    return {**figures,
+            "projected_seconds": figures["seconds"] + data["projected_seconds"] - data["seconds"],
+            "projected_memory": figures["peak_memory"] + data["projected_memory"]
+            - data["peak_memory"]}
+
+
 def table(ctx: Context) -> str:
     """The measured stages as a markdown table (the others are listed as not run)."""
     results = {s.name: json.loads(result_path(ctx, s).read_text(encoding="utf-8"))
@@ -73,7 +87,7 @@ def table(ctx: Context) -> str:
             "projected to MS MARCO on the same machine." for f, t, c in settings]
     lines = [*head, "", "| stage | scope | time | peak memory | peak disk | full run: time | memory | "
              "disk |", "|---|---|---|---|---|---|---|---|"]
-    lines += [_row(s, results[s.name]) for s in STAGES if s.name in results]
+    lines += [_row(s, _with_data_side(s.name, results)) for s in STAGES if s.name in results]
     missing = [s.name for s in STAGES if s.name not in results]
     if missing:
         lines += ["", f"Not measured yet: {', '.join(missing)}."]
