@@ -97,14 +97,16 @@ def test_a_measurement_sums_the_process_tree_and_watches_the_disk(tmp_path: Path
 
 def test_the_candidates_projection_scales_the_negatives_part_only() -> None:
     probe = {"candidates": 2_000, "queries": 100, "queries_with_candidates": 10,
-             "train_pairs": 1_000, "negatives_peak_bytes": 32_000, "negatives_held_bytes": 8_000,
+             "train_pairs": 1_000, "negatives_peak_bytes": 40_000,
+             "negatives_held_bytes": 10_000 + 4 * 2_000 + 112 * 10,  # a fixed 10,000
              "example_seconds": {"with_candidates": 0.003, "without_candidates": 0.001},
              "phases": [{"phase": "read and candidates", "seconds": 5.0, "memory": 1000},
                         {"phase": "negatives read again", "seconds": 1.5, "memory": 1000}]}
     m = Measurement(seconds=20.0, peak_memory=2_000, peak_disk=0, returncode=0)
     projected = _with_every_candidate(m, probe)
     assert projected["projected_candidates"] == 20_000
-    assert projected["projected_memory"] == 2_000 + 16 * 18_000  # 16 bytes a candidate more
+    # what the sample added past the fixed part, for 9 more samples' worth of queries
+    assert projected["projected_memory"] == 2_000 + (40_000 - 10_000) * 9
     # the negatives once (read twice by the probe) at 10x, examples at the with-candidates cost
     assert projected["projected_seconds"] == pytest.approx(20.0 + 1.5 * 8 + 0.002 * 1_000)
     assert _with_every_candidate(m, {**probe, "candidates": 0}) == {}

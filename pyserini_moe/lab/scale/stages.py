@@ -206,13 +206,16 @@ def _with_every_candidate(m: Measurement, probe: dict[str, Any]) -> dict[str, An
     phases = {p["phase"]: p for p in probe["phases"]}
     negatives_seconds = phases["negatives read again"]["seconds"]
     scale = probe["queries"] / probe["queries_with_candidates"]
-    more = probe["candidates"] * (scale - 1)
     each = probe["example_seconds"]
     examples = max(0.0, (each["with_candidates"] or 0) - (each["without_candidates"] or 0)) \
         * probe["train_pairs"]
+    # the read's allocations less what holds every training query whatever the sample (the
+    # query -> candidates map): the rest grows with the queries searched, the sample's share
+    fixed = probe["negatives_held_bytes"] - CANDIDATE_BYTES * probe["candidates"] \
+        - ARRAY_BYTES * probe["queries_with_candidates"]
+    sampled = max(0, probe["negatives_peak_bytes"] - fixed)
     return {"projected_seconds": round(m.seconds + negatives_seconds * (scale - 2) + examples, 1),
-            "projected_memory": int(m.peak_memory + probe["negatives_peak_bytes"]
-                                    / probe["candidates"] * more),
+            "projected_memory": int(m.peak_memory + sampled * (scale - 1)),
             "projected_candidates": int(probe["candidates"] * scale)}
 
 
@@ -232,6 +235,8 @@ def training(name: str) -> Callable[[Context], dict[str, Any]]:
     return stage
 
 
+CANDIDATE_BYTES = 4  # a held candidate: an int32 document number
+ARRAY_BYTES = 112  # a query's numpy array of them, empty
 PRETRAIN_SHARES = (0.1, 0.2)  # of the passages given pseudo-queries: two points of a line
 
 
