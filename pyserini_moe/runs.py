@@ -123,6 +123,8 @@ def read_trec_run(path: str | os.PathLike) -> Run:
     Lines are read as every other input is (:func:`~pyserini_moe.io.iter_lines`): gunzipped
     when the name ends in ``.gz``, a UTF-8 byte-order mark dropped (else the first query id would
     carry it and match no judged query), bytes that are not UTF-8 an error naming the line."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"run file not found: {path}")
     run: Run = {}
     ranks: dict[str, set[float]] | None = {} if is_rank_only(path) else None  # a query's ranks
     for qid, docid, value, lineno in iter_run(path):

@@ -42,6 +42,7 @@ from pyserini_moe.index.readers import READERS, unread_problem
 from pyserini_moe.io import atomic_path, refuse_to_rebuild, sha256_of_files
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.base import Encoded, Side
+from pyserini_moe.modeling.device import usable_cores
 from pyserini_moe.modeling.pipeline import encode_stream
 from pyserini_moe.representation import INDEX_KINDS, Representation
 
@@ -223,14 +224,6 @@ _COUNTS = ("batch_size", "max_length", "quantization", "threads", "tokenizer_wor
 # Tokenizer processes beyond the usable cores only contend: above them a warning, and above
 # this many times them a refusal (12 on 2 cores took 126 s and 4 GB for 4 documents).
 _WORKERS_PER_CORE_REFUSED = 4
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, which containers narrow)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def check_tokenizer_workers(workers: int) -> None:

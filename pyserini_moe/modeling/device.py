@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from pathlib import Path
 
 import torch
@@ -59,3 +60,11 @@ def check_device(spec: str | torch.device | None) -> torch.device:
     if device.type not in ("cpu", "cuda"):
         raise UserError(f"--device {spec!r}: only cpu and cuda are supported")
     return device
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers narrow)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1

@@ -40,9 +40,9 @@ from tqdm import tqdm
 
 from pyserini_moe.data.beir import BeirCollection, cache_root
 from pyserini_moe.errors import UserError
-from pyserini_moe.index.encoded import usable_cores
 from pyserini_moe.index.lucene import build_bm25_index
 from pyserini_moe.io import atomic_path
+from pyserini_moe.modeling.device import usable_cores
 from pyserini_moe.runs import Run, RunFormatError, is_rank_only, iter_run, ranked, trec_run_lines
 from pyserini_moe.search.bm25 import Bm25Searcher
 from pyserini_moe.train.config import DataConfig

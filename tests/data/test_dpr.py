@@ -212,6 +212,7 @@ def test_converted_collection_feeds_the_trainer(tmp_path, nq, trivia):
     config = DataConfig(collection=str(out), validation_fraction=0.0, negatives=NegativesConfig(
         source="run", run=out / "bm25-negatives.train.trec"))
     data = load_training_data(config, tmp_path / "model", progress=False)
-    assert data.candidates == {"nq-train-0": ["3", "1"], "nq-train-2": [], "trivia-train-0": ["4"]}
+    assert {q: data.candidate_ids(q) for q in data.candidates} == {
+        "nq-train-0": ["3", "1"], "nq-train-2": [], "trivia-train-0": ["4"]}
     assert sorted(data.train_pairs) == [("nq-train-0", "2"), ("nq-train-2", "1"),
                                          ("trivia-train-0", "3")]
