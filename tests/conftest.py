@@ -1,10 +1,13 @@
 """Shared fixtures: tiny random BERTs (built here, saved with a WordPiece tokenizer) so tests need
-no downloads."""
+no downloads, and the workspaces, runs and collections that modules in several folders use
+(their plain helpers are in tests/helpers.py)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import shutil
 import string
 from collections.abc import Callable
 from pathlib import Path
@@ -14,9 +17,21 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+import yaml  # noqa: E402
 from transformers import BertConfig, BertForMaskedLM, BertModel, BertTokenizerFast  # noqa: E402
 
 from pyserini_moe.train.data import TrainingData  # noqa: E402
+from tests.helpers import (  # noqa: E402
+    BOM,
+    GIVEN_RUN,
+    QRELS_AB,
+    QRELS_HALF,
+    READER,
+    RUN_A,
+    RUN_B,
+    RUN_HALF,
+    WRITER,
+)
 
 WORDS = ["the", "a", "of", "what", "is", "retrieval", "query", "passage", "dense", "sparse",
          "expert", "mixture", "model", "cat", "dog", "sat", "on", "mat"]
@@ -165,7 +180,7 @@ def siamese_recipe(tiny_bert: Path, tmp_path: Path) -> "TrainConfig":  # noqa: F
 
 @pytest.fixture(scope="session")
 def model_index_run(tiny_bert: Path, tiny_corpus: Path) -> Callable[[Path], dict[str, Path]]:
-    """Builds, in a folder, the workspace below (each module's own ``ws`` adds its files)."""
+    """Builds, in a folder, the workspace below (``ws`` builds one for each module)."""
     return lambda root: _model_index_run(root, tiny_bert, tiny_corpus)
 
 
@@ -221,3 +236,108 @@ def fuse_argv() -> Callable[..., list[str]]:
                 "--dev-runs", *(str(files / name) for name in dev), "--dev-qrels",
                 str(files / "qrels.txt"), "--output", str(files / "f.trec"), *extra]
     return argv
+
+
+@pytest.fixture(scope="module")
+def ws(model_index_run, tmp_path_factory) -> dict[str, Path]:
+    """A model, its dense index over the tiny corpus, a run and its qrels (a module with other
+    files in mind defines its own ``ws``)."""
+    return model_index_run(tmp_path_factory.mktemp("ws"))
+
+
+@pytest.fixture(scope="module")
+def bm25_ws(tiny_bert, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
+    """A saved model, a copy of the tiny corpus, its BM25 index and two runs of it."""
+    from pyserini_moe.cli import index as index_cli  # noqa: PLC0415
+    from pyserini_moe.modeling import SiameseBiEncoder  # noqa: PLC0415
+
+    root = tmp_path_factory.mktemp("bm25-ws")
+    torch.manual_seed(0)
+    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(root / "model")
+    corpus = root / "corpus"
+    shutil.copytree(tiny_corpus, corpus)
+    bm25 = root / "bm25"
+    assert index_cli.main(["--retriever", "bm25", "--corpus", str(corpus), "--index", str(bm25),
+                           "--quiet"]) == 0
+    run = root / "run.trec"
+    run.write_text("q0 Q0 d1 1 2.0 t\nq0 Q0 d2 2 1.0 t\nq1 Q0 d3 1 1.0 t\n")
+    other = root / "other.trec"
+    other.write_text("q0 Q0 d2 1 2.0 t\nq1 Q0 d4 1 1.0 t\n")
+    return {"root": root, "model": model, "corpus": corpus, "bm25": bm25, "run": run,
+            "other": other}
+
+
+@pytest.fixture
+def two_runs(tmp_path: Path) -> Path:
+    """Two runs over two queries (a dense-like ``a`` and a sparse-like ``b``) and their qrels."""
+    (tmp_path / "a.trec").write_text("q1 Q0 d1 1 3.0 a\nq1 Q0 d2 2 2.0 a\nq1 Q0 d3 3 1.0 a\n"
+                                     "q2 Q0 d2 1 3.0 a\nq2 Q0 d1 2 2.0 a\n")
+    (tmp_path / "b.trec").write_text("q1 Q0 d1 1 9.0 b\nq1 Q0 d4 2 8.0 b\nq1 Q0 d5 3 7.0 b\n"
+                                     "q2 Q0 d3 1 9.0 b\nq2 Q0 d2 2 8.0 b\n")
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
+    return tmp_path
+
+
+@pytest.fixture
+def dev_ws(tmp_path: Path) -> Path:
+    """Two runs, their qrels, and the same two systems' runs of dev queries dq1, dq2 (the same
+    rankings of the fused queries are refused as dev runs), judged in the same
+    qrels file."""
+    dev_a, dev_b = (run.replace("q", "dq") for run in (RUN_A, RUN_B))
+    for name, text in (("a", RUN_A), ("b", RUN_B), ("dev-a", dev_a), ("dev-b", dev_b)):
+        (tmp_path / f"{name}.trec").write_text(text)
+    (tmp_path / "qrels.txt").write_text(QRELS_AB + QRELS_AB.replace("q", "dq"))
+    return tmp_path
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Path:
+    """Test runs of q1-q2 tagged dense and bm25; dev runs of q3-q4 with the same tags; qrels of
+    q3-q4."""
+    (tmp_path / "d.trec").write_text("q1 Q0 d1 1 3.0 dense\nq2 Q0 d2 1 3.0 dense\n")
+    (tmp_path / "b.trec").write_text("q1 Q0 d2 1 3.0 bm25\nq2 Q0 d1 1 3.0 bm25\n")
+    (tmp_path / "dev-d.trec").write_text("q3 Q0 d3 1 3.0 dense\nq3 Q0 d4 2 2.0 dense\n"
+                                         "q4 Q0 d4 1 3.0 dense\nq4 Q0 d3 2 2.0 dense\n")
+    (tmp_path / "dev-b.trec").write_text("q3 Q0 d4 1 3.0 bm25\nq3 Q0 d3 2 2.0 bm25\n"
+                                         "q4 Q0 d3 1 3.0 bm25\nq4 Q0 d4 2 2.0 bm25\n")
+    (tmp_path / "qrels.txt").write_text("q3 0 d3 1\nq4 0 d4 1\n")
+    return tmp_path
+
+
+@pytest.fixture
+def bom_ws(tmp_path: Path) -> Path:
+    """A clean run and qrels, and the same run with a BOM and gzipped."""
+    (tmp_path / "run.trec").write_text(RUN_HALF)
+    (tmp_path / "qrels.txt").write_text(QRELS_HALF)
+    (tmp_path / "bom.trec").write_bytes(BOM + RUN_HALF.encode())
+    (tmp_path / "run.trec.gz").write_bytes(gzip.compress(RUN_HALF.encode()))
+    return tmp_path
+
+
+@pytest.fixture
+def collection(tmp_path) -> Path:
+    """A collection folder with an empty corpus and qrels of no judgement."""
+    root = tmp_path / "tc"
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text("")
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n")
+    return root
+
+
+@pytest.fixture
+def two_conditions(tmp_path: Path) -> Path:
+    """Condition ``train`` writes {work}/model.trec; condition ``search`` reads it."""
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
+    (tmp_path / "given.trec").write_text(GIVEN_RUN)
+    common = {"qrels": str(tmp_path / "qrels.txt"), "tolerance": 0.01, "source": "by hand"}
+    doc = {"name": "deps", "conditions": [
+        {"name": "train", "steps": [WRITER % (tmp_path / "given.trec")],
+         "run": "{work}/model.trec", "metrics": {"mrr@10": 0.75}, **common},
+        {"name": "search", "steps": [READER], "run": "{work}/run.trec",
+         "metrics": {"mrr@10": 0.75}, **common},
+        {"name": "page", "steps": ['{python} -c "import sys, os; os.makedirs(sys.argv[2], '
+                                   'exist_ok=True)" --output {results}'],
+         "run": "{work}/run.trec", "metrics": {"mrr@10": 0.75}, **common}]}
+    path = tmp_path / "deps.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path

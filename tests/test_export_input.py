@@ -9,26 +9,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
 from pyserini_moe.cli import export, run_main
 from pyserini_moe.cli import export as export_cli
-from pyserini_moe.cli import index as index_cli
-from pyserini_moe.modeling import SiameseBiEncoder
+from tests.helpers import err_no_warning, folder_files, refused
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def ws(model_index_run, tmp_path_factory) -> dict[str, Path]:
-    """A model, its dense index over the tiny corpus, a run and its qrels."""
-    return model_index_run(tmp_path_factory.mktemp("ws"))
-
-
-def _err(capsys) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and "RuntimeWarning" not in err
-    return err
 
 
 # --- export --overwrite ---------------------------------------------------------------------------
@@ -44,20 +30,16 @@ def _folders(root: Path, ws: dict[str, Path]) -> dict[str, Path]:
             "index": Path(shutil.copytree(ws["index"], root / "index"))}
 
 
-def _snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
-
-
 def test_export_overwrite_replaces_no_folder_but_an_export(ws, tmp_path, capsys) -> None:
     for name, folder in _folders(tmp_path, ws).items():
-        before = _snapshot(folder)
+        before = folder_files(folder)
         code = run_main(export_cli.main, ["--encoder", str(ws["model"]), "--output", str(folder),
                                           "--overwrite"])
         said = {"user": "holds files this toolkit did not write (e.g. notes.txt)",
                 "model": "is a model, not an ONNX export", "index": "is an index, not an ONNX "
                 "export"}[name]
-        assert code == 2 and said in _err(capsys), name
-        assert _snapshot(folder) == before, name
+        assert code == 2 and said in err_no_warning(capsys), name
+        assert folder_files(folder) == before, name
 
 
 def _fake_export(folder: Path) -> Path:
@@ -71,11 +53,11 @@ def _fake_export(folder: Path) -> Path:
 def test_a_failed_export_keeps_the_old_output(ws, tmp_path, capsys, encoder) -> None:
     output = _fake_export(tmp_path / "out")
     source = ws["corpus"] if encoder == "corpus" else _fake_export(tmp_path / "other-export")
-    before = _snapshot(output)
+    before = folder_files(output)
     code = run_main(export_cli.main, ["--encoder", str(source), "--output", str(output),
                                       "--overwrite"])
-    assert code == 2 and _err(capsys).startswith("error: ")
-    assert _snapshot(output) == before
+    assert code == 2 and err_no_warning(capsys).startswith("error: ")
+    assert folder_files(output) == before
 
 
 def test_export_overwrite_replaces_an_export_whole(ws, tmp_path) -> None:
@@ -96,44 +78,12 @@ def test_export_overwrite_keeps_an_export_holding_user_files(ws, tmp_path, capsy
     output = _fake_export(tmp_path / "out")
     (output / extra).parent.mkdir(exist_ok=True)
     (output / extra).write_text("the user's")
-    before = _snapshot(output)
+    before = folder_files(output)
     code = run_main(export_cli.main, ["--encoder", str(ws["model"]), "--output", str(output),
                                       "--overwrite"])
     shown = extra.split("/")[0] + ("/" if "/" in extra else "")
-    assert code == 2 and f"holds files this toolkit did not write (e.g. {shown})" in _err(capsys)
-    assert _snapshot(output) == before
-
-
-@pytest.fixture(scope="module")
-def bm25_ws(tiny_bert, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("bm25-ws")
-    torch.manual_seed(0)
-    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(root / "model")
-    corpus = root / "corpus"
-    shutil.copytree(tiny_corpus, corpus)
-    bm25 = root / "bm25"
-    assert index_cli.main(["--retriever", "bm25", "--corpus", str(corpus), "--index", str(bm25),
-                           "--quiet"]) == 0
-    run = root / "run.trec"
-    run.write_text("q0 Q0 d1 1 2.0 t\nq0 Q0 d2 2 1.0 t\nq1 Q0 d3 1 1.0 t\n")
-    other = root / "other.trec"
-    other.write_text("q0 Q0 d2 1 2.0 t\nq1 Q0 d4 1 1.0 t\n")
-    return {"root": root, "model": model, "corpus": corpus, "bm25": bm25, "run": run,
-            "other": other}
-
-
-def snapshot_path(path: Path) -> dict[str, bytes]:
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    return {str(p): p.read_bytes() for p in files}
-
-
-def refused(main, argv: list[str], message: str, capsys, keep: Path | None = None) -> None:
-    before = snapshot_path(keep) if keep is not None else None
-    assert run_main(main, argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err and err[-1].startswith("error: ") and message in err[-1], err
-    if keep is not None:
-        assert snapshot_path(keep) == before  # the input is untouched
+    assert code == 2 and f"holds files this toolkit did not write (e.g. {shown})" in err_no_warning(capsys)
+    assert folder_files(output) == before
 
 
 def test_an_export_over_its_model_and_a_folder_holding_it_are_refused(bm25_ws, capsys) -> None:

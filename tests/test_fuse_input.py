@@ -12,40 +12,21 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from pyserini_moe.cli import fuse, run_main
 from pyserini_moe.cli import fuse as fuse_cli
-from pyserini_moe.cli import index as index_cli
-from pyserini_moe.modeling import SiameseBiEncoder
 from pyserini_moe.runs import read_trec_run, write_trec_run
+from tests.helpers import exit_code, last_err_line, one_error_line, run_qrels_files
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-RUN = "q1 Q0 d1 1 3.0 t\nq1 Q0 d2 2 2.0 t\n"
-A = "q1 Q0 d1 1 3.0 t\nq1 Q0 d2 2 2.0 t\nq2 Q0 d2 1 1.0 t\n"
-B = "q1 Q0 d2 1 9.0 t\nq1 Q0 d1 2 8.0 t\nq2 Q0 d1 1 4.0 t\n"
-QRELS = "q1 0 d2 1\nq2 0 d2 1\n"
-
-
-def _files(tmp_path: Path) -> Path:
-    (tmp_path / "run.trec").write_text(RUN)
-    (tmp_path / "empty.trec").write_text("")
-    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
-    (tmp_path / "headerless.tsv").write_text("q1\td1\t1\n")
-    return tmp_path
-
-
-def _last(capsys) -> str:
-    return capsys.readouterr().err.strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize("alpha", ["-1", "-0.5"])
 def test_a_negative_hybrid_weight_is_refused(tmp_path, capsys, alpha) -> None:
-    f = _files(tmp_path)
+    f = run_qrels_files(tmp_path)
     code = run_main(fuse.main, ["--runs", str(f / "run.trec"), str(f / "run.trec"), "--method",
                                 "hybrid", "--alpha", alpha, "--output", str(f / "h.trec")])
-    assert code == 2 and "--alpha must be >= 0" in _last(capsys)
+    assert code == 2 and "--alpha must be >= 0" in last_err_line(capsys)
     assert not (f / "h.trec").exists()
 
 
@@ -268,20 +249,6 @@ def test_fuse_refuses_an_empty_run_tag(tmp_path, error_line, capsys) -> None:
 # --- fuse: tuning with trec_eval's metric names, dev runs out of order or copied ------------------
 
 
-@pytest.fixture
-def runs(tmp_path: Path) -> Path:
-    """Test runs of q1-q2 tagged dense and bm25; dev runs of q3-q4 with the same tags; qrels of
-    q3-q4."""
-    (tmp_path / "d.trec").write_text("q1 Q0 d1 1 3.0 dense\nq2 Q0 d2 1 3.0 dense\n")
-    (tmp_path / "b.trec").write_text("q1 Q0 d2 1 3.0 bm25\nq2 Q0 d1 1 3.0 bm25\n")
-    (tmp_path / "dev-d.trec").write_text("q3 Q0 d3 1 3.0 dense\nq3 Q0 d4 2 2.0 dense\n"
-                                         "q4 Q0 d4 1 3.0 dense\nq4 Q0 d3 2 2.0 dense\n")
-    (tmp_path / "dev-b.trec").write_text("q3 Q0 d4 1 3.0 bm25\nq3 Q0 d3 2 2.0 bm25\n"
-                                         "q4 Q0 d3 1 3.0 bm25\nq4 Q0 d4 2 2.0 bm25\n")
-    (tmp_path / "qrels.txt").write_text("q3 0 d3 1\nq4 0 d4 1\n")
-    return tmp_path
-
-
 @pytest.mark.parametrize("metric", ["ndcg_cut.10", "P.10", "recip_rank", "map_cut.100",
                                     "recall.100"])
 def test_wsum_tunes_on_trec_eval_metric_names(fuse_argv, runs, capsys, metric) -> None:
@@ -430,15 +397,6 @@ def test_the_rank_only_advice_offers_norm_only_where_the_method_takes_it(
     assert ("or --norm rank" in line) == norm and "use a rank fusion" in line
 
 
-def _error_line(capsys) -> str:
-    """stderr, which must be one ``error:`` line and no traceback."""
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1, err
-    return lines[0]
-
-
 def test_fuse_takes_pyserini_fusion_flags(tmp_path, capsys) -> None:
     a, b = tmp_path / "a.trec", tmp_path / "b.trec"
     a.write_text("q1 Q0 d1 1 3.0 t\nq1 Q0 d2 2 2.0 t\nq1 Q0 d3 3 1.0 t\n")
@@ -453,16 +411,8 @@ def test_fuse_takes_pyserini_fusion_flags(tmp_path, capsys) -> None:
     capsys.readouterr()
     code = run_main(fuse_cli.main, ["--runs", str(a), str(b), "--run-tag", "two words",
                                     "--output", str(tmp_path / "t.trec")])
-    assert code == 2 and "the last column of a TREC run is one word" in _error_line(capsys)
+    assert code == 2 and "the last column of a TREC run is one word" in one_error_line(capsys)
     assert not (tmp_path / "t.trec").exists()
-
-
-def exit_code(main, argv: list[str]) -> int:
-    """The command's exit code, argparse's refusals (SystemExit 2) included."""
-    try:
-        return run_main(main, argv)
-    except SystemExit as e:
-        return e.code
 
 
 @pytest.mark.parametrize("argv", [["--method", "hybrid", "--alpha", "nan"],
@@ -512,18 +462,6 @@ def test_a_tuned_alpha_at_the_grid_edge_is_said(capsys, table: dict, warned: boo
     assert ("is at the end of the grid (0.5..0.7)" in capsys.readouterr().err) == warned
 
 
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    """Two runs, their qrels, and the same two systems' runs of dev queries dq1, dq2 (the same
-    rankings of the fused queries are refused as dev runs), judged in the same
-    qrels file."""
-    dev_a, dev_b = (run.replace("q", "dq") for run in (A, B))
-    for name, text in (("a", A), ("b", B), ("dev-a", dev_a), ("dev-b", dev_b)):
-        (tmp_path / f"{name}.trec").write_text(text)
-    (tmp_path / "qrels.txt").write_text(QRELS + QRELS.replace("q", "dq"))
-    return tmp_path
-
-
 def fuse_error(ws: Path, capsys, *extra: str, runs: tuple[str, ...] = ("a.trec", "b.trec")) -> str:
     """fuse's one error line (exit 2, no output written)."""
     out = ws / "fused.trec"
@@ -539,51 +477,51 @@ def dev(ws: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("method", ["rrf", "combsum", "came_sum"])
-def test_fuse_refuses_a_metric_for_a_method_that_tunes_nothing(ws, capsys, method) -> None:
+def test_fuse_refuses_a_metric_for_a_method_that_tunes_nothing(dev_ws, capsys, method) -> None:
     """--metric (even bogus@@) was accepted and ignored by every method."""
-    assert fuse_error(ws, capsys, "--method", method, "--metric", "bogus@@") == \
+    assert fuse_error(dev_ws, capsys, "--method", method, "--metric", "bogus@@") == \
         f"error: --method {method} does not use --metric"
 
 
-def test_fuse_refuses_a_metric_without_dev_runs(ws, capsys) -> None:
+def test_fuse_refuses_a_metric_without_dev_runs(dev_ws, capsys) -> None:
     """A tuning method given --metric but nothing to tune on."""
-    assert fuse_error(ws, capsys, "--method", "hybrid", "--metric", "map") == (
+    assert fuse_error(dev_ws, capsys, "--method", "hybrid", "--metric", "map") == (
         "error: --metric is the metric maximised on dev: give --dev-runs and --dev-qrels with "
         "it, or leave it out")
 
 
-def test_fuse_checks_the_dev_metric_before_reading_a_run(ws, capsys) -> None:
+def test_fuse_checks_the_dev_metric_before_reading_a_run(dev_ws, capsys) -> None:
     """A bad metric is named before any run is read (the runs here do not exist)."""
-    err = fuse_error(ws, capsys, "--method", "hybrid", "--metric", "bogus@@", "--dev-runs",
+    err = fuse_error(dev_ws, capsys, "--method", "hybrid", "--metric", "bogus@@", "--dev-runs",
                      "nope1", "nope2", "--dev-qrels", "nope3", runs=("nope4", "nope5"))
     assert err.startswith("error: unknown metric 'bogus@@'")
 
 
 @pytest.mark.parametrize("method", ["rrf", "combmnz"])
-def test_fuse_refuses_dev_runs_for_a_method_that_tunes_nothing(ws, capsys, method) -> None:
+def test_fuse_refuses_dev_runs_for_a_method_that_tunes_nothing(dev_ws, capsys, method) -> None:
     """The dev runs and qrels were read, then ignored (the output was plain rrf)."""
-    assert fuse_error(ws, capsys, "--method", method, *dev(ws)) == \
+    assert fuse_error(dev_ws, capsys, "--method", method, *dev(dev_ws)) == \
         f"error: --method {method} does not use --dev-runs, --dev-qrels"
 
 
 @pytest.mark.parametrize("alpha", ["0.3", "0"])
-def test_fuse_refuses_an_alpha_that_tuning_would_replace(ws, capsys, alpha) -> None:
+def test_fuse_refuses_an_alpha_that_tuning_would_replace(dev_ws, capsys, alpha) -> None:
     """The given alpha was replaced by the tuned one without a word."""
-    assert fuse_error(ws, capsys, "--method", "hybrid", "--alpha", alpha, *dev(ws)) == \
+    assert fuse_error(dev_ws, capsys, "--method", "hybrid", "--alpha", alpha, *dev(dev_ws)) == \
         "error: --alpha or --dev-runs (which tunes alpha), not both"
 
 
-def test_fuse_refuses_an_alpha_of_zero_for_a_method_without_alpha(ws, capsys) -> None:
+def test_fuse_refuses_an_alpha_of_zero_for_a_method_without_alpha(dev_ws, capsys) -> None:
     """--alpha 0 equals False: it slipped through the check of settings a method ignores."""
-    assert fuse_error(ws, capsys, "--method", "came_sum", "--alpha", "0") == \
+    assert fuse_error(dev_ws, capsys, "--method", "came_sum", "--alpha", "0") == \
         "error: --method came_sum does not use --alpha"
 
 
-def test_fuse_tunes_alpha_on_its_dev_metric_and_keeps_pyserinis_default_otherwise(ws, capsys):
-    out = ws / "fused.trec"
-    argv = ["--runs", str(ws / "a.trec"), str(ws / "b.trec"), "--output", str(out),
+def test_fuse_tunes_alpha_on_its_dev_metric_and_keeps_pyserinis_default_otherwise(dev_ws, capsys):
+    out = dev_ws / "fused.trec"
+    argv = ["--runs", str(dev_ws / "a.trec"), str(dev_ws / "b.trec"), "--output", str(out),
             "--method", "hybrid"]
-    assert run_main(fuse.main, [*argv, *dev(ws), "--metric", "map"]) == 0
+    assert run_main(fuse.main, [*argv, *dev(dev_ws), "--metric", "map"]) == 0
     assert "tuned on dev: " in capsys.readouterr().err
     assert run_main(fuse.main, argv) == 0
     # no dev runs, no --alpha: Pyserini's 0.1; q1: d1 = 3 + 0.1 * 8, d2 = 2 + 0.1 * 9
@@ -592,39 +530,28 @@ def test_fuse_tunes_alpha_on_its_dev_metric_and_keeps_pyserinis_default_otherwis
     assert scores == pytest.approx({"d1": 3.8, "d2": 2.9}, abs=1e-4)
 
 
-def test_fuse_refuses_one_run_given_twice(ws, capsys) -> None:
+def test_fuse_refuses_one_run_given_twice(dev_ws, capsys) -> None:
     """The same run twice was fused (weighing it double) without a word."""
-    a = str(ws / "a.trec")
-    assert fuse_error(ws, capsys, "--method", "rrf", runs=("a.trec", "a.trec")) == \
+    a = str(dev_ws / "a.trec")
+    assert fuse_error(dev_ws, capsys, "--method", "rrf", runs=("a.trec", "a.trec")) == \
         f"error: --runs {a} is given twice: give each once"
-    spelt = f"{ws}/./a.trec"
-    (ws / "link.trec").symlink_to(ws / "a.trec")
-    for other in (spelt, str(ws / "link.trec")):
+    spelt = f"{dev_ws}/./a.trec"
+    (dev_ws / "link.trec").symlink_to(dev_ws / "a.trec")
+    for other in (spelt, str(dev_ws / "link.trec")):
         code = run_main(fuse.main, ["--runs", a, other, "--method", "rrf", "--output",
-                                    str(ws / "fused.trec")])
+                                    str(dev_ws / "fused.trec")])
         assert code == 2
         assert capsys.readouterr().err.strip() == \
             f"error: --runs {a} and --runs {other} are one run file: give each once"
 
 
-def test_fuse_refuses_one_dev_run_given_twice(ws, capsys) -> None:
-    out = ws / "fused.trec"
-    code = run_main(fuse.main, ["--runs", str(ws / "a.trec"), str(ws / "b.trec"), "--output",
+def test_fuse_refuses_one_dev_run_given_twice(dev_ws, capsys) -> None:
+    out = dev_ws / "fused.trec"
+    code = run_main(fuse.main, ["--runs", str(dev_ws / "a.trec"), str(dev_ws / "b.trec"), "--output",
                                 str(out), "--method", "hybrid", "--dev-runs",
-                                str(ws / "dev-a.trec"), str(ws / "dev-a.trec"), "--dev-qrels",
-                                str(ws / "qrels.txt")])
+                                str(dev_ws / "dev-a.trec"), str(dev_ws / "dev-a.trec"), "--dev-qrels",
+                                str(dev_ws / "qrels.txt")])
     assert code == 2 and "--dev-runs " in capsys.readouterr().err
-
-
-@pytest.fixture
-def two_runs(tmp_path: Path) -> Path:
-    """Two runs over two queries (a dense-like ``a`` and a sparse-like ``b``) and their qrels."""
-    (tmp_path / "a.trec").write_text("q1 Q0 d1 1 3.0 a\nq1 Q0 d2 2 2.0 a\nq1 Q0 d3 3 1.0 a\n"
-                                     "q2 Q0 d2 1 3.0 a\nq2 Q0 d1 2 2.0 a\n")
-    (tmp_path / "b.trec").write_text("q1 Q0 d1 1 9.0 b\nq1 Q0 d4 2 8.0 b\nq1 Q0 d5 3 7.0 b\n"
-                                     "q2 Q0 d3 1 9.0 b\nq2 Q0 d2 2 8.0 b\n")
-    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
-    return tmp_path
 
 
 def _runs(two_runs: Path) -> list[str]:
@@ -676,24 +603,6 @@ def test_fuse_refuses_dev_runs_that_are_the_runs_fused(two_runs, capsys, error_l
                      "tuning on the runs being fused fits them to their own queries; give the "
                      "same systems' runs on dev queries")
     assert not (two_runs / "f.trec").exists()
-
-
-@pytest.fixture(scope="module")
-def bm25_ws(tiny_bert, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("bm25-ws")
-    torch.manual_seed(0)
-    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(root / "model")
-    corpus = root / "corpus"
-    shutil.copytree(tiny_corpus, corpus)
-    bm25 = root / "bm25"
-    assert index_cli.main(["--retriever", "bm25", "--corpus", str(corpus), "--index", str(bm25),
-                           "--quiet"]) == 0
-    run = root / "run.trec"
-    run.write_text("q0 Q0 d1 1 2.0 t\nq0 Q0 d2 2 1.0 t\nq1 Q0 d3 1 1.0 t\n")
-    other = root / "other.trec"
-    other.write_text("q0 Q0 d2 1 2.0 t\nq1 Q0 d4 1 1.0 t\n")
-    return {"root": root, "model": model, "corpus": corpus, "bm25": bm25, "run": run,
-            "other": other}
 
 
 def test_fusion_parameters_that_invert_or_break_it(bm25_ws, tmp_path, capsys) -> None:

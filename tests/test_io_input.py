@@ -21,12 +21,6 @@ from pyserini_moe.io import atomic_path, read_yaml, refuse_foreign_folder
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-@pytest.fixture(scope="module")
-def ws(model_index_run, tmp_path_factory) -> dict[str, Path]:
-    """A model, its dense index over the tiny corpus, a run and its qrels."""
-    return model_index_run(tmp_path_factory.mktemp("ws"))
-
-
 def special_node(folder: Path) -> tuple[Path, str]:
     """A character device like /dev/null (the tests run as root), else a FIFO."""
     node = folder / "null"

@@ -16,6 +16,7 @@ from pyserini_moe.cli import merge, run_main
 from pyserini_moe.cli import merge as merge_cli
 from pyserini_moe.index.meta import META_FILE, read_meta
 from pyserini_moe.modeling import SiameseBiEncoder
+from tests.helpers import refused
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -84,38 +85,6 @@ def test_shards_written_before_the_corpus_was_recorded_still_merge(corpora, tmp_
         (Path(part) / META_FILE).write_text(json.dumps(meta))
     assert merge_cli.main(["--shards", *parts, "--index", str(tmp_path / "merged"),
                            "--quiet"]) == 0
-
-
-@pytest.fixture(scope="module")
-def bm25_ws(tiny_bert, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("bm25-ws")
-    torch.manual_seed(0)
-    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(root / "model")
-    corpus = root / "corpus"
-    shutil.copytree(tiny_corpus, corpus)
-    bm25 = root / "bm25"
-    assert index_cli.main(["--retriever", "bm25", "--corpus", str(corpus), "--index", str(bm25),
-                           "--quiet"]) == 0
-    run = root / "run.trec"
-    run.write_text("q0 Q0 d1 1 2.0 t\nq0 Q0 d2 2 1.0 t\nq1 Q0 d3 1 1.0 t\n")
-    other = root / "other.trec"
-    other.write_text("q0 Q0 d2 1 2.0 t\nq1 Q0 d4 1 1.0 t\n")
-    return {"root": root, "model": model, "corpus": corpus, "bm25": bm25, "run": run,
-            "other": other}
-
-
-def snapshot_path(path: Path) -> dict[str, bytes]:
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    return {str(p): p.read_bytes() for p in files}
-
-
-def refused(main, argv: list[str], message: str, capsys, keep: Path | None = None) -> None:
-    before = snapshot_path(keep) if keep is not None else None
-    assert run_main(main, argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err and err[-1].startswith("error: ") and message in err[-1], err
-    if keep is not None:
-        assert snapshot_path(keep) == before  # the input is untouched
 
 
 def test_merging_shards_into_a_shard_is_refused(bm25_ws, capsys) -> None:

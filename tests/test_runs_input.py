@@ -4,7 +4,6 @@ whitespace, and outputs that are not runs."""
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
@@ -16,11 +15,8 @@ from pyserini_moe.cli import run_main
 from pyserini_moe.cli import search as search_cli
 from pyserini_moe.errors import UserError
 from pyserini_moe.runs import RunFormatError, read_trec_run, write_trec_run
+from tests.helpers import RUN_HALF, only_error
 
-BOM = "\ufeff".encode()
-# q0's judged document is at rank 1, q1's is missed: nDCG@10 0.5.
-RUN_HALF = "q0 Q0 d3 1 3.0 t\nq0 Q0 d21 2 2.0 t\nq1 Q0 d26 1 1.0 t\n"
-QRELS_HALF = "q0 0 d3 1\nq1 0 d1 1\n"
 RUN = "a Q0 d1 1 9.0 m\n"
 
 
@@ -70,16 +66,6 @@ def test_a_comment_line_inside_a_run_is_named(tmp_path) -> None:
         read_trec_run(run)
 
 
-@pytest.fixture
-def f(tmp_path: Path) -> Path:
-    """A clean run and qrels, and the same run with a BOM and gzipped."""
-    (tmp_path / "run.trec").write_text(RUN_HALF)
-    (tmp_path / "qrels.txt").write_text(QRELS_HALF)
-    (tmp_path / "bom.trec").write_bytes(BOM + RUN_HALF.encode())
-    (tmp_path / "run.trec.gz").write_bytes(gzip.compress(RUN_HALF.encode()))
-    return tmp_path
-
-
 def _ndcg(run: Path, qrels: Path, out: Path) -> dict:
     """``eval``'s JSON results of ``run``."""
     assert run_main(eval_cli.main, ["--run", str(run), "--qrels", str(qrels), "--metrics",
@@ -87,56 +73,49 @@ def _ndcg(run: Path, qrels: Path, out: Path) -> dict:
     return json.loads(out.read_text())["runs"]
 
 
-def _error(capsys: pytest.CaptureFixture) -> str:
-    """The one line a refused command prints."""
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    return lines[0]
-
-
-def test_a_bom_at_the_start_of_a_run_is_not_part_of_the_first_query_id(f, capsys) -> None:
-    assert read_trec_run(f / "bom.trec") == read_trec_run(f / "run.trec")
-    runs = _ndcg(f / "bom.trec", f / "qrels.txt", f / "o.json")
+def test_a_bom_at_the_start_of_a_run_is_not_part_of_the_first_query_id(bom_ws, capsys) -> None:
+    assert read_trec_run(bom_ws / "bom.trec") == read_trec_run(bom_ws / "run.trec")
+    runs = _ndcg(bom_ws / "bom.trec", bom_ws / "qrels.txt", bom_ws / "o.json")
     assert runs["bom.trec"]["metrics"]["ndcg@10"] == pytest.approx(0.5)
 
 
-def test_a_run_with_a_byte_that_is_not_utf8_is_one_error_naming_the_line(f, capsys) -> None:
-    (f / "latin1.trec").write_bytes(RUN_HALF.encode() + b"q1 Q0 d\xe99 4 0.5 t\n")
-    assert run_main(eval_cli.main, ["--run", str(f / "latin1.trec"), "--qrels",
-                                    str(f / "qrels.txt")]) == 2
-    assert _error(capsys).startswith(f"error: {f / 'latin1.trec'}:4: not valid UTF-8")
-    assert run_main(fuse_cli.main, ["--runs", str(f / "latin1.trec"), str(f / "run.trec"),
-                                    "--method", "rrf", "--output", str(f / "fused.trec")]) == 2
-    assert _error(capsys).startswith(f"error: {f / 'latin1.trec'}:4: not valid UTF-8")
-    assert not (f / "fused.trec").exists()
+def test_a_run_with_a_byte_that_is_not_utf8_is_one_error_naming_the_line(bom_ws, capsys) -> None:
+    (bom_ws / "latin1.trec").write_bytes(RUN_HALF.encode() + b"q1 Q0 d\xe99 4 0.5 t\n")
+    assert run_main(eval_cli.main, ["--run", str(bom_ws / "latin1.trec"), "--qrels",
+                                    str(bom_ws / "qrels.txt")]) == 2
+    assert only_error(capsys).startswith(f"error: {bom_ws / 'latin1.trec'}:4: not valid UTF-8")
+    assert run_main(fuse_cli.main, ["--runs", str(bom_ws / "latin1.trec"), str(bom_ws / "run.trec"),
+                                    "--method", "rrf", "--output", str(bom_ws / "fused.trec")]) == 2
+    assert only_error(capsys).startswith(f"error: {bom_ws / 'latin1.trec'}:4: not valid UTF-8")
+    assert not (bom_ws / "fused.trec").exists()
 
 
-def test_a_gzipped_run_is_read_like_its_plain_text(f, capsys) -> None:
-    assert read_trec_run(f / "run.trec.gz") == read_trec_run(f / "run.trec")
-    runs = _ndcg(f / "run.trec.gz", f / "qrels.txt", f / "o.json")
+def test_a_gzipped_run_is_read_like_its_plain_text(bom_ws, capsys) -> None:
+    assert read_trec_run(bom_ws / "run.trec.gz") == read_trec_run(bom_ws / "run.trec")
+    runs = _ndcg(bom_ws / "run.trec.gz", bom_ws / "qrels.txt", bom_ws / "o.json")
     assert runs["run.trec.gz"]["metrics"]["ndcg@10"] == pytest.approx(0.5)
-    assert run_main(fuse_cli.main, ["--runs", str(f / "run.trec.gz"), str(f / "run.trec"),
-                                    "--method", "rrf", "--output", str(f / "fused.trec")]) == 0
-    assert read_trec_run(f / "fused.trec").keys() == {"q0", "q1"}
+    assert run_main(fuse_cli.main, ["--runs", str(bom_ws / "run.trec.gz"), str(bom_ws / "run.trec"),
+                                    "--method", "rrf", "--output", str(bom_ws / "fused.trec")]) == 0
+    assert read_trec_run(bom_ws / "fused.trec").keys() == {"q0", "q1"}
 
 
-def test_a_two_column_run_is_told_both_forms_a_run_can_take(f, capsys) -> None:
-    (f / "two.trec").write_text("q0 d3\n")
-    assert run_main(eval_cli.main, ["--run", str(f / "two.trec"), "--qrels",
-                                    str(f / "qrels.txt")]) == 2
-    assert _error(capsys) == (f"error: {f / 'two.trec'}:1: expected 6 columns (TREC: qid Q0 "
-                              "docid rank score tag) or 3 (MS MARCO: qid docid rank), got 2")
+def test_a_two_column_run_is_told_both_forms_a_run_can_take(bom_ws, capsys) -> None:
+    (bom_ws / "two.trec").write_text("q0 d3\n")
+    assert run_main(eval_cli.main, ["--run", str(bom_ws / "two.trec"), "--qrels",
+                                    str(bom_ws / "qrels.txt")]) == 2
+    assert only_error(capsys) == (f"error: {bom_ws / 'two.trec'}:1: expected 6 columns (TREC: qid Q0 "
+                                  "docid rank score tag) or 3 (MS MARCO: qid docid rank), got 2")
 
 
-def test_a_run_tag_with_whitespace_is_refused_before_searching(f, capsys) -> None:
+def test_a_run_tag_with_whitespace_is_refused_before_searching(bom_ws, capsys) -> None:
     with pytest.raises(UserError, match="run tag 'my tag'"):
-        write_trec_run(read_trec_run(f / "run.trec"), f / "tagged.trec", tag="my tag")
-    assert not (f / "tagged.trec").exists()
-    assert run_main(search_cli.main, ["--retriever", "bm25", "--index", str(f / "no-index"),
-                                      "--topics", str(f / "no-topics.tsv"), "--output",
-                                      str(f / "tagged.trec"), "--run-tag", "my tag"]) == 2
-    assert _error(capsys) == ("error: run tag 'my tag': the last column of a TREC run is one "
-                              "word, without whitespace (e.g. my_tag)")
+        write_trec_run(read_trec_run(bom_ws / "run.trec"), bom_ws / "tagged.trec", tag="my tag")
+    assert not (bom_ws / "tagged.trec").exists()
+    assert run_main(search_cli.main, ["--retriever", "bm25", "--index", str(bom_ws / "no-index"),
+                                      "--topics", str(bom_ws / "no-topics.tsv"), "--output",
+                                      str(bom_ws / "tagged.trec"), "--run-tag", "my tag"]) == 2
+    assert only_error(capsys) == ("error: run tag 'my tag': the last column of a TREC run is one "
+                                  "word, without whitespace (e.g. my_tag)")
 
 
 @pytest.mark.parametrize("name, text", [

@@ -20,6 +20,7 @@ from pyserini_moe.cli.analyze import main as analyze_main
 from pyserini_moe.eval.outputs import png_text
 from pyserini_moe.lab import checkpoints
 from pyserini_moe.lab.checkpoints import check_seed
+from tests.helpers import help_blocks, seed_training, seed_training_with_negatives
 
 ENCODING = {"experts": ["--model", "m", "--topics", "t"],
             "routing": ["--model", "m", "--corpus", "c", "--topics", "t"],
@@ -154,26 +155,10 @@ def test_a_plot_name_that_is_not_a_png_is_refused(tmp_path, capsys, error_line, 
 # --- --help defaults ------------------------------------------------------------------------------
 
 
-def _help_blocks(text: str) -> dict[str, str]:
-    """``--flag`` -> its help block, from an argparse help text."""
-    blocks: dict[str, str] = {}
-    flag = None
-    for line in text.splitlines():
-        stripped = line.strip()
-        if line.startswith("  -") and stripped.startswith("--"):
-            flag = stripped.split()[0].rstrip(",")
-            blocks[flag] = stripped
-        elif flag is not None and line.startswith("    ") and stripped:
-            blocks[flag] += " " + stripped
-        else:
-            flag = None
-    return blocks
-
-
 def test_came_competition_bins_says_its_default(capsys) -> None:
     with pytest.raises(SystemExit):
         analyze_main(["came-competition", "--help"])
-    assert "(default: 10)" in _help_blocks(capsys.readouterr().out)["--bins"]
+    assert "(default: 10)" in help_blocks(capsys.readouterr().out)["--bins"]
 
 
 # --- analyze came-competition: the log, --bins ----------------------------------------------------
@@ -387,21 +372,13 @@ def test_came_refuses_one_run_as_two_experts_or_as_a_fused_run(tmp_path, capsys,
 # --- analyze checkpoints, two recipes as two seeds ------------------------------------------------
 
 
-def _training(folder: Path, seed: int, rate: float, **more) -> str:
-    folder.mkdir()
-    recipe = {"model": {"type": "siamese", "args": more}, "data": {"collection": "tc", "seed": seed},
-              "training": {"learning_rate": rate, "seed": seed}, "output_dir": str(folder)}
-    (folder / "recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
-    return f"{seed}={folder}"
-
-
 @pytest.mark.parametrize("rate, args, field", [
     (0.05, {}, "training.learning_rate (0.001 vs 0.05)"),
     (0.001, {"pooling": "cls"}, "model.args.pooling (unset vs 'cls')")])
 def test_checkpoints_refuses_two_recipes_as_two_seeds(tmp_path, capsys, rate, args,
                                                       field, error_line) -> None:
-    one = _training(tmp_path / "s1", 1, 0.001)
-    other = _training(tmp_path / "lr", 3, rate, **args)
+    one = seed_training(tmp_path / "s1", 1, 0.001)
+    other = seed_training(tmp_path / "lr", 3, rate, **args)
     error = error_line(analyze_main, ["checkpoints", "--train-dir", one, other, "--corpus", "tc",
                                   "--quiet"], capsys)
     assert error == (f"error: --train-dir {one} and {other}: their recipes differ in {field}, "
@@ -456,16 +433,6 @@ def test_divergence_refuses_one_model_under_two_names(tmp_path, capsys, error_li
                      "model: give each once")
 
 
-@pytest.fixture
-def run_files(tmp_path: Path) -> Path:
-    """Two runs over two judged queries, a run of other queries, and the qrels."""
-    (tmp_path / "a.trec").write_text("q1 Q0 d1 1 3.0 a\nq1 Q0 d2 2 2.0 a\nq2 Q0 d2 1 3.0 a\n")
-    (tmp_path / "b.trec").write_text("q1 Q0 d4 1 9.0 b\nq2 Q0 d3 1 9.0 b\nq2 Q0 d2 2 8.0 b\n")
-    (tmp_path / "other.trec").write_text("x1 Q0 d1 1 3.0 o\nx2 Q0 d2 1 3.0 o\n")
-    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
-    return tmp_path
-
-
 def _count(run_files: Path, *more: str) -> list[str]:
     return ["expert-count", "--runs", f"1={run_files / 'a.trec'}", f"3={run_files / 'b.trec'}", "--qrels",
             str(run_files / "qrels.txt"), "--quiet", *more]
@@ -474,22 +441,13 @@ def _count(run_files: Path, *more: str) -> list[str]:
 # --- analyze checkpoints, negatives of two conditions as two seeds --------------------------------
 
 
-def _training_with_negatives(folder: Path, seed: int, **negatives) -> str:
-    folder.mkdir()
-    recipe = {"model": {"type": "siamese"}, "data": {"collection": "tc", "seed": seed,
-                                                     "negatives": {"source": "run", **negatives}},
-              "training": {"seed": seed}, "output_dir": str(folder)}
-    (folder / "recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
-    return f"{seed}={folder}"
-
-
 @pytest.mark.parametrize("field, one, other", [("run", "negA.trec", "negB.trec"),
                                                ("model", "work/model", "work/sbmoe/best"),
                                                ("run", "work/s1.trec", "work/s1-b.trec")])
 def test_checkpoints_refuses_negatives_of_another_condition(tmp_path, capsys, field, one,
                                                             other, error_line) -> None:
-    first = _training_with_negatives(tmp_path / "s1", 1, **{field: one})
-    second = _training_with_negatives(tmp_path / "s2", 2, **{field: other})
+    first = seed_training_with_negatives(tmp_path / "s1", 1, **{field: one})
+    second = seed_training_with_negatives(tmp_path / "s2", 2, **{field: other})
     error = error_line(analyze_main, ["checkpoints", "--train-dir", first, second, "--corpus", "tc",
                                   "--quiet"], capsys)
     assert error.startswith(f"error: --train-dir {first} and {second}: their recipes differ in "

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 from pathlib import Path
 
 import pytest
-import torch
 
 from pyserini_moe.cli import (
     analyze,
@@ -36,8 +34,8 @@ from pyserini_moe.cli import search as search_cli
 from pyserini_moe.cli import train as train_cli
 from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.index.meta import META_FILE
-from pyserini_moe.modeling import SiameseBiEncoder
 from pyserini_moe.runs import read_trec_run, write_trec_run
+from tests.helpers import edited_length, err_no_warning, refused, snapshot_path
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -152,18 +150,8 @@ def test_bad_input_is_one_line_and_leaves_nothing(bad_input_ws, capsys, cmd, arg
         assert not list(bad_input_ws["root"].glob(f".{leaves}.tmp-*"))
 
 
-@pytest.fixture(scope="module")
-def ws(model_index_run, tmp_path_factory) -> dict[str, Path]:
-    """A model, its dense index over the tiny corpus, a run and its qrels."""
-    return model_index_run(tmp_path_factory.mktemp("ws"))
-
-
-def snapshot(path: Path) -> dict[str, bytes]:
-    return {str(p): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
-
-
 def test_outputs_inside_index_model_and_collection_folders_are_refused(ws, capsys) -> None:
-    kept = {name: snapshot(ws[name]) for name in ("index", "model", "corpus")}
+    kept = {name: snapshot_path(ws[name]) for name in ("index", "model", "corpus")}
     cases = [
         (encode_queries.main, ["--index", str(ws["index"]), "--topics", f"{ws['corpus']}:test",
                                "--output", str(ws["index"] / "queries"), "--overwrite"]),
@@ -178,7 +166,7 @@ def test_outputs_inside_index_model_and_collection_folders_are_refused(ws, capsy
         assert run_main(main, argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert err[-1].startswith("error: ") and "is inside the input" in err[-1], err
-    assert {name: snapshot(ws[name]) for name in kept} == kept
+    assert {name: snapshot_path(ws[name]) for name in kept} == kept
 
 
 @pytest.fixture
@@ -221,27 +209,14 @@ def test_an_output_in_a_read_only_folder_is_refused_before_any_work(ws, read_onl
     assert list(read_only.iterdir()) == []
 
 
-def _err(capsys) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and "RuntimeWarning" not in err
-    return err
-
-
-def _edited_length(ws, folder: Path, length: int) -> Path:
-    shutil.copytree(ws["index"], folder)
-    meta = json.loads((folder / META_FILE).read_text())
-    (folder / META_FILE).write_text(json.dumps({**meta, "query_max_length": length}))
-    return folder
-
-
 @pytest.mark.parametrize("bad", [-5, 0])
 def test_search_and_encode_queries_refuse_it_in_one_line(ws, tmp_path, capsys, bad) -> None:
-    index = _edited_length(ws, tmp_path / "index", bad)
+    index = edited_length(ws, tmp_path / "index", bad)
     search = ["--index", str(index), "--topics", f"{ws['corpus']}:test", "--device", "cpu"]
     assert run_main(search_cli.main, [*search, "--output", str(tmp_path / "r.trec")]) == 2
-    assert f"{index / META_FILE}: the index metadata is damaged" in _err(capsys)
+    assert f"{index / META_FILE}: the index metadata is damaged" in err_no_warning(capsys)
     assert run_main(encode_cli.main, [*search, "--output", str(tmp_path / "q")]) == 2
-    assert f"{index / META_FILE}: the index metadata is damaged" in _err(capsys)
+    assert f"{index / META_FILE}: the index metadata is damaged" in err_no_warning(capsys)
     assert not (tmp_path / "r.trec").exists() and not (tmp_path / "q").exists()
 
 
@@ -335,38 +310,6 @@ def test_a_flag_given_twice_with_two_values_is_refused(capsys) -> None:
             parser.parse_args(argv)
         assert capsys.readouterr().err.strip().endswith(f"error: {said} set the same thing: "
                                                         "give it once")
-
-
-@pytest.fixture(scope="module")
-def bm25_ws(tiny_bert, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("bm25-ws")
-    torch.manual_seed(0)
-    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(root / "model")
-    corpus = root / "corpus"
-    shutil.copytree(tiny_corpus, corpus)
-    bm25 = root / "bm25"
-    assert index_cli.main(["--retriever", "bm25", "--corpus", str(corpus), "--index", str(bm25),
-                           "--quiet"]) == 0
-    run = root / "run.trec"
-    run.write_text("q0 Q0 d1 1 2.0 t\nq0 Q0 d2 2 1.0 t\nq1 Q0 d3 1 1.0 t\n")
-    other = root / "other.trec"
-    other.write_text("q0 Q0 d2 1 2.0 t\nq1 Q0 d4 1 1.0 t\n")
-    return {"root": root, "model": model, "corpus": corpus, "bm25": bm25, "run": run,
-            "other": other}
-
-
-def snapshot_path(path: Path) -> dict[str, bytes]:
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    return {str(p): p.read_bytes() for p in files}
-
-
-def refused(main, argv: list[str], message: str, capsys, keep: Path | None = None) -> None:
-    before = snapshot_path(keep) if keep is not None else None
-    assert run_main(main, argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err and err[-1].startswith("error: ") and message in err[-1], err
-    if keep is not None:
-        assert snapshot_path(keep) == before  # the input is untouched
 
 
 def test_analysis_and_run_merging_do_not_write_over_their_runs(bm25_ws, capsys) -> None:

@@ -3,23 +3,9 @@ another format than the one it writes."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from pyserini_moe.cli import convert as convert_cli
-
-
-@pytest.fixture
-def two_runs(tmp_path: Path) -> Path:
-    """Two runs over two queries (a dense-like ``a`` and a sparse-like ``b``) and their qrels."""
-    (tmp_path / "a.trec").write_text("q1 Q0 d1 1 3.0 a\nq1 Q0 d2 2 2.0 a\nq1 Q0 d3 3 1.0 a\n"
-                                     "q2 Q0 d2 1 3.0 a\nq2 Q0 d1 2 2.0 a\n")
-    (tmp_path / "b.trec").write_text("q1 Q0 d1 1 9.0 b\nq1 Q0 d4 2 8.0 b\nq1 Q0 d5 3 7.0 b\n"
-                                     "q2 Q0 d3 1 9.0 b\nq2 Q0 d2 2 8.0 b\n")
-    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
-    return tmp_path
-
 
 # --- convert, an output named for JSON ------------------------------------------------------------
 
@@ -34,16 +20,6 @@ def test_convert_refuses_an_output_named_for_json(two_runs, capsys, what, name, 
     assert error.startswith(f"error: --output {two_runs / name}: convert writes ")
     assert error.endswith(f", not JSON; name it {two_runs / usual}")
     assert not (two_runs / name).exists()
-
-
-@pytest.fixture
-def run_files(tmp_path: Path) -> Path:
-    """Two runs over two judged queries, a run of other queries, and the qrels."""
-    (tmp_path / "a.trec").write_text("q1 Q0 d1 1 3.0 a\nq1 Q0 d2 2 2.0 a\nq2 Q0 d2 1 3.0 a\n")
-    (tmp_path / "b.trec").write_text("q1 Q0 d4 1 9.0 b\nq2 Q0 d3 1 9.0 b\nq2 Q0 d2 2 8.0 b\n")
-    (tmp_path / "other.trec").write_text("x1 Q0 d1 1 3.0 o\nx2 Q0 d2 1 3.0 o\n")
-    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
-    return tmp_path
 
 
 # --- outputs named for another format -------------------------------------------------------------

@@ -9,14 +9,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
 from pyserini_moe.cli import dpr, run_main
 from pyserini_moe.cli import dpr as dpr_cli
-from pyserini_moe.cli import index as index_cli
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.errors import UserError
-from pyserini_moe.modeling import SiameseBiEncoder
+from tests.helpers import folder_files, refused
 
 QA = "capital of france\t['Paris']\nwho is aaron\t['prophet']\n"
 WIKI = "id\ttext\ttitle\n1\tAaron is a prophet\tAaron\n2\tParis is the capital\tParis\n"
@@ -26,7 +24,6 @@ RUN = "a Q0 d1 1 9.0 m\n"
 def test_a_conversion_refused_for_its_input_leaves_no_folder(tmp_path: Path, capsys) -> None:
     """a failed write removes the folders made for its output (and only those)."""
     from pyserini_moe import dpr
-    from pyserini_moe.cli import run_main
 
     (tmp_path / "bad.tsv").write_text("id\ttext\ttitle\nx\n")
     (tmp_path / "bad.csv").write_text("")
@@ -45,10 +42,6 @@ def _biencoder(path: Path, positive: str = "2") -> Path:
                                  "positive_ctxs": [{"passage_id": positive}],
                                  "hard_negative_ctxs": [{"passage_id": "1"}]}]))
     return path
-
-
-def _snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
 @pytest.mark.parametrize("command, source, name", [
@@ -70,12 +63,12 @@ def test_dpr_refuses_an_existing_output_without_overwrite(tmp_path, command, sou
 
 def test_dpr_train_refuses_a_beir_collection_even_with_overwrite(tmp_path, tiny_corpus):
     coll = shutil.copytree(tiny_corpus, tmp_path / "coll")
-    before = _snapshot(coll)
+    before = folder_files(coll)
     train = ["train", "--train", f"nq={_biencoder(tmp_path / 'nq.json')}", "--output", str(coll)]
     for argv in (train, [*train, "--overwrite"]):
         with pytest.raises(FileExistsError, match="does not write"):
             dpr_cli.main(argv)
-    assert _snapshot(coll) == before
+    assert folder_files(coll) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["coll", "nq.json"]
 
 
@@ -156,38 +149,6 @@ def test_dpr_wiki_refuses_a_corpus_beside_another(tmp_path, capsys, error_line) 
                      "folder with both corpus.jsonl and corpus.jsonl.gz is refused by index "
                      "(which is the corpus?); write elsewhere or move corpus.jsonl away")
     assert not target.exists()
-
-
-@pytest.fixture(scope="module")
-def bm25_ws(tiny_bert, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("bm25-ws")
-    torch.manual_seed(0)
-    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(root / "model")
-    corpus = root / "corpus"
-    shutil.copytree(tiny_corpus, corpus)
-    bm25 = root / "bm25"
-    assert index_cli.main(["--retriever", "bm25", "--corpus", str(corpus), "--index", str(bm25),
-                           "--quiet"]) == 0
-    run = root / "run.trec"
-    run.write_text("q0 Q0 d1 1 2.0 t\nq0 Q0 d2 2 1.0 t\nq1 Q0 d3 1 1.0 t\n")
-    other = root / "other.trec"
-    other.write_text("q0 Q0 d2 1 2.0 t\nq1 Q0 d4 1 1.0 t\n")
-    return {"root": root, "model": model, "corpus": corpus, "bm25": bm25, "run": run,
-            "other": other}
-
-
-def snapshot_path(path: Path) -> dict[str, bytes]:
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    return {str(p): p.read_bytes() for p in files}
-
-
-def refused(main, argv: list[str], message: str, capsys, keep: Path | None = None) -> None:
-    before = snapshot_path(keep) if keep is not None else None
-    assert run_main(main, argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err and err[-1].startswith("error: ") and message in err[-1], err
-    if keep is not None:
-        assert snapshot_path(keep) == before  # the input is untouched
 
 
 def test_merging_an_empty_run_is_refused(bm25_ws, tmp_path, capsys) -> None:

@@ -7,38 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 from pyserini_moe.cli import run_main
 from pyserini_moe.encode_queries import main as encode_queries_main
-from pyserini_moe.index import __main__ as index_cli
-from pyserini_moe.modeling import DprBiEncoder
+from tests.helpers import err_text, kept, user_files
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture(scope="module")
-def ws(model_index_run, tmp_path_factory) -> dict[str, Path]:
-    """A model, its dense index over the tiny corpus, a run and its qrels."""
-    return model_index_run(tmp_path_factory.mktemp("ws"))
-
-
-@pytest.fixture(scope="module")
-def nan_query_dpr(tiny_bert: Path, tiny_corpus: Path,
-                  tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A DPR model whose query encoder is all NaN and whose passage encoder is sound, and its
-    dense index (the indexer checks passages only, so it builds)."""
-    root = tmp_path_factory.mktemp("nanq")
-    torch.manual_seed(0)
-    model = DprBiEncoder.from_backbone(tiny_bert, device="cpu")
-    with torch.no_grad():
-        for parameter in model.query_encoder.parameters():
-            parameter.fill_(float("nan"))
-    folder = model.save(root / "dpr")
-    assert index_cli.main(["--retriever", "dense", "--corpus", str(tiny_corpus), "--index",
-                           str(root / "dense"), "--encoder", str(folder), "--device", "cpu",
-                           "--quiet"]) == 0
-    return {"root": root, "model": folder, "index": root / "dense"}
 
 
 def _encode_queries(index: Path, corpus: Path, out: Path, capsys, *extra: str) -> tuple[int, str]:
@@ -81,33 +55,15 @@ def test_encode_queries_overwrites_its_own_folder_only(ws, tmp_path, capsys) -> 
     assert (notes / "todo.txt").read_text() == "mine"
 
 
-def _err(capsys) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    return err
-
-
-def _user_files(folder: Path) -> Path:
-    """``folder`` with a user's notes and a sub-folder of theirs put in it."""
-    (folder / "sub").mkdir(parents=True, exist_ok=True)
-    (folder / "sub" / "y").write_text("mine")
-    (folder / "notes.txt").write_text("keep")
-    return folder
-
-
-def _kept(folder: Path) -> bool:
-    return (folder / "notes.txt").read_text() == "keep" and (folder / "sub" / "y").is_file()
-
-
 def test_encode_queries_overwrite_keeps_user_files_beside_the_queries(ws, tmp_path,
                                                                       capsys) -> None:
     out = tmp_path / "equ"
     argv = ["--index", str(ws["index"]), "--topics", f"{ws['corpus']}:test", "--output",
             str(out), "--device", "cpu", "--overwrite"]
     assert run_main(encode_queries_main, argv) == 0
-    _user_files(out)
+    user_files(out)
     (out / "mine").mkdir()
     assert run_main(encode_queries_main, argv) == 2
     assert "holds files this toolkit did not write (e.g. mine/), also notes.txt, sub/" \
-        in _err(capsys)
-    assert _kept(out) and (out / "embedding.pkl").is_file()
+        in err_text(capsys)
+    assert kept(out) and (out / "embedding.pkl").is_file()

@@ -7,55 +7,43 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
 from pyserini_moe.cli import eval as eval_cli
-from pyserini_moe.cli import index as index_cli
 from pyserini_moe.cli import run_main
 from pyserini_moe.cli.eval import main as eval_main
 from pyserini_moe.cli.eval import seed_names
 from pyserini_moe.errors import UserError
-from pyserini_moe.modeling import SiameseBiEncoder
+from tests.helpers import (
+    BOM,
+    QRELS_HALF,
+    RUN_A,
+    RUN_B,
+    SMALL_RUN,
+    err_text,
+    last_err_line,
+    only_error,
+    refused,
+    run_qrels_files,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-RUN = "q1 Q0 d1 1 3.0 t\nq1 Q0 d2 2 2.0 t\n"
-BOM = "\ufeff".encode()
-# q0's judged document is at rank 1, q1's is missed: nDCG@10 0.5.
-RUN_HALF = "q0 Q0 d3 1 3.0 t\nq0 Q0 d21 2 2.0 t\nq1 Q0 d26 1 1.0 t\n"
-QRELS_HALF = "q0 0 d3 1\nq1 0 d1 1\n"
-A = "q1 Q0 d1 1 3.0 t\nq1 Q0 d2 2 2.0 t\nq2 Q0 d2 1 1.0 t\n"
-B = "q1 Q0 d2 1 9.0 t\nq1 Q0 d1 2 8.0 t\nq2 Q0 d1 1 4.0 t\n"
-QRELS = "q1 0 d2 1\nq2 0 d2 1\n"
 SEED_RUN = "q1 Q0 d1 1 3.0 t\nq2 Q0 d1 1 3.0 t\nq2 Q0 d2 2 2.0 t\n"
 
 
-def _files(tmp_path: Path) -> Path:
-    (tmp_path / "run.trec").write_text(RUN)
-    (tmp_path / "empty.trec").write_text("")
-    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
-    (tmp_path / "headerless.tsv").write_text("q1\td1\t1\n")
-    return tmp_path
-
-
-def _last(capsys) -> str:
-    return capsys.readouterr().err.strip().splitlines()[-1]
-
-
 def test_an_empty_run_is_not_scored_zero(tmp_path, capsys) -> None:
-    f = _files(tmp_path)
+    f = run_qrels_files(tmp_path)
     assert run_main(eval_cli.main, ["--run", str(f / "empty.trec"), "--qrels",
                                     str(f / "qrels.txt")]) == 2
-    assert _last(capsys) == (f"error: {f / 'empty.trec'}: the run is empty: nothing to evaluate "
-                             "(did its search fail?)")
+    assert last_err_line(capsys) == (f"error: {f / 'empty.trec'}: the run is empty: nothing to evaluate "
+                                     "(did its search fail?)")
 
 
 def test_judged_queries_missing_from_the_run_are_said(tmp_path, capsys) -> None:
-    f = _files(tmp_path)
+    f = run_qrels_files(tmp_path)
     assert run_main(eval_cli.main, ["--run", str(f / "run.trec"), "--qrels",
                                     str(f / "qrels.txt")]) == 0
     err = capsys.readouterr().err
@@ -63,24 +51,24 @@ def test_judged_queries_missing_from_the_run_are_said(tmp_path, capsys) -> None:
 
 
 def test_a_headerless_beir_qrels_file_is_named_for_what_it_is(tmp_path, capsys) -> None:
-    f = _files(tmp_path)
+    f = run_qrels_files(tmp_path)
     assert run_main(eval_cli.main, ["--run", str(f / "run.trec"), "--qrels",
                                     str(f / "headerless.tsv")]) == 2
-    assert "a BEIR qrels TSV starts with its header line" in _last(capsys)
+    assert "a BEIR qrels TSV starts with its header line" in last_err_line(capsys)
 
 
 def test_an_eval_output_naming_its_run_is_refused(tmp_path, capsys) -> None:
-    f = _files(tmp_path)
+    f = run_qrels_files(tmp_path)
     code = run_main(eval_cli.main, ["--run", str(f / "run.trec"), "--qrels", str(f / "qrels.txt"),
                                     "--table", str(f / "run.trec")])
-    assert code == 2 and "is also an input of this command" in _last(capsys)
-    assert (f / "run.trec").read_text() == RUN
+    assert code == 2 and "is also an input of this command" in last_err_line(capsys)
+    assert (f / "run.trec").read_text() == SMALL_RUN
 
 
 def test_a_data_variable_naming_a_file_is_one_error_line(tmp_path, capsys, monkeypatch) -> None:
     """PYSERINI_MOE_DATA naming a file was ignored without a word (a collection name
     then resolved elsewhere, or was downloaded)."""
-    f = _files(tmp_path)
+    f = run_qrels_files(tmp_path)
     monkeypatch.setenv("PYSERINI_MOE_DATA", str(f / "qrels.txt"))
     assert run_main(eval_cli.main, ["--run", str(f / "run.trec"), "--qrels",
                                     "scifact:test"]) == 2
@@ -184,44 +172,15 @@ def test_eval_says_the_depths_of_the_runs_it_compares(tmp_path, capsys) -> None:
     assert "(at most short.trec: 2, long.trec: 5): recall@5 then compares" in capsys.readouterr().err
 
 
-@pytest.fixture(scope="module")
-def index_ws(model_index_run, tmp_path_factory) -> dict[str, Path]:
-    """A model, its dense index over the tiny corpus, a run and its qrels."""
-    return model_index_run(tmp_path_factory.mktemp("ws"))
-
-
-def _err(capsys) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    return err
-
-
-def test_eval_outputs_may_not_coincide(index_ws, tmp_path, capsys) -> None:
+def test_eval_outputs_may_not_coincide(ws, tmp_path, capsys) -> None:
     from pyserini_moe.eval import __main__ as eval_cli  # noqa: PLC0415
 
     out = str(tmp_path / "x")
-    code = run_main(eval_cli.main, ["--run", str(index_ws["root"] / "run.trec"), "--qrels",
-                                    str(index_ws["root"] / "qrels.txt"), "--output", out, "--table",
+    code = run_main(eval_cli.main, ["--run", str(ws["root"] / "run.trec"), "--qrels",
+                                    str(ws["root"] / "qrels.txt"), "--output", out, "--table",
                                     out, "--per-query", out])
-    assert code == 2 and "one would overwrite the other" in _err(capsys)
+    assert code == 2 and "one would overwrite the other" in err_text(capsys)
     assert not (tmp_path / "x").exists()
-
-
-@pytest.fixture
-def f(tmp_path: Path) -> Path:
-    """A clean run and qrels, and the same run with a BOM and gzipped."""
-    (tmp_path / "run.trec").write_text(RUN_HALF)
-    (tmp_path / "qrels.txt").write_text(QRELS_HALF)
-    (tmp_path / "bom.trec").write_bytes(BOM + RUN_HALF.encode())
-    (tmp_path / "run.trec.gz").write_bytes(gzip.compress(RUN_HALF.encode()))
-    return tmp_path
-
-
-def _error(capsys: pytest.CaptureFixture) -> str:
-    """The one line a refused command prints."""
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    return lines[0]
 
 
 def _trec_eval_agrees(capsys: pytest.CaptureFixture, runs: list[Path], qrels: Path,
@@ -235,64 +194,53 @@ def _trec_eval_agrees(capsys: pytest.CaptureFixture, runs: list[Path], qrels: Pa
         assert result["trec_eval"]["ndcg@10"] == pytest.approx(0.5)
 
 
-def test_trec_eval_reads_a_bom_qrels_file_as_ranx_does(f, capsys) -> None:
-    (f / "qrels-bom.txt").write_bytes(BOM + QRELS_HALF.encode())
-    _trec_eval_agrees(capsys, [f / "run.trec"], f / "qrels-bom.txt", f / "o.json")
+def test_trec_eval_reads_a_bom_qrels_file_as_ranx_does(bom_ws, capsys) -> None:
+    (bom_ws / "qrels-bom.txt").write_bytes(BOM + QRELS_HALF.encode())
+    _trec_eval_agrees(capsys, [bom_ws / "run.trec"], bom_ws / "qrels-bom.txt", bom_ws / "o.json")
 
 
-def test_trec_eval_reads_bom_and_gzipped_runs_as_ranx_does(f, capsys) -> None:
-    _trec_eval_agrees(capsys, [f / "bom.trec", f / "run.trec.gz"], f / "qrels.txt", f / "o.json")
+def test_trec_eval_reads_bom_and_gzipped_runs_as_ranx_does(bom_ws, capsys) -> None:
+    _trec_eval_agrees(capsys, [bom_ws / "bom.trec", bom_ws / "run.trec.gz"], bom_ws / "qrels.txt",
+                      bom_ws / "o.json")
 
 
 @pytest.mark.parametrize("spelling", ["out.txt", "sub/../out.txt"])
-def test_eval_outputs_naming_one_file_are_refused(f, capsys, monkeypatch, spelling) -> None:
-    monkeypatch.chdir(f)
-    (f / "sub").mkdir()
+def test_eval_outputs_naming_one_file_are_refused(bom_ws, capsys, monkeypatch, spelling) -> None:
+    monkeypatch.chdir(bom_ws)
+    (bom_ws / "sub").mkdir()
     assert run_main(eval_cli.main, ["--run", "run.trec", "--qrels", "qrels.txt", "--output",
                                     "out.txt", "--table", spelling, "--per-query", "out.txt"]) == 2
-    assert "give each output its own path" in _error(capsys)
-    assert not (f / "out.txt").exists()
+    assert "give each output its own path" in only_error(capsys)
+    assert not (bom_ws / "out.txt").exists()
 
 
-def test_trec_eval_metric_names_are_read_as_the_tools_own(f, capsys) -> None:
-    out = f / "o.json"
+def test_trec_eval_metric_names_are_read_as_the_tools_own(bom_ws, capsys) -> None:
+    out = bom_ws / "o.json"
     names = ["ndcg_cut.10", "P.10", "recall.100", "map", "recip_rank"]
     own = ["ndcg@10", "precision@10", "recall@100", "map", "mrr"]
     values = []
     for metrics in (names, own):
-        assert run_main(eval_cli.main, ["--run", str(f / "run.trec"), "--qrels",
-                                        str(f / "qrels.txt"), "--metrics", *metrics,
+        assert run_main(eval_cli.main, ["--run", str(bom_ws / "run.trec"), "--qrels",
+                                        str(bom_ws / "qrels.txt"), "--metrics", *metrics,
                                         "--output", str(out)]) == 0
         values.append(list(json.loads(out.read_text())["runs"]["run.trec"]["metrics"].values()))
     assert values[0] == values[1] and values[0][0] == pytest.approx(0.5)
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    """Two runs, their qrels, and the same two systems' runs of dev queries dq1, dq2 (the same
-    rankings of the fused queries are refused as dev runs), judged in the same
-    qrels file."""
-    dev_a, dev_b = (run.replace("q", "dq") for run in (A, B))
-    for name, text in (("a", A), ("b", B), ("dev-a", dev_a), ("dev-b", dev_b)):
-        (tmp_path / f"{name}.trec").write_text(text)
-    (tmp_path / "qrels.txt").write_text(QRELS + QRELS.replace("q", "dq"))
-    return tmp_path
 
 
 def eval_argv(ws: Path, *runs: str) -> list[str]:
     return ["--run", *runs, "--qrels", str(ws / "qrels.txt"), "--metrics", "ndcg@10"]
 
 
-def test_seeds_in_folders_with_one_file_name_are_all_compared(ws, capsys) -> None:
+def test_seeds_in_folders_with_one_file_name_are_all_compared(dev_ws, capsys) -> None:
     """'x=DIR/s*/run.trec' (work/detr-s42/run.trec style): a StopIteration traceback."""
-    for seed, text in (("s1", A), ("s2", B), ("s3", A.replace("3.0", "0.5"))):
-        (ws / seed).mkdir()
-        (ws / seed / "run.trec").write_text(text)
-    out = ws / "out.json"
-    assert run_main(eval_cli.main, [*eval_argv(ws, f"x={ws}/s*/run.trec", str(ws / "b.trec")),
+    for seed, text in (("s1", RUN_A), ("s2", RUN_B), ("s3", RUN_A.replace("3.0", "0.5"))):
+        (dev_ws / seed).mkdir()
+        (dev_ws / seed / "run.trec").write_text(text)
+    out = dev_ws / "out.json"
+    assert run_main(eval_cli.main, [*eval_argv(dev_ws, f"x={dev_ws}/s*/run.trec", str(dev_ws / "b.trec")),
                                     "--output", str(out)]) == 0
     names = list(json.loads(out.read_text())["runs"])
-    assert names == [f"x/{ws}/s1/run.trec", f"x/{ws}/s2/run.trec", f"x/{ws}/s3/run.trec",
+    assert names == [f"x/{dev_ws}/s1/run.trec", f"x/{dev_ws}/s2/run.trec", f"x/{dev_ws}/s3/run.trec",
                      "b.trec"]
 
 
@@ -303,44 +251,33 @@ def test_a_plain_run_named_like_a_seed_is_refused() -> None:
                     "x": ["z/a.trec", "z/b.trec"]})
 
 
-def test_two_groups_of_the_same_files_are_refused(ws, capsys) -> None:
+def test_two_groups_of_the_same_files_are_refused(dev_ws, capsys) -> None:
     """Two groups matching the same files were compared with each other (p = 1)."""
-    pattern = f"{ws}/dev-*.trec"
-    assert run_main(eval_cli.main, eval_argv(ws, f"a={pattern}", f"b={pattern}")) == 2
+    pattern = f"{dev_ws}/dev-*.trec"
+    assert run_main(eval_cli.main, eval_argv(dev_ws, f"a={pattern}", f"b={pattern}")) == 2
     assert capsys.readouterr().err.strip() == (
-        f"error: --run a={ws}/dev-a.trec and --run b={ws}/dev-a.trec are one run file: give "
+        f"error: --run a={dev_ws}/dev-a.trec and --run b={dev_ws}/dev-a.trec are one run file: give "
         "each once")
 
 
-def test_one_run_under_two_spellings_is_refused(ws, capsys) -> None:
+def test_one_run_under_two_spellings_is_refused(dev_ws, capsys) -> None:
     """Dense.trec and ./dense.trec were compared with each other (p = 1)."""
-    spelt = f"{ws}/./a.trec"
-    assert run_main(eval_cli.main, eval_argv(ws, str(ws / "a.trec"), spelt)) == 2
+    spelt = f"{dev_ws}/./a.trec"
+    assert run_main(eval_cli.main, eval_argv(dev_ws, str(dev_ws / "a.trec"), spelt)) == 2
     assert capsys.readouterr().err.strip() == (
-        f"error: --run {ws / 'a.trec'} and --run {spelt} are one run file: give each once")
+        f"error: --run {dev_ws / 'a.trec'} and --run {spelt} are one run file: give each once")
 
 
-def test_a_stat_test_with_seed_groups_is_refused(ws, capsys) -> None:
+def test_a_stat_test_with_seed_groups_is_refused(dev_ws, capsys) -> None:
     """--stat-test fisher was dropped for the seeded t-test without a word."""
-    argv = eval_argv(ws, f"a={ws}/dev-*.trec", str(ws / "b.trec"))
+    argv = eval_argv(dev_ws, f"a={dev_ws}/dev-*.trec", str(dev_ws / "b.trec"))
     assert run_main(eval_cli.main, [*argv, "--stat-test", "fisher"]) == 2
     assert capsys.readouterr().err.strip() == (
         "error: --stat-test fisher: with several seeds the comparison is the t-test over queries "
         "and seeds, not a paired test; leave --stat-test out")
     assert run_main(eval_cli.main, argv) == 0
-    assert run_main(eval_cli.main, [*eval_argv(ws, str(ws / "a.trec"), str(ws / "b.trec")),
+    assert run_main(eval_cli.main, [*eval_argv(dev_ws, str(dev_ws / "a.trec"), str(dev_ws / "b.trec")),
                                     "--stat-test", "fisher"]) == 0
-
-
-@pytest.fixture
-def two_runs(tmp_path: Path) -> Path:
-    """Two runs over two queries (a dense-like ``a`` and a sparse-like ``b``) and their qrels."""
-    (tmp_path / "a.trec").write_text("q1 Q0 d1 1 3.0 a\nq1 Q0 d2 2 2.0 a\nq1 Q0 d3 3 1.0 a\n"
-                                     "q2 Q0 d2 1 3.0 a\nq2 Q0 d1 2 2.0 a\n")
-    (tmp_path / "b.trec").write_text("q1 Q0 d1 1 9.0 b\nq1 Q0 d4 2 8.0 b\nq1 Q0 d5 3 7.0 b\n"
-                                     "q2 Q0 d3 1 9.0 b\nq2 Q0 d2 2 8.0 b\n")
-    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
-    return tmp_path
 
 
 # --- one measure under several spellings ----------------------------------------------------------
@@ -394,16 +331,6 @@ def test_eval_outputs_named_gz_are_gzip(two_runs) -> None:
     assert _eval(two_runs, "--table", str(two_runs / "t.md.gz")) == 0  # its own gzipped page: replaced
 
 
-@pytest.fixture
-def run_files(tmp_path: Path) -> Path:
-    """Two runs over two judged queries, a run of other queries, and the qrels."""
-    (tmp_path / "a.trec").write_text("q1 Q0 d1 1 3.0 a\nq1 Q0 d2 2 2.0 a\nq2 Q0 d2 1 3.0 a\n")
-    (tmp_path / "b.trec").write_text("q1 Q0 d4 1 9.0 b\nq2 Q0 d3 1 9.0 b\nq2 Q0 d2 2 8.0 b\n")
-    (tmp_path / "other.trec").write_text("x1 Q0 d1 1 3.0 o\nx2 Q0 d2 1 3.0 o\n")
-    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
-    return tmp_path
-
-
 # --- eval's comparison settings with one run, --max-p's range -------------------------------------
 
 
@@ -427,38 +354,6 @@ def test_eval_max_p_says_its_range(run_files, capsys, value, error_line) -> None
     assert error == f"error: --max-p {float(value):g}: must be above 0 and below 1 (e.g. 0.05)"
 
 
-@pytest.fixture(scope="module")
-def bm25_ws(tiny_bert, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("bm25-ws")
-    torch.manual_seed(0)
-    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(root / "model")
-    corpus = root / "corpus"
-    shutil.copytree(tiny_corpus, corpus)
-    bm25 = root / "bm25"
-    assert index_cli.main(["--retriever", "bm25", "--corpus", str(corpus), "--index", str(bm25),
-                           "--quiet"]) == 0
-    run = root / "run.trec"
-    run.write_text("q0 Q0 d1 1 2.0 t\nq0 Q0 d2 2 1.0 t\nq1 Q0 d3 1 1.0 t\n")
-    other = root / "other.trec"
-    other.write_text("q0 Q0 d2 1 2.0 t\nq1 Q0 d4 1 1.0 t\n")
-    return {"root": root, "model": model, "corpus": corpus, "bm25": bm25, "run": run,
-            "other": other}
-
-
-def snapshot_path(path: Path) -> dict[str, bytes]:
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    return {str(p): p.read_bytes() for p in files}
-
-
-def refused(main, argv: list[str], message: str, capsys, keep: Path | None = None) -> None:
-    before = snapshot_path(keep) if keep is not None else None
-    assert run_main(main, argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err and err[-1].startswith("error: ") and message in err[-1], err
-    if keep is not None:
-        assert snapshot_path(keep) == before  # the input is untouched
-
-
 @pytest.mark.parametrize("lines,message", [
     ("q0 Q0 d1 1 1.0 t\nq0 Q0 d1 2 0.1 t\n", ":2: document 'd1' is listed twice for query 'q0'"),
     ("q0 Q0 d1 1 nan t\n", ":1: score 'nan' is not a finite number"),
@@ -469,17 +364,11 @@ def test_ambiguous_runs_are_refused(bm25_ws, tmp_path, capsys, lines, message) -
     refused(eval_cli.main, ["--run", str(run), "--qrels", f"{bm25_ws['corpus']}:test"], message, capsys)
 
 
-def _refused(main, argv: list[str], message: str, capsys) -> None:
-    assert run_main(main, argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err and err[-1].startswith("error: ") and message in err[-1], err
-
-
 def test_a_seed_glob_that_matches_a_folder_says_so(tmp_path: Path, capsys) -> None:
     from pyserini_moe.cli.eval import main as eval_main
 
     (tmp_path / "d-s1.trec").write_text(SEED_RUN)
     (tmp_path / "d-sdir.trec").mkdir()
     (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
-    _refused(eval_main, ["--run", f"d={tmp_path}/d-s*.trec", "--qrels", str(tmp_path / "qrels.txt")],
-             "matches the folder", capsys)
+    refused(eval_main, ["--run", f"d={tmp_path}/d-s*.trec", "--qrels", str(tmp_path / "qrels.txt")],
+            "matches the folder", capsys)

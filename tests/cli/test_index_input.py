@@ -5,7 +5,6 @@ each is one ``error:`` line (or exit 130/143) and nothing is left half-written."
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -26,37 +25,26 @@ from pyserini_moe.errors import UserError
 from pyserini_moe.index.encoded import BuildSettings
 from pyserini_moe.modeling import ColbertEncoder, DprBiEncoder, SiameseBiEncoder
 from pyserini_moe.modeling.base import MODEL_FILE, WEIGHTS_FILE
-from pyserini_moe.train.trainer import Trainer
+from tests.helpers import (
+    dense_copy,
+    err_text,
+    folder_files,
+    kept,
+    refusal_line,
+    refused,
+    trainer_into,
+    user_files,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-@pytest.fixture
-def shared(tiny_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    data = tmp_path / "data"
-    shutil.copytree(tiny_corpus, data / "tiny")
-    monkeypatch.setenv("PYSERINI_MOE_DATA", str(data))
-    return data
-
-
-def _refused(main, argv: list[str], capsys: pytest.CaptureFixture) -> str:
-    assert run_main(main, argv) == 2
-    return capsys.readouterr().err.strip().splitlines()[-1]
-
-
 def test_an_index_inside_a_bare_named_collection_is_refused(shared: Path, capsys) -> None:
     before = sorted(p.name for p in (shared / "tiny").iterdir())
-    err = _refused(index_main, ["--retriever", "bm25", "--corpus", "tiny", "--index",
-                                str(shared / "tiny" / "bm25")], capsys)
+    err = refusal_line(index_main, ["--retriever", "bm25", "--corpus", "tiny", "--index",
+                                    str(shared / "tiny" / "bm25")], capsys)
     assert err.startswith("error: ") and "is inside the input tiny" in err
     assert sorted(p.name for p in (shared / "tiny").iterdir()) == before
-
-
-@pytest.fixture(scope="module")
-def model(tiny_bert, tmp_path_factory) -> Path:
-    torch.manual_seed(0)
-    return SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(
-        tmp_path_factory.mktemp("m") / "siamese")
 
 
 def test_a_truncated_weights_file_is_one_error_line(model, tiny_corpus, tmp_path, capsys) -> None:
@@ -262,12 +250,6 @@ def test_an_encoder_without_retriever_asks_for_the_retriever(tmp_path, capsys, e
         "BM25 index)")
 
 
-@pytest.fixture(scope="module")
-def ws(model_index_run, tmp_path_factory) -> dict[str, Path]:
-    """A model, its dense index over the tiny corpus, a run and its qrels."""
-    return model_index_run(tmp_path_factory.mktemp("ws"))
-
-
 def _build_index(encoder: Path, corpus: Path, out: Path, capsys) -> tuple[int, str]:
     code = run_main(index_cli.main, ["--retriever", "dense", "--corpus", str(corpus), "--index",
                                      str(out), "--encoder", str(encoder), "--device", "cpu",
@@ -320,19 +302,13 @@ def test_a_trained_model_without_its_metadata_is_refused(ws, tiny_bert, tmp_path
     assert not (tmp_path / "i").exists()
 
 
-def _err(capsys) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    return err
-
-
 def test_overwrite_never_deletes_a_folder_of_user_files(ws, tmp_path, capsys) -> None:
     precious = tmp_path / "precious"
     (precious / "sub").mkdir(parents=True)
     (precious / "notes.txt").write_text("keep")
     code = run_main(index_cli.main, ["--retriever", "bm25", "--corpus", str(ws["corpus"]),
                                      "--index", str(precious), "--overwrite", "--quiet"])
-    assert code == 2 and "holds files this toolkit did not write (e.g. notes.txt)" in _err(capsys)
+    assert code == 2 and "holds files this toolkit did not write (e.g. notes.txt)" in err_text(capsys)
     assert (precious / "notes.txt").read_text() == "keep" and (precious / "sub").is_dir()
     # an index it wrote, and an empty folder, are still replaced
     empty = tmp_path / "empty"
@@ -353,7 +329,7 @@ def test_two_index_folders_may_not_nest_or_coincide(ws, tmp_path, capsys, monkey
     code = run_main(index_cli.main, ["--retriever", "dense", "multivector", "--corpus",
                                      str(ws["corpus"]), "--encoder", str(ws["model"]), "--index",
                                      str(a), other, "--device", "cpu", "--overwrite", "--quiet"])
-    err = _err(capsys)  # BuildSettings says it first; the command line's check says it too
+    err = err_text(capsys)  # BuildSettings says it first; the command line's check says it too
     assert code == 2 and "its own output folder, none inside another" in err
     assert not a.exists()
 
@@ -374,21 +350,9 @@ def test_a_faiss_spec_that_cannot_work_is_one_line(ws, colbert, tmp_path, capsys
     code = run_main(index_cli.main, ["--retriever", "multivector", "--corpus", str(ws["corpus"]),
                                      "--encoder", str(colbert), "--index", str(tmp_path / "mv"),
                                      "--faiss", spec, "--device", "cpu", "--quiet"])
-    err = _err(capsys)
+    err = err_text(capsys)
     assert code == 2 and said in err and "faiss::" not in err
     assert not (tmp_path / "mv").exists()
-
-
-def _user_files(folder: Path) -> Path:
-    """``folder`` with a user's notes and a sub-folder of theirs put in it."""
-    (folder / "sub").mkdir(parents=True, exist_ok=True)
-    (folder / "sub" / "y").write_text("mine")
-    (folder / "notes.txt").write_text("keep")
-    return folder
-
-
-def _kept(folder: Path) -> bool:
-    return (folder / "notes.txt").read_text() == "keep" and (folder / "sub" / "y").is_file()
 
 
 def _index(ws: dict[str, Path], folder: Path) -> int:
@@ -401,10 +365,10 @@ def _index(ws: dict[str, Path], folder: Path) -> int:
 def test_index_overwrite_keeps_user_files_put_in_an_index(ws, tmp_path, capsys) -> None:
     folder = tmp_path / "ixu"
     shutil.copytree(ws["index"], folder)
-    _user_files(folder)
+    user_files(folder)
     assert _index(ws, folder) == 2
-    assert "holds files this toolkit did not write (e.g. notes.txt), also sub/" in _err(capsys)
-    assert _kept(folder) and (folder / "pyserini_moe_index.json").is_file()
+    assert "holds files this toolkit did not write (e.g. notes.txt), also sub/" in err_text(capsys)
+    assert kept(folder) and (folder / "pyserini_moe_index.json").is_file()
     shutil.rmtree(folder / "sub")
     (folder / "notes.txt").unlink()
     assert _index(ws, folder) == 0  # an index holding nothing else is still replaced
@@ -418,23 +382,12 @@ def test_index_overwrite_never_replaces_a_collection_or_a_model(ws, tiny_bert, t
                     folder)
     before = sorted(p.name for p in folder.iterdir())
     assert _index(ws, folder) == 2
-    err = _err(capsys)
+    err = err_text(capsys)
     assert ("is a model, not an index" if source == "model"
             else "holds files this toolkit did not write") in err
     assert sorted(p.name for p in folder.iterdir()) == before
     assert not (folder / "pyserini_moe_index.json").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy"]  # no temporary left
-
-
-def _files(folder: Path) -> dict[str, bytes]:
-    """Every file under ``folder`` with its bytes: what a refusal must leave as it was."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file()}
-
-
-def _dense_copy(ws: dict[str, Path], folder: Path) -> Path:
-    shutil.copytree(ws["index"], folder)
-    return folder
 
 
 # --- a name starting with "_" is no Lucene segment; doc_vectors/ is looked in ---------------------
@@ -443,69 +396,28 @@ def _dense_copy(ws: dict[str, Path], folder: Path) -> Path:
 @pytest.mark.parametrize("name", ["_notes.txt", "_thesis_v2.tex", "doc_vectors/thesis.tex",
                                   "doc_vectors/mine.bin"])
 def test_index_overwrite_keeps_a_users_file(ws, tmp_path, capsys, name) -> None:
-    folder = _dense_copy(ws, tmp_path / "ix")
+    folder = dense_copy(ws, tmp_path / "ix")
     (folder / name).parent.mkdir(exist_ok=True)
     (folder / name).write_text("mine")
-    before = _files(folder)
+    before = folder_files(folder)
     assert _index(ws, folder) == 2
     # a dense index writes no doc_vectors/ (an impact index does): the folder is named whole
     shown = name.split("/")[0] + "/" if "/" in name else name
-    assert f"did not write (e.g. {shown})" in _err(capsys)
-    assert _files(folder) == before
+    assert f"did not write (e.g. {shown})" in err_text(capsys)
+    assert folder_files(folder) == before
 
 
 # --- training folders -----------------------------------------------------------------------------
 
 
-def _trainer_into(recipe, toy_data, tiny_bert: Path, output: Path | None = None) -> Trainer:
-    """A two-step Siamese training on the toy data, into ``output`` (default: the recipe's)."""
-    torch.manual_seed(0)
-    if output is not None:
-        recipe = dataclasses.replace(recipe, output_dir=output)
-    return Trainer(SiameseBiEncoder.from_backbone(tiny_bert, device="cpu"), recipe, toy_data(),
-                   progress=False)
-
-
 def test_index_overwrite_names_a_training_folder_as_one(ws, siamese_recipe, toy_data, tiny_bert,
                                                         capsys) -> None:
-    _trainer_into(siamese_recipe, toy_data, tiny_bert).train()
+    trainer_into(siamese_recipe, toy_data, tiny_bert).train()
     out = siamese_recipe.output_dir
-    before = _files(out)
+    before = folder_files(out)
     assert _index(ws, out) == 2
-    assert "is a training run, not an index" in _err(capsys)
-    assert _files(out) == before
-
-
-@pytest.fixture(scope="module")
-def bm25_ws(tiny_bert, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("bm25-ws")
-    torch.manual_seed(0)
-    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(root / "model")
-    corpus = root / "corpus"
-    shutil.copytree(tiny_corpus, corpus)
-    bm25 = root / "bm25"
-    assert index_cli.main(["--retriever", "bm25", "--corpus", str(corpus), "--index", str(bm25),
-                           "--quiet"]) == 0
-    run = root / "run.trec"
-    run.write_text("q0 Q0 d1 1 2.0 t\nq0 Q0 d2 2 1.0 t\nq1 Q0 d3 1 1.0 t\n")
-    other = root / "other.trec"
-    other.write_text("q0 Q0 d2 1 2.0 t\nq1 Q0 d4 1 1.0 t\n")
-    return {"root": root, "model": model, "corpus": corpus, "bm25": bm25, "run": run,
-            "other": other}
-
-
-def snapshot_path(path: Path) -> dict[str, bytes]:
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    return {str(p): p.read_bytes() for p in files}
-
-
-def refused(main, argv: list[str], message: str, capsys, keep: Path | None = None) -> None:
-    before = snapshot_path(keep) if keep is not None else None
-    assert run_main(main, argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err and err[-1].startswith("error: ") and message in err[-1], err
-    if keep is not None:
-        assert snapshot_path(keep) == before  # the input is untouched
+    assert "is a training run, not an index" in err_text(capsys)
+    assert folder_files(out) == before
 
 
 def test_an_index_over_its_own_corpus_is_refused(bm25_ws, capsys) -> None:

@@ -6,20 +6,26 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import torch
 
-from pyserini_moe.cli import index as index_cli
 from pyserini_moe.cli import pretrain, run_main
 from pyserini_moe.cli import pretrain as pretrain_cli
 from pyserini_moe.errors import UserError
-from pyserini_moe.modeling import SiameseBiEncoder
 from pyserini_moe.pretrain import main as pretrain_main
+from tests.helpers import (
+    err_text,
+    exit_code,
+    folder_files,
+    help_blocks,
+    kept,
+    pseudo_queries,
+    refused,
+    user_files,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -27,27 +33,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 # --- --help defaults ------------------------------------------------------------------------------
 
 
-def _help_blocks(text: str) -> dict[str, str]:
-    """``--flag`` -> its help block, from an argparse help text."""
-    blocks: dict[str, str] = {}
-    flag = None
-    for line in text.splitlines():
-        stripped = line.strip()
-        if line.startswith("  -") and stripped.startswith("--"):
-            flag = stripped.split()[0].rstrip(",")
-            blocks[flag] = stripped
-        elif flag is not None and line.startswith("    ") and stripped:
-            blocks[flag] += " " + stripped
-        else:
-            flag = None
-    return blocks
-
-
 def test_every_pretrain_flag_has_a_help_text_and_its_default() -> None:
     from pyserini_moe.cli.pretrain import build_parser
 
     parser = build_parser()
-    blocks = _help_blocks(parser.format_help())
+    blocks = help_blocks(parser.format_help())
     for action in parser._actions:
         if not action.option_strings or action.option_strings == ["-h", "--help"]:
             continue
@@ -57,14 +47,6 @@ def test_every_pretrain_flag_has_a_help_text_and_its_default() -> None:
             assert "default" in blocks[flag], blocks[flag]
     for flag in ("--max-steps", "--learning-rate", "--warmup-ratio", "--variant", "--seed"):
         assert "(default: " in blocks[flag], blocks[flag]
-
-
-def exit_code(main, argv: list[str]) -> int:
-    """The command's exit code, argparse's refusals (SystemExit 2) included."""
-    try:
-        return run_main(main, argv)
-    except SystemExit as e:
-        return e.code
 
 
 def test_pretrain_refuses_an_infinite_learning_rate_before_writing_anything(
@@ -100,24 +82,6 @@ def test_quiet_silences_the_load_report_of_a_checkpoint_with_extra_weights(tiny_
     assert "LOAD REPORT" not in quiet.stderr
 
 
-def _err(capsys) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    return err
-
-
-def _user_files(folder: Path) -> Path:
-    """``folder`` with a user's notes and a sub-folder of theirs put in it."""
-    (folder / "sub").mkdir(parents=True, exist_ok=True)
-    (folder / "sub" / "y").write_text("mine")
-    (folder / "notes.txt").write_text("keep")
-    return folder
-
-
-def _kept(folder: Path) -> bool:
-    return (folder / "notes.txt").read_text() == "keep" and (folder / "sub" / "y").is_file()
-
-
 def _pretrain(tiny_bert: Path, output: Path, *extra: str) -> int:
     return run_main(pretrain_main, ["--backbone", str(tiny_bert), "--output-dir", str(output),
                                     "--max-steps", "2", "--batch-size", "2", "--max-length",
@@ -125,32 +89,26 @@ def _pretrain(tiny_bert: Path, output: Path, *extra: str) -> int:
                                     "--quiet", *extra])
 
 
-def _pseudo_queries(corpus: Path, tmp_path: Path, text: str = "d0\tcat sat\nd1\tdog\n") -> str:
-    file = tmp_path / "pq.tsv"
-    file.write_text(text, encoding="utf-8")
-    return f"{corpus}={file}"
-
-
 def test_pretrain_overwrite_keeps_a_folder_of_user_files(tiny_bert, tiny_corpus, tmp_path,
                                                          capsys) -> None:
-    folder = _user_files(tmp_path / "pu")
+    folder = user_files(tmp_path / "pu")
     code = _pretrain(tiny_bert, folder, "--pseudo-queries",
-                     _pseudo_queries(tiny_corpus, tmp_path), "--overwrite")
+                     pseudo_queries(tiny_corpus, tmp_path), "--overwrite")
     assert code == 2 and "holds files this toolkit did not write (e.g. notes.txt), also sub/" \
-        in _err(capsys)
-    assert _kept(folder) and sorted(p.name for p in folder.iterdir()) == ["notes.txt", "sub"]
+        in err_text(capsys)
+    assert kept(folder) and sorted(p.name for p in folder.iterdir()) == ["notes.txt", "sub"]
 
 
 def test_pretrain_overwrite_whose_inputs_fail_keeps_the_earlier_output(
         tiny_bert, tiny_corpus, tmp_path, capsys) -> None:
     out = tmp_path / "pt"
-    pq = _pseudo_queries(tiny_corpus, tmp_path)
+    pq = pseudo_queries(tiny_corpus, tmp_path)
     assert _pretrain(tiny_bert, out, "--pseudo-queries", pq) == 0
     before = sorted(p.name for p in out.iterdir())
     assert before == ["model", "pretrain_args.json", "pretrain_log.jsonl"]
     # the tiny corpus has no multi-sentence document: no examples, exit 2, nothing deleted
     assert _pretrain(tiny_bert, out, "--corpus", str(tiny_corpus), "--overwrite") == 2
-    assert "no pre-training examples" in _err(capsys)
+    assert "no pre-training examples" in err_text(capsys)
     assert sorted(p.name for p in out.iterdir()) == before and (out / "model").is_dir()
     # its own earlier output is replaced, and the card names where the model is
     assert _pretrain(tiny_bert, out, "--pseudo-queries", pq, "--overwrite") == 0
@@ -173,9 +131,9 @@ def test_an_interrupted_pretraining_leaves_nothing_and_reruns(tiny_bert, tiny_co
 
     monkeypatch.setattr(module, "_pass", interrupted)
     out = tmp_path / "runs" / "p7"
-    pq = _pseudo_queries(tiny_corpus, tmp_path)
+    pq = pseudo_queries(tiny_corpus, tmp_path)
     assert _pretrain(tiny_bert, out, "--pseudo-queries", pq) == 130
-    assert "interrupted" in _err(capsys)
+    assert "interrupted" in err_text(capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pq.tsv"]  # not even runs/
     monkeypatch.setattr(module, "_pass", real)
     assert _pretrain(tiny_bert, out, "--pseudo-queries", pq) == 0  # not "already exists"
@@ -195,12 +153,6 @@ def test_pretrain_refuses_an_input_listed_twice(tmp_path, tiny_bert, tiny_corpus
     assert not out.exists()
 
 
-def _files(folder: Path) -> dict[str, bytes]:
-    """Every file under ``folder`` with its bytes: what a refusal must leave as it was."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file()}
-
-
 def _pretrain_on_pseudo_queries(tiny_bert: Path, tiny_corpus: Path, output: Path, *extra: str) -> int:
     pq = output.parent / "pq.tsv"
     pq.write_text("d0\tcat sat\nd1\tdog\n", encoding="utf-8")
@@ -218,42 +170,10 @@ def test_pretrain_overwrite_keeps_a_users_files_in_its_model(tiny_bert, tiny_cor
     (out / "model" / "NOTES.md").write_text("mine")
     (out / "model" / "mine").mkdir()
     (out / "model" / "mine" / "a.txt").write_text("mine")
-    before = _files(out)
+    before = folder_files(out)
     assert _pretrain_on_pseudo_queries(tiny_bert, tiny_corpus, out, "--overwrite") == 2
-    assert "did not write (e.g. model/NOTES.md), also model/mine/" in _err(capsys)
-    assert _files(out) == before
-
-
-@pytest.fixture(scope="module")
-def bm25_ws(tiny_bert, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("bm25-ws")
-    torch.manual_seed(0)
-    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(root / "model")
-    corpus = root / "corpus"
-    shutil.copytree(tiny_corpus, corpus)
-    bm25 = root / "bm25"
-    assert index_cli.main(["--retriever", "bm25", "--corpus", str(corpus), "--index", str(bm25),
-                           "--quiet"]) == 0
-    run = root / "run.trec"
-    run.write_text("q0 Q0 d1 1 2.0 t\nq0 Q0 d2 2 1.0 t\nq1 Q0 d3 1 1.0 t\n")
-    other = root / "other.trec"
-    other.write_text("q0 Q0 d2 1 2.0 t\nq1 Q0 d4 1 1.0 t\n")
-    return {"root": root, "model": model, "corpus": corpus, "bm25": bm25, "run": run,
-            "other": other}
-
-
-def snapshot_path(path: Path) -> dict[str, bytes]:
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    return {str(p): p.read_bytes() for p in files}
-
-
-def refused(main, argv: list[str], message: str, capsys, keep: Path | None = None) -> None:
-    before = snapshot_path(keep) if keep is not None else None
-    assert run_main(main, argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err and err[-1].startswith("error: ") and message in err[-1], err
-    if keep is not None:
-        assert snapshot_path(keep) == before  # the input is untouched
+    assert "did not write (e.g. model/NOTES.md), also model/mine/" in err_text(capsys)
+    assert folder_files(out) == before
 
 
 def test_pre_training_over_its_backbone_is_refused(bm25_ws, capsys) -> None:

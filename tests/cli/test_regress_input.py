@@ -6,14 +6,11 @@ honour."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
-from pyserini_moe.cli import index as index_cli
 from pyserini_moe.cli import regress, run_main
 from pyserini_moe.cli import regress as regress_cli
 from pyserini_moe.cli.regress import main
@@ -22,14 +19,8 @@ from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import write_meta
 from pyserini_moe.lab import smoke as smoke_module
 from pyserini_moe.lab.regress import REPO_ROOT
-from pyserini_moe.modeling import SiameseBiEncoder
+from tests.helpers import refused, regression_file
 
-RUN = "q1 Q0 d1 1 3.0 t\nq2 Q0 d1 1 3.0 t\nq2 Q0 d2 2 2.0 t\n"
-# Writes the run it is given after --output; reads (and checks) what --encoder names.
-WRITER = ('{python} -c "import sys, shutil; shutil.copy(sys.argv[3], sys.argv[2])" '
-          "--output {work}/model.trec %s")
-READER = ('{python} -c "import sys, shutil; shutil.copy(sys.argv[2], sys.argv[4])" '
-          "--encoder {work}/model.trec --output {work}/run.trec")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -59,25 +50,6 @@ def test_a_results_dir_that_is_a_training_run_is_refused(tmp_path: Path, capsys,
                                      str(run), "--dry-run"], capsys) == (
         f"error: --results-dir {run} is a training run: name a folder of its own (made if "
         "missing)")
-
-
-@pytest.fixture
-def two_conditions(tmp_path: Path) -> Path:
-    """Condition ``train`` writes {work}/model.trec; condition ``search`` reads it."""
-    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
-    (tmp_path / "given.trec").write_text(RUN)
-    common = {"qrels": str(tmp_path / "qrels.txt"), "tolerance": 0.01, "source": "by hand"}
-    doc = {"name": "deps", "conditions": [
-        {"name": "train", "steps": [WRITER % (tmp_path / "given.trec")],
-         "run": "{work}/model.trec", "metrics": {"mrr@10": 0.75}, **common},
-        {"name": "search", "steps": [READER], "run": "{work}/run.trec",
-         "metrics": {"mrr@10": 0.75}, **common},
-        {"name": "page", "steps": ['{python} -c "import sys, os; os.makedirs(sys.argv[2], '
-                                   'exist_ok=True)" --output {results}'],
-         "run": "{work}/run.trec", "metrics": {"mrr@10": 0.75}, **common}]}
-    path = tmp_path / "deps.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
 
 
 def test_results_pages_of_a_run_elsewhere_stay_out_of_the_repository(
@@ -129,15 +101,6 @@ def test_a_file_without_the_condition_runs_none_of_its_steps(capsys) -> None:
     assert "cranfield" not in out and "--corpus scifact" in out
 
 
-@pytest.fixture
-def collection(tmp_path) -> Path:
-    root = tmp_path / "tc"
-    (root / "qrels").mkdir(parents=True)
-    (root / "corpus.jsonl").write_text("")
-    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n")
-    return root
-
-
 def test_regress_names_only_the_conditions_the_dropped_file_holds(capsys, error_line) -> None:
     assert error_line(regress.main, ["regressions/bm25-scifact.yaml", "regressions/bm25-paper.yaml",
                                      "--scale", "local", "--condition", "bm25-flat.scifact.test",
@@ -179,15 +142,9 @@ def test_a_work_dir_that_is_a_file_is_said_so(tmp_path: Path, capsys) -> None:
         f"error: --work-dir {work} is a file: name a folder (made if missing)")
 
 
-def _refused(main, argv: list[str], message: str, capsys) -> None:
-    assert run_main(main, argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err and err[-1].startswith("error: ") and message in err[-1], err
-
-
 def test_regress_names_a_folder_given_as_a_file(tmp_path, capsys) -> None:
-    _refused(regress.main, [str(tmp_path), "--dry-run"],
-             f"{tmp_path} is a folder: name its regression files", capsys)
+    refused(regress.main, [str(tmp_path), "--dry-run"],
+            f"{tmp_path} is a folder: name its regression files", capsys)
 
 
 def _regression(folder: Path, scale: str = "paper") -> Path:
@@ -308,38 +265,6 @@ def test_smoke_names_the_local_file_of_a_condition(tmp_path, capsys, monkeypatch
     assert [r.name for r in calls[0]] == ["pap"]
 
 
-@pytest.fixture(scope="module")
-def bm25_ws(tiny_bert, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("bm25-ws")
-    torch.manual_seed(0)
-    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(root / "model")
-    corpus = root / "corpus"
-    shutil.copytree(tiny_corpus, corpus)
-    bm25 = root / "bm25"
-    assert index_cli.main(["--retriever", "bm25", "--corpus", str(corpus), "--index", str(bm25),
-                           "--quiet"]) == 0
-    run = root / "run.trec"
-    run.write_text("q0 Q0 d1 1 2.0 t\nq0 Q0 d2 2 1.0 t\nq1 Q0 d3 1 1.0 t\n")
-    other = root / "other.trec"
-    other.write_text("q0 Q0 d2 1 2.0 t\nq1 Q0 d4 1 1.0 t\n")
-    return {"root": root, "model": model, "corpus": corpus, "bm25": bm25, "run": run,
-            "other": other}
-
-
-def snapshot_path(path: Path) -> dict[str, bytes]:
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    return {str(p): p.read_bytes() for p in files}
-
-
-def refused(main, argv: list[str], message: str, capsys, keep: Path | None = None) -> None:
-    before = snapshot_path(keep) if keep is not None else None
-    assert run_main(main, argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err and err[-1].startswith("error: ") and message in err[-1], err
-    if keep is not None:
-        assert snapshot_path(keep) == before  # the input is untouched
-
-
 def test_an_unknown_regression_condition_runs_nothing(bm25_ws, tmp_path, capsys) -> None:
     spec = tmp_path / "r.yaml"
     spec.write_text(json.dumps({
@@ -352,27 +277,14 @@ def test_an_unknown_regression_condition_runs_nothing(bm25_ws, tmp_path, capsys)
     assert not (tmp_path / "ran").exists()
 
 
-def _file(folder: Path, name: str = "tiny", **condition) -> Path:
-    (folder / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
-    (folder / "given.trec").write_text(RUN)
-    doc = {"name": name, "conditions": [{
-        "name": "c", "qrels": str(folder / "qrels.txt"), "tolerance": 0.01, "source": "by hand",
-        "steps": ['{python} -c "import sys, shutil; shutil.copy(sys.argv[3], sys.argv[2])" '
-                  f"--output {{work}}/copy.trec {folder / 'given.trec'}"],
-        "run": "{work}/copy.trec", "metrics": {"mrr@10": 0.75}, **condition}]}
-    path = folder / f"{name}-{len(list(folder.glob('*.yaml')))}.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
-
-
 def test_a_work_folder_with_a_space_is_one_argument(tmp_path: Path) -> None:
     work = tmp_path / "my work"
-    assert regress_main([str(_file(tmp_path)), "--work-dir", str(work)]) == 0
+    assert regress_main([str(regression_file(tmp_path)), "--work-dir", str(work)]) == 0
     assert (work / "tiny" / "copy.trec").is_file() and not (tmp_path / "my").exists()
 
 
 def test_a_relative_work_folder_is_where_the_runner_looks(tmp_path: Path, monkeypatch) -> None:
-    path = _file(tmp_path)
+    path = regression_file(tmp_path)
     monkeypatch.chdir(tmp_path)
     assert regress_main([str(path), "--work-dir", "rel"]) == 0
     assert (tmp_path / "rel" / "tiny" / "copy.trec").is_file()  # steps run from the repository
@@ -381,11 +293,11 @@ def test_a_relative_work_folder_is_where_the_runner_looks(tmp_path: Path, monkey
 
 def test_a_seed_no_condition_trains_with_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="--seed 99: no condition"):
-        regress_main([str(_file(tmp_path)), "--seed", "99", "--work-dir", str(tmp_path / "w")])
+        regress_main([str(regression_file(tmp_path)), "--seed", "99", "--work-dir", str(tmp_path / "w")])
     assert not (tmp_path / "w").exists()
 
 
 def test_two_files_of_one_name_are_refused(tmp_path: Path) -> None:
-    first, second = _file(tmp_path), _file(tmp_path)
+    first, second = regression_file(tmp_path), regression_file(tmp_path)
     with pytest.raises(UserError, match="several files are named tiny"):
         regress_main([str(first), str(second), "--work-dir", str(tmp_path / "w")])

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 import yaml
 
 from pyserini_moe.cli import encode_queries as encode_cli
@@ -24,43 +23,33 @@ from pyserini_moe.cli import index as index_cli
 from pyserini_moe.cli import search as search_cli
 from pyserini_moe.cli.search import main as search_main
 from pyserini_moe.index.meta import META_FILE, meta_path
-from pyserini_moe.modeling import DprBiEncoder, SiameseBiEncoder
 from pyserini_moe.runs import read_trec_run
 from pyserini_moe.search import encoded_queries as eq
 from pyserini_moe.search.dispatch import SearchSettings
+from tests.helpers import (
+    dense_queries,
+    edited_index,
+    edited_length,
+    err_text,
+    exit_code,
+    one_error_line,
+    refusal_line,
+    refused,
+    snapshot_path,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def shared(tiny_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    data = tmp_path / "data"
-    shutil.copytree(tiny_corpus, data / "tiny")
-    monkeypatch.setenv("PYSERINI_MOE_DATA", str(data))
-    return data
-
-
-def _refused(main, argv: list[str], capsys: pytest.CaptureFixture) -> str:
-    assert run_main(main, argv) == 2
-    return capsys.readouterr().err.strip().splitlines()[-1]
-
-
 def test_a_run_inside_the_collection_of_bare_topics_is_refused(shared: Path, tmp_path: Path,
                                                                capsys) -> None:
-    err = _refused(search_main, ["--retriever", "bm25", "--index", str(tmp_path / "nowhere"),
-                                 "--topics", "tiny:test", "--output",
-                                 str(shared / "tiny" / "qrels" / "run.trec")], capsys)
+    err = refusal_line(search_main, ["--retriever", "bm25", "--index", str(tmp_path / "nowhere"),
+                                     "--topics", "tiny:test", "--output",
+                                     str(shared / "tiny" / "qrels" / "run.trec")], capsys)
     assert "is inside the input tiny:test" in err
     assert not (shared / "tiny" / "qrels" / "run.trec").exists()
-
-
-@pytest.fixture(scope="module")
-def model(tiny_bert, tmp_path_factory) -> Path:
-    torch.manual_seed(0)
-    return SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(
-        tmp_path_factory.mktemp("m") / "siamese")
 
 
 @pytest.fixture(scope="module")
@@ -156,18 +145,8 @@ def test_every_regression_hybrid_names_its_alpha_or_tunes_it() -> None:
     assert not untuned
 
 
-@pytest.fixture(scope="module")
-def ws(model_index_run, tmp_path_factory) -> dict[str, Path]:
-    """A model, its dense index over the tiny corpus, a run and its qrels."""
-    return model_index_run(tmp_path_factory.mktemp("ws"))
-
-
-def snapshot(path: Path) -> dict[str, bytes]:
-    return {str(p): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
-
-
 def test_a_run_written_inside_the_index_it_searches_is_refused(ws, capsys) -> None:
-    before = snapshot(ws["index"])
+    before = snapshot_path(ws["index"])
     code = run_main(search_cli.main, ["--retriever", "dense", "--index", str(ws["index"]),
                                       "--topics", f"{ws['corpus']}:test", "--output",
                                       str(ws["index"] / "docid"), "--device", "cpu"])
@@ -175,7 +154,7 @@ def test_a_run_written_inside_the_index_it_searches_is_refused(ws, capsys) -> No
     assert code == 2 and err[-1] == (f"error: {ws['index'] / 'docid'} is inside the input "
                                      f"{ws['index']} of this command: writing it would replace "
                                      "what is being read; name another output")
-    assert snapshot(ws["index"]) == before
+    assert snapshot_path(ws["index"]) == before
 
 
 def test_an_empty_run_tag_is_refused_not_replaced(model_index_run, tmp_path, capsys) -> None:
@@ -201,24 +180,6 @@ def test_a_given_run_tag_is_written(model_index_run, tmp_path, tag) -> None:
     assert {line.split()[-1] for line in out.read_text().splitlines()} == {tag}
 
 
-@pytest.fixture(scope="module")
-def nan_query_dpr(tiny_bert: Path, tiny_corpus: Path,
-                  tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A DPR model whose query encoder is all NaN and whose passage encoder is sound, and its
-    dense index (the indexer checks passages only, so it builds)."""
-    root = tmp_path_factory.mktemp("nanq")
-    torch.manual_seed(0)
-    model = DprBiEncoder.from_backbone(tiny_bert, device="cpu")
-    with torch.no_grad():
-        for parameter in model.query_encoder.parameters():
-            parameter.fill_(float("nan"))
-    folder = model.save(root / "dpr")
-    assert index_cli.main(["--retriever", "dense", "--corpus", str(tiny_corpus), "--index",
-                           str(root / "dense"), "--encoder", str(folder), "--device", "cpu",
-                           "--quiet"]) == 0
-    return {"root": root, "model": folder, "index": root / "dense"}
-
-
 def test_a_model_whose_queries_encode_to_nan_fails_the_search(nan_query_dpr, tiny_corpus,
                                                               tmp_path, capsys) -> None:
     code = run_main(search_cli.main, ["--retriever", "dense", "--index",
@@ -232,19 +193,13 @@ def test_a_model_whose_queries_encode_to_nan_fails_the_search(nan_query_dpr, tin
     assert not (tmp_path / "run.trec").exists()
 
 
-def _err(capsys) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    return err
-
-
 def test_expert_runs_may_not_overwrite_the_fused_run(ws, tmp_path, capsys) -> None:
     index = str(ws["index"])
     code = run_main(search_cli.main, ["--retriever", "fused", "--index", index, index,
                                       "--topics", f"{ws['corpus']}:test", "--output",
                                       str(tmp_path / "er.dense.trec"), "--expert-runs",
                                       str(tmp_path / "er"), "--device", "cpu", "--quiet"])
-    assert code == 2 and "is also the output" in _err(capsys)
+    assert code == 2 and "is also the output" in err_text(capsys)
     assert not list(tmp_path.iterdir())
 
 
@@ -258,18 +213,9 @@ def test_a_hybrid_never_mixes_two_collections(ws, tmp_path, capsys) -> None:
     code = run_main(search_cli.main, ["--index", str(ws["index"]), "--bm25-index", str(bm25),
                                       "--topics", f"{ws['corpus']}:test", "--output",
                                       str(tmp_path / "h.trec"), "--device", "cpu", "--quiet"])
-    err = _err(capsys)
+    err = err_text(capsys)
     assert code == 2 and "hold different collections" in err and "other-corpus" in err
     assert not (tmp_path / "h.trec").exists()
-
-
-def _error_line(capsys) -> str:
-    """stderr, which must be one ``error:`` line and no traceback."""
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def _search(ws: dict[str, Path], tmp_path: Path, *extra: str, index: str | None = None) -> int:
@@ -286,7 +232,7 @@ def test_an_edited_index_kind_blames_the_metadata(ws, tmp_path, capsys) -> None:
         (edited / f.name).write_bytes(f.read_bytes())
     meta = json.loads((edited / META_FILE).read_text())
     (edited / META_FILE).write_text(json.dumps({**meta, "kind": "multivector"}))
-    err = _error_line(capsys) if _search(ws, tmp_path, index=str(edited)) == 2 else ""
+    err = one_error_line(capsys) if _search(ws, tmp_path, index=str(edited)) == 2 else ""
     assert f"index metadata ({META_FILE}) says kind 'multivector'" in err
     assert "holds a dense index" in err and "produces" not in err
 
@@ -294,7 +240,7 @@ def test_an_edited_index_kind_blames_the_metadata(ws, tmp_path, capsys) -> None:
 def test_an_output_under_a_file_says_the_parent_is_a_file(ws, tmp_path, capsys) -> None:
     (tmp_path / "runA.trec").write_text("q0 Q0 d0 1 3.0 t\n")
     code = _search(ws, tmp_path, "--output", str(tmp_path / "runA.trec" / "x.trec"))
-    err = _error_line(capsys)
+    err = one_error_line(capsys)
     assert code == 2 and f"{tmp_path / 'runA.trec'} is a file, not a folder" in err
     assert "cannot be written by this user" not in err
 
@@ -302,7 +248,7 @@ def test_an_output_under_a_file_says_the_parent_is_a_file(ws, tmp_path, capsys) 
 @pytest.mark.parametrize("name", ["topics:v2.tsv", "topics.tsv:v2", "sub/topics:v2"])
 def test_a_missing_topics_file_with_a_colon_is_not_found(ws, tmp_path, capsys, name) -> None:
     code = _search(ws, tmp_path, "--topics", str(tmp_path / name))
-    err = _error_line(capsys)
+    err = one_error_line(capsys)
     assert code == 2 and f"topics file not found: {tmp_path / name}" in err
     assert "unknown collection" not in err
 
@@ -336,7 +282,7 @@ def test_an_unreachable_prebuilt_index_says_so(ws, tmp_path, capsys, monkeypatch
 def test_pyserini_query_encoder_flags_say_the_index_records_them(ws, tmp_path, capsys,
                                                                  flags) -> None:
     code = _search(ws, tmp_path, *flags)
-    err = _error_line(capsys)
+    err = one_error_line(capsys)
     assert code == 2 and "unrecognized" not in err and "come from the index" in err
     assert all(f in err for f in flags if f.startswith("--"))
     assert not (tmp_path / "run.trec").exists()
@@ -351,15 +297,8 @@ def _err_without_warning(capsys) -> str:
 # --- search --encoded-queries: dense tables -------------------------------------------------------
 
 
-def _dense(folder: Path, embeddings: list) -> Path:
-    folder.mkdir()
-    pd.DataFrame({"text": [f"query {i}" for i in range(len(embeddings))],
-                  "embedding": embeddings}).to_pickle(folder / "embedding.pkl")
-    return folder
-
-
 def test_search_with_a_damaged_table_is_one_line(ws, tmp_path, capsys) -> None:
-    folder = _dense(tmp_path / "q", ["1,2,3"])
+    folder = dense_queries(tmp_path / "q", ["1,2,3"])
     code = run_main(search_cli.main, ["--index", str(ws["index"]), "--topics",
                                       f"{ws['corpus']}:test", "--encoded-queries", str(folder),
                                       "--output", str(tmp_path / "r.trec"), "--quiet"])
@@ -368,16 +307,9 @@ def test_search_with_a_damaged_table_is_one_line(ws, tmp_path, capsys) -> None:
     assert not (tmp_path / "r.trec").exists()
 
 
-def _edited_length(ws, folder: Path, length: int) -> Path:
-    shutil.copytree(ws["index"], folder)
-    meta = json.loads((folder / META_FILE).read_text())
-    (folder / META_FILE).write_text(json.dumps({**meta, "query_max_length": length}))
-    return folder
-
-
 def test_a_recorded_length_above_the_positions_names_the_metadata(ws, tmp_path,
                                                                    capsys) -> None:
-    index = _edited_length(ws, tmp_path / "index", 100_000)
+    index = edited_length(ws, tmp_path / "index", 100_000)
     search = ["--index", str(index), "--topics", f"{ws['corpus']}:test", "--device", "cpu",
               "--quiet"]
     assert run_main(search_cli.main, [*search, "--output", str(tmp_path / "r.trec")]) == 2
@@ -387,14 +319,6 @@ def test_a_recorded_length_above_the_positions_names_the_metadata(ws, tmp_path,
     # the flag overrides what the metadata records
     assert run_main(search_cli.main, [*search, "--output", str(tmp_path / "r.trec"),
                                       "--query-max-length", "16"]) == 0
-
-
-def exit_code(main, argv: list[str]) -> int:
-    """The command's exit code, argparse's refusals (SystemExit 2) included."""
-    try:
-        return run_main(main, argv)
-    except SystemExit as e:
-        return e.code
 
 
 @pytest.mark.parametrize("argv", [
@@ -414,16 +338,9 @@ def test_search_refuses_non_finite_bm25_and_hybrid_numbers(tmp_path: Path, capsy
 # --- index metadata that lied unnoticed -----------------------------------------------------------
 
 
-def _edited(ws, folder: Path, **changes) -> Path:
-    shutil.copytree(ws["index"], folder)
-    meta = json.loads((folder / META_FILE).read_text())
-    (folder / META_FILE).write_text(json.dumps({**meta, **changes}))
-    return folder
-
-
 def test_a_recorded_document_count_the_index_does_not_hold_is_refused(ws, tmp_path,
                                                                       capsys) -> None:
-    index = _edited(ws, tmp_path / "index", num_docs=999)
+    index = edited_index(ws, tmp_path / "index", num_docs=999)
     code = run_main(search_cli.main, ["--index", str(index), "--topics", f"{ws['corpus']}:test",
                                       "--output", str(tmp_path / "r.trec"), "--quiet"])
     err = capsys.readouterr().err
@@ -614,38 +531,6 @@ def test_queries_that_record_no_encoder_are_searched_with_a_warning(dense_ws, tm
     assert len(said) == 1
     assert _search_encoded(dense_ws, dense_ws["encoded"], tmp_path / "own.trec") == 0
     assert read_trec_run(tmp_path / "older.trec") == read_trec_run(tmp_path / "own.trec")
-
-
-@pytest.fixture(scope="module")
-def bm25_ws(tiny_bert, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("bm25-ws")
-    torch.manual_seed(0)
-    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(root / "model")
-    corpus = root / "corpus"
-    shutil.copytree(tiny_corpus, corpus)
-    bm25 = root / "bm25"
-    assert index_cli.main(["--retriever", "bm25", "--corpus", str(corpus), "--index", str(bm25),
-                           "--quiet"]) == 0
-    run = root / "run.trec"
-    run.write_text("q0 Q0 d1 1 2.0 t\nq0 Q0 d2 2 1.0 t\nq1 Q0 d3 1 1.0 t\n")
-    other = root / "other.trec"
-    other.write_text("q0 Q0 d2 1 2.0 t\nq1 Q0 d4 1 1.0 t\n")
-    return {"root": root, "model": model, "corpus": corpus, "bm25": bm25, "run": run,
-            "other": other}
-
-
-def snapshot_path(path: Path) -> dict[str, bytes]:
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    return {str(p): p.read_bytes() for p in files}
-
-
-def refused(main, argv: list[str], message: str, capsys, keep: Path | None = None) -> None:
-    before = snapshot_path(keep) if keep is not None else None
-    assert run_main(main, argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err and err[-1].startswith("error: ") and message in err[-1], err
-    if keep is not None:
-        assert snapshot_path(keep) == before  # the input is untouched
 
 
 @pytest.mark.parametrize("extra,message", [

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
 from pyserini_moe.cli import run_main, sizes
+from tests.helpers import refused
 
 
 def test_sizes_of_bert_base_offline_points_at_the_flag(monkeypatch, capsys) -> None:
@@ -62,12 +62,6 @@ def test_sizes_reports_every_architecture_a_small_backbone_can_hold(tiny_bert, c
            "layers |" in rows
 
 
-def _refused(main, argv: list[str], message: str, capsys) -> None:
-    assert run_main(main, argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err and err[-1].startswith("error: ") and message in err[-1], err
-
-
 @pytest.mark.parametrize(("config", "said"), [
     ({"model_type": "t5", "d_model": 64, "num_layers": 2, "num_heads": 2, "d_ff": 128,
       "vocab_size": 100}, "intermediate_size is None"),  # was an AttributeError traceback
@@ -76,22 +70,8 @@ def _refused(main, argv: list[str], message: str, capsys) -> None:
 def test_sizes_refuses_a_config_that_is_no_bert_style_encoder(tmp_path, capsys, config,
                                                               said) -> None:
     (tmp_path / "config.json").write_text(json.dumps(config))
-    _refused(sizes.main, ["--backbone", str(tmp_path)],
-             f"{tmp_path}: its config's {said}, not a count >= 1", capsys)
-
-
-def snapshot_path(path: Path) -> dict[str, bytes]:
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    return {str(p): p.read_bytes() for p in files}
-
-
-def refused(main, argv: list[str], message: str, capsys, keep: Path | None = None) -> None:
-    before = snapshot_path(keep) if keep is not None else None
-    assert run_main(main, argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err and err[-1].startswith("error: ") and message in err[-1], err
-    if keep is not None:
-        assert snapshot_path(keep) == before  # the input is untouched
+    refused(sizes.main, ["--backbone", str(tmp_path)],
+            f"{tmp_path}: its config's {said}, not a count >= 1", capsys)
 
 
 def test_a_config_no_model_can_be_built_from(tmp_path, tiny_bert, capsys) -> None:

@@ -15,6 +15,7 @@ from pyserini_moe.cli import run_main, train
 from pyserini_moe.cli import train as train_cli
 from pyserini_moe.cli.train import main as train_main
 from pyserini_moe.validate import ConfigError
+from tests.helpers import refused
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -162,28 +163,22 @@ def test_a_bad_seed_flag_is_blamed_on_the_flag(tmp_path, capsys, seed) -> None:
     assert str(recipe) not in err
 
 
-def _refused(main, argv: list[str], message: str, capsys) -> None:
-    assert run_main(main, argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err and err[-1].startswith("error: ") and message in err[-1], err
-
-
 def test_train_refuses_resume_with_init_only(tmp_path, capsys) -> None:
-    _refused(train.main, ["--config", str(RECIPE), "--output-dir", str(tmp_path / "o"),
-                          "--resume", "--init-only"], "--resume and --init-only exclude", capsys)
+    refused(train.main, ["--config", str(RECIPE), "--output-dir", str(tmp_path / "o"),
+                         "--resume", "--init-only"], "--resume and --init-only exclude", capsys)
     assert not (tmp_path / "o").exists()
 
 
 def test_train_names_an_output_dir_that_is_a_file(tmp_path, capsys) -> None:
     (tmp_path / "f").write_text("mine")
-    _refused(train.main, ["--config", str(RECIPE), "--output-dir", str(tmp_path / "f")],
-             f"--output-dir {tmp_path / 'f'} is a file: name a folder", capsys)
+    refused(train.main, ["--config", str(RECIPE), "--output-dir", str(tmp_path / "f")],
+            f"--output-dir {tmp_path / 'f'} is a file: name a folder", capsys)
     assert (tmp_path / "f").read_text() == "mine"
 
 
 def test_train_refuses_a_typo_sized_epoch_count_at_once(tmp_path, capsys) -> None:
-    _refused(train.main, ["--config", str(RECIPE), "--output-dir", str(tmp_path / "o"),
-                          "--epochs", str(10**20)], "must be <= 100,000", capsys)
+    refused(train.main, ["--config", str(RECIPE), "--output-dir", str(tmp_path / "o"),
+                         "--epochs", str(10**20)], "must be <= 100,000", capsys)
     assert not (tmp_path / "o").exists()
 
 
@@ -193,8 +188,8 @@ def test_a_recipe_inside_the_output_folder_is_not_replaced(tmp_path: Path, capsy
     recipe = folder / "recipe.yaml"
     shutil.copy(ROOT / "encoders" / "siamese-minilm.yaml", recipe)
     before = recipe.read_bytes()
-    _refused(train_main, ["--config", str(recipe), "--output-dir", str(folder)],
-             "holds the input", capsys)
+    refused(train_main, ["--config", str(recipe), "--output-dir", str(folder)],
+            "holds the input", capsys)
     assert recipe.read_bytes() == before
 
 
@@ -204,5 +199,5 @@ def test_a_recipe_inside_the_output_folder_is_not_replaced(tmp_path: Path, capsy
     (["--set", "data.seed=-3"], "--set data.seed=-3: must be in [0, 2**32)"),
 ])
 def test_a_seed_numpy_cannot_take_is_one_error_line(argv, message, tmp_path, capsys) -> None:
-    _refused(train_main, ["--config", str(ROOT / "encoders" / "siamese-minilm.yaml"),
-                          "--output-dir", str(tmp_path / "o"), *argv], message, capsys)
+    refused(train_main, ["--config", str(ROOT / "encoders" / "siamese-minilm.yaml"),
+                         "--output-dir", str(tmp_path / "o"), *argv], message, capsys)

@@ -4,7 +4,6 @@ name, folders given as a file, TREC SGML topics and a header line."""
 from __future__ import annotations
 
 import gzip
-from pathlib import Path
 
 import pytest
 
@@ -18,15 +17,6 @@ def test_a_gzipped_file_under_a_plain_name_is_named_gzip(tmp_path) -> None:
     with pytest.raises(DataFormatError, match=r"topics.tsv:1: gzip-compressed: name it with "
                                               r"\.gz, or gunzip it$"):
         load_topics(str(topics))
-
-
-@pytest.fixture
-def collection(tmp_path) -> Path:
-    root = tmp_path / "tc"
-    (root / "qrels").mkdir(parents=True)
-    (root / "corpus.jsonl").write_text("")
-    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n")
-    return root
 
 
 @pytest.mark.parametrize("load", [load_qrels, load_topics], ids=["qrels", "topics"])

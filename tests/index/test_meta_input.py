@@ -4,7 +4,6 @@ index cannot have."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import META_FILE, RECORDED_PRECISIONS, IndexMeta, read_meta
 from pyserini_moe.modeling.base import PRECISIONS
+from tests.helpers import edited_index
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -43,24 +43,11 @@ def test_a_recorded_count_below_one_names_the_metadata(tmp_path: Path, field: st
         IndexMeta.from_json({"kind": "impact", field: 0}, tmp_path / "pyserini_moe_index.json")
 
 
-@pytest.fixture(scope="module")
-def ws(model_index_run, tmp_path_factory) -> dict[str, Path]:
-    """A model, its dense index over the tiny corpus, a run and its qrels."""
-    return model_index_run(tmp_path_factory.mktemp("ws"))
-
-
 # --- index metadata that lied unnoticed -----------------------------------------------------------
 
 
-def _edited(ws, folder: Path, **changes) -> Path:
-    shutil.copytree(ws["index"], folder)
-    meta = json.loads((folder / META_FILE).read_text())
-    (folder / META_FILE).write_text(json.dumps({**meta, **changes}))
-    return folder
-
-
 def test_an_unknown_precision_is_damaged_metadata(ws, tmp_path) -> None:
-    index = _edited(ws, tmp_path / "index", precision="fp8")
+    index = edited_index(ws, tmp_path / "index", precision="fp8")
     with pytest.raises(UserError, match="'precision' must be one of fp32, fp16, bf16, int8, got "
                                         "'fp8'"):
         IndexMeta.from_json(json.loads((index / META_FILE).read_text()), index / META_FILE)

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.lab import checkpoints
 from pyserini_moe.lab.checkpoints import training_folders
+from tests.helpers import seed_training, seed_training_with_negatives
 
 # --- analyze checkpoints' cache -------------------------------------------------------------------
 
@@ -78,40 +78,23 @@ def test_one_training_folder_under_two_labels_is_refused(tmp_path) -> None:
 # --- analyze checkpoints, two recipes as two seeds ------------------------------------------------
 
 
-def _training(folder: Path, seed: int, rate: float, **more) -> str:
-    folder.mkdir()
-    recipe = {"model": {"type": "siamese", "args": more}, "data": {"collection": "tc", "seed": seed},
-              "training": {"learning_rate": rate, "seed": seed}, "output_dir": str(folder)}
-    (folder / "recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
-    return f"{seed}={folder}"
-
-
 def test_checkpoints_takes_seeds_of_one_recipe(tmp_path) -> None:
     from pyserini_moe.lab.checkpoints import check_one_condition, training_folders
 
-    folders = training_folders([_training(tmp_path / "s1", 1, 0.05),
-                                _training(tmp_path / "s2", 2, 0.05)])
+    folders = training_folders([seed_training(tmp_path / "s1", 1, 0.05),
+                                seed_training(tmp_path / "s2", 2, 0.05)])
     check_one_condition(folders)  # seeds, data seeds and output folders differ: one condition
 
 
 # --- analyze checkpoints, negatives of two conditions as two seeds --------------------------------
 
 
-def _training_with_negatives(folder: Path, seed: int, **negatives) -> str:
-    folder.mkdir()
-    recipe = {"model": {"type": "siamese"}, "data": {"collection": "tc", "seed": seed,
-                                                     "negatives": {"source": "run", **negatives}},
-              "training": {"seed": seed}, "output_dir": str(folder)}
-    (folder / "recipe.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
-    return f"{seed}={folder}"
-
-
 def test_checkpoints_takes_each_seeds_own_round_one_negatives(tmp_path) -> None:
     from pyserini_moe.lab.checkpoints import check_one_condition, training_folders
 
     folders = training_folders([
-        _training_with_negatives(tmp_path / "s42", 42, run="work/run1/detr-s42.train.trec",
-                                 model="work/detr-s42/last"),
-        _training_with_negatives(tmp_path / "s43", 43, run="work/run1/detr-s43.train.trec",
-                                 model="work/detr-s43/last")])
+        seed_training_with_negatives(tmp_path / "s42", 42, run="work/run1/detr-s42.train.trec",
+                                     model="work/detr-s42/last"),
+        seed_training_with_negatives(tmp_path / "s43", 43, run="work/run1/detr-s43.train.trec",
+                                     model="work/detr-s43/last")])
     check_one_condition(folders)  # each seed's own round 1: one condition

@@ -20,34 +20,10 @@ from pyserini_moe.lab.regress import (
     run_regression,
     run_step,
 )
+from tests.helpers import regression_file
 
-RUN = "q1 Q0 d1 1 3.0 t\nq2 Q0 d1 1 3.0 t\nq2 Q0 d2 2 2.0 t\n"
-# Writes the run it is given after --output; reads (and checks) what --encoder names.
-WRITER = ('{python} -c "import sys, shutil; shutil.copy(sys.argv[3], sys.argv[2])" '
-          "--output {work}/model.trec %s")
-READER = ('{python} -c "import sys, shutil; shutil.copy(sys.argv[2], sys.argv[4])" '
-          "--encoder {work}/model.trec --output {work}/run.trec")
 QRELS = "q1 0 d1 1\nq2 0 d2 1\n"
 FULL_RUN = "q1 Q0 d1 1 3.0 t\nq1 Q0 d2 2 2.0 t\nq2 Q0 d1 1 3.0 t\nq2 Q0 d2 2 2.0 t\n"  # MRR@10 0.75
-
-
-@pytest.fixture
-def two_conditions(tmp_path: Path) -> Path:
-    """Condition ``train`` writes {work}/model.trec; condition ``search`` reads it."""
-    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
-    (tmp_path / "given.trec").write_text(RUN)
-    common = {"qrels": str(tmp_path / "qrels.txt"), "tolerance": 0.01, "source": "by hand"}
-    doc = {"name": "deps", "conditions": [
-        {"name": "train", "steps": [WRITER % (tmp_path / "given.trec")],
-         "run": "{work}/model.trec", "metrics": {"mrr@10": 0.75}, **common},
-        {"name": "search", "steps": [READER], "run": "{work}/run.trec",
-         "metrics": {"mrr@10": 0.75}, **common},
-        {"name": "page", "steps": ['{python} -c "import sys, os; os.makedirs(sys.argv[2], '
-                                   'exist_ok=True)" --output {results}'],
-         "run": "{work}/run.trec", "metrics": {"mrr@10": 0.75}, **common}]}
-    path = tmp_path / "deps.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
 
 
 def test_condition_that_skips_its_training_is_refused_naming_it(two_conditions: Path) -> None:
@@ -181,28 +157,15 @@ def test_a_step_written_for_a_shell_says_steps_run_without_one(tmp_path) -> None
         run_step("D=/root; echo hi > {work}/x.txt", tmp_path, dry_run=False)
 
 
-def _file(folder: Path, name: str = "tiny", **condition) -> Path:
-    (folder / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
-    (folder / "given.trec").write_text(RUN)
-    doc = {"name": name, "conditions": [{
-        "name": "c", "qrels": str(folder / "qrels.txt"), "tolerance": 0.01, "source": "by hand",
-        "steps": ['{python} -c "import sys, shutil; shutil.copy(sys.argv[3], sys.argv[2])" '
-                  f"--output {{work}}/copy.trec {folder / 'given.trec'}"],
-        "run": "{work}/copy.trec", "metrics": {"mrr@10": 0.75}, **condition}]}
-    path = folder / f"{name}-{len(list(folder.glob('*.yaml')))}.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
-
-
 def test_a_misspelt_metric_key_is_refused_not_unset(tmp_path: Path) -> None:
-    path = _file(tmp_path, metrics={"mrr@10": {"expcted": 0.9999, "tolerance": 0.001}})
+    path = regression_file(tmp_path, metrics={"mrr@10": {"expcted": 0.9999, "tolerance": 0.001}})
     with pytest.raises(RegressionSpecError, match="unknown key.*expcted"):
         load_regression(path)
 
 
 def test_a_misspelt_path_placeholder_is_refused_and_awk_braces_are_kept(tmp_path: Path) -> None:
-    path = _file(tmp_path, run="{wrok}/copy.trec")
+    path = regression_file(tmp_path, run="{wrok}/copy.trec")
     with pytest.raises(RegressionSpecError, match=r"'\{wrok\}' in .* is no placeholder"):
         load_regression(path)
-    awk = _file(tmp_path, name="awk", steps=["awk '{print $1}' {work}/copy.trec"])
+    awk = regression_file(tmp_path, name="awk", steps=["awk '{print $1}' {work}/copy.trec"])
     assert load_regression(awk).conditions[0].steps == ["awk '{print $1}' {work}/copy.trec"]

@@ -4,18 +4,10 @@ metadata."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
-import pytest
 import torch
 
 from pyserini_moe.modeling.base import MODEL_FILE
-
-
-@pytest.fixture(scope="module")
-def ws(model_index_run, tmp_path_factory) -> dict[str, Path]:
-    """A model, its dense index over the tiny corpus, a run and its qrels."""
-    return model_index_run(tmp_path_factory.mktemp("ws"))
 
 
 def test_a_siamese_model_without_its_metadata_is_still_a_backbone(ws, tmp_path) -> None:

@@ -56,12 +56,6 @@ def test_damaged_saved_arguments_name_the_model_file(tiny_bert, tmp_path: Path, 
         load_model(folder, device="cpu")
 
 
-@pytest.fixture(scope="module")
-def ws(model_index_run, tmp_path_factory) -> dict[str, Path]:
-    """A model, its dense index over the tiny corpus, a run and its qrels."""
-    return model_index_run(tmp_path_factory.mktemp("ws"))
-
-
 # --- a training run's folder named as the model ---------------------------------------------------
 
 

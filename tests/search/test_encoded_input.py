@@ -22,12 +22,6 @@ def test_queries_of_an_int8_export_are_named_the_same_models_export(tmp_path) ->
         check_encoded_queries(meta, "ffff", "idx", "q")
 
 
-@pytest.fixture(scope="module")
-def ws(model_index_run, tmp_path_factory) -> dict[str, Path]:
-    """A model, its dense index over the tiny corpus, a run and its qrels."""
-    return model_index_run(tmp_path_factory.mktemp("ws"))
-
-
 def test_an_index_rebuilt_while_a_search_opens_it_is_refused(ws, tmp_path, monkeypatch) -> None:
     """The metadata (query encoder) and the vectors must come from one build."""
     import shutil  # noqa: PLC0415

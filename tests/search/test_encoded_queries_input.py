@@ -17,6 +17,7 @@ import pytest
 from pyserini_moe.errors import UserError
 from pyserini_moe.search import encoded_queries as eq
 from pyserini_moe.search.encoded_queries import _check_output, encode_queries, read_encoded_queries
+from tests.helpers import dense_queries
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -36,24 +37,17 @@ def test_dense_encoded_queries_named_gz_or_pkl_are_refused(tmp_path) -> None:
 # --- search --encoded-queries: dense tables -------------------------------------------------------
 
 
-def _dense(folder: Path, embeddings: list) -> Path:
-    folder.mkdir()
-    pd.DataFrame({"text": [f"query {i}" for i in range(len(embeddings))],
-                  "embedding": embeddings}).to_pickle(folder / "embedding.pkl")
-    return folder
-
-
 @pytest.mark.parametrize("embedding", ["1,2,3", {"a": 1.0}, None, ["1", "2"], [[1.0], [2.0, 3.0]],
                                        [True, False]],
                          ids=["string", "dict", "none", "strings", "ragged", "booleans"])
 def test_a_dense_vector_that_is_not_numbers_is_one_line(tmp_path, embedding) -> None:
-    folder = _dense(tmp_path / "q", [np.ones(4, dtype=np.float32), embedding])
+    folder = dense_queries(tmp_path / "q", [np.ones(4, dtype=np.float32), embedding])
     with pytest.raises(UserError, match=r"embedding\.pkl: the query 'query 1' has no "):
         read_encoded_queries(folder, "dense")
 
 
 def test_dense_values_that_overflow_float32_say_so_without_a_warning(tmp_path) -> None:
-    folder = _dense(tmp_path / "q", [np.full(4, 1e300)])
+    folder = dense_queries(tmp_path / "q", [np.full(4, 1e300)])
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # numpy's "overflow encountered in cast" fails the test
         with pytest.raises(UserError, match="'query 0' has values that overflow float32"):
@@ -62,13 +56,13 @@ def test_dense_values_that_overflow_float32_say_so_without_a_warning(tmp_path) -
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
 def test_dense_non_finite_values_are_refused(tmp_path, bad) -> None:
-    folder = _dense(tmp_path / "q", [np.array([1.0, bad, 0.0])])
+    folder = dense_queries(tmp_path / "q", [np.array([1.0, bad, 0.0])])
     with pytest.raises(UserError, match="NaN or infinite"):
         read_encoded_queries(folder, "dense")
 
 
 def test_dense_lists_and_float64_still_read_as_float32(tmp_path) -> None:
-    folder = _dense(tmp_path / "q", [[1.0, 2.0], np.array([3.0, 4.0]), np.array([5, 6])])
+    folder = dense_queries(tmp_path / "q", [[1.0, 2.0], np.array([3.0, 4.0]), np.array([5, 6])])
     vectors = read_encoded_queries(folder, "dense")
     assert all(v.dtype == np.float32 for v in vectors.values())
     assert vectors["query 2"].tolist() == [5.0, 6.0]

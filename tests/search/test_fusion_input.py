@@ -3,8 +3,6 @@ tune or trec_eval's metric names, normalisation for rrf, and weights that overfl
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from pyserini_moe.errors import UserError
@@ -23,20 +21,6 @@ def test_wsum_tuning_never_reaches_ranx_with_nothing_to_tune(qrels) -> None:
 
 
 # --- tuning with trec_eval's metric names ---------------------------------------------------------
-
-
-@pytest.fixture
-def runs(tmp_path: Path) -> Path:
-    """Test runs of q1-q2 tagged dense and bm25; dev runs of q3-q4 with the same tags; qrels of
-    q3-q4."""
-    (tmp_path / "d.trec").write_text("q1 Q0 d1 1 3.0 dense\nq2 Q0 d2 1 3.0 dense\n")
-    (tmp_path / "b.trec").write_text("q1 Q0 d2 1 3.0 bm25\nq2 Q0 d1 1 3.0 bm25\n")
-    (tmp_path / "dev-d.trec").write_text("q3 Q0 d3 1 3.0 dense\nq3 Q0 d4 2 2.0 dense\n"
-                                         "q4 Q0 d4 1 3.0 dense\nq4 Q0 d3 2 2.0 dense\n")
-    (tmp_path / "dev-b.trec").write_text("q3 Q0 d4 1 3.0 bm25\nq3 Q0 d3 2 2.0 bm25\n"
-                                         "q4 Q0 d3 1 3.0 bm25\nq4 Q0 d4 2 2.0 bm25\n")
-    (tmp_path / "qrels.txt").write_text("q3 0 d3 1\nq4 0 d4 1\n")
-    return tmp_path
 
 
 def test_optimize_weights_reads_a_trec_eval_name_as_its_measure(runs) -> None:

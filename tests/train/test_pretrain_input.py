@@ -4,12 +4,12 @@ change nothing or numpy cannot take, too few examples, and a pseudo-query file's
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import pytest
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.train.pretrain import pseudo_query_pairs
+from tests.helpers import pseudo_queries
 
 
 def test_switch_experts_on_a_siamese_encoder_is_refused() -> None:
@@ -49,14 +49,8 @@ def test_pretrain_refuses_a_seed_numpy_cannot_take() -> None:
         PretrainArgs(backbone="b", corpora=("scifact",), seed=-5).check()
 
 
-def _pseudo_queries(corpus: Path, tmp_path: Path, text: str = "d0\tcat sat\nd1\tdog\n") -> str:
-    file = tmp_path / "pq.tsv"
-    file.write_text(text, encoding="utf-8")
-    return f"{corpus}={file}"
-
-
 def test_a_pseudo_query_file_with_a_bom_reads_its_first_docid(tiny_corpus,
                                                               tmp_path) -> None:
-    spec = _pseudo_queries(tiny_corpus, tmp_path, "\ufeffd0\tcat sat\r\nd1\tdog\r\n")
+    spec = pseudo_queries(tiny_corpus, tmp_path, "\ufeffd0\tcat sat\r\nd1\tdog\r\n")
     pairs = pseudo_query_pairs(spec)
     assert [query for query, _ in pairs] == ["cat sat", "dog"]

@@ -20,6 +20,7 @@ from pyserini_moe.errors import UserError
 from pyserini_moe.modeling import SiameseBiEncoder
 from pyserini_moe.modeling.base import load_model
 from pyserini_moe.train.trainer import Trainer
+from tests.helpers import dense_copy, folder_files, trainer_into
 
 
 def _trainer(toy_data, tiny_bert, recipe):
@@ -71,7 +72,6 @@ def test_a_refused_resume_changes_nothing_in_the_run_folder(toy_data, tiny_bert,
     """Damaged state.pt or progress.json, or a recipe changed since the checkpoint: the same
     advice for both damaged files, and recipe.yaml, the dev split and the models stay as the
     checkpointed run left them (they were rewritten before the refusal)."""
-    import dataclasses
 
     from pyserini_moe.train.trainer import CHECKPOINT_DIR, PROGRESS_FILE, STATE_FILE, Trainer
 
@@ -151,7 +151,6 @@ def test_a_nan_validation_loss_saves_no_best_model(toy_data, tiny_bert, siamese_
 def test_a_file_where_the_training_writes_a_folder_is_refused_first(toy_data, tiny_bert,
                                                                      siamese_recipe, name,
                                                                      keep) -> None:
-    import dataclasses
 
     import torch
 
@@ -307,54 +306,28 @@ def test_max_steps_the_epochs_cannot_hold_is_said(siamese_recipe, toy_data, tiny
     assert steps == (steps if warned else max_steps) and (steps < max_steps) == warned
 
 
-@pytest.fixture(scope="module")
-def ws(model_index_run, tmp_path_factory) -> dict[str, Path]:
-    """A model, its dense index over the tiny corpus, a run and its qrels."""
-    return model_index_run(tmp_path_factory.mktemp("ws"))
-
-
-def _files(folder: Path) -> dict[str, bytes]:
-    """Every file under ``folder`` with its bytes: what a refusal must leave as it was."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file()}
-
-
-def _dense_copy(ws: dict[str, Path], folder: Path) -> Path:
-    shutil.copytree(ws["index"], folder)
-    return folder
-
-
 # --- training folders -----------------------------------------------------------------------------
-
-
-def _trainer_into(recipe, toy_data, tiny_bert: Path, output: Path | None = None) -> Trainer:
-    """A two-step Siamese training on the toy data, into ``output`` (default: the recipe's)."""
-    torch.manual_seed(0)
-    if output is not None:
-        recipe = dataclasses.replace(recipe, output_dir=output)
-    return Trainer(SiameseBiEncoder.from_backbone(tiny_bert, device="cpu"), recipe, toy_data(),
-                   progress=False)
 
 
 @pytest.mark.parametrize("overwrite", [False, True])
 def test_training_into_an_index_is_refused(ws, siamese_recipe, toy_data, tiny_bert, tmp_path,
                                            overwrite) -> None:
-    folder = _dense_copy(ws, tmp_path / "ix")
-    before = _files(folder)
+    folder = dense_copy(ws, tmp_path / "ix")
+    before = folder_files(folder)
     with pytest.raises(FileExistsError, match="is an index, not a training run"):
-        _trainer_into(siamese_recipe, toy_data, tiny_bert, folder).train(overwrite=overwrite)
-    assert _files(folder) == before
+        trainer_into(siamese_recipe, toy_data, tiny_bert, folder).train(overwrite=overwrite)
+    assert folder_files(folder) == before
 
 
 def test_a_finished_training_without_its_checkpoint_is_not_replaced(siamese_recipe, toy_data,
                                                                     tiny_bert) -> None:
-    _trainer_into(siamese_recipe, toy_data, tiny_bert).train()
+    trainer_into(siamese_recipe, toy_data, tiny_bert).train()
     out = siamese_recipe.output_dir
     shutil.rmtree(out / "checkpoint")  # to save space
-    before = _files(out)
+    before = folder_files(out)
     with pytest.raises(FileExistsError, match="already holds a training run .*pass --overwrite"):
-        _trainer_into(siamese_recipe, toy_data, tiny_bert).train()
-    assert _files(out) == before
+        trainer_into(siamese_recipe, toy_data, tiny_bert).train()
+    assert folder_files(out) == before
 
 
 def test_a_users_recipe_and_logs_are_not_replaced(siamese_recipe, toy_data, tiny_bert) -> None:
@@ -363,21 +336,21 @@ def test_a_users_recipe_and_logs_are_not_replaced(siamese_recipe, toy_data, tiny
     for name in ("recipe.yaml", "train_log.jsonl", "negatives.trec"):
         (out / name).write_text("mine")
     with pytest.raises(FileExistsError, match="already holds a training run"):
-        _trainer_into(siamese_recipe, toy_data, tiny_bert).train()
-    assert _files(out) == {name: b"mine" for name in
-                           ("negatives.trec", "recipe.yaml", "train_log.jsonl")}
+        trainer_into(siamese_recipe, toy_data, tiny_bert).train()
+    assert folder_files(out) == {name: b"mine" for name in
+                                 ("negatives.trec", "recipe.yaml", "train_log.jsonl")}
 
 
 @pytest.mark.parametrize("mine", ["notes.txt", "best/notes.txt", "checkpoint/notes.txt"])
 def test_training_overwrite_refuses_a_run_holding_a_users_files(siamese_recipe, toy_data,
                                                                 tiny_bert, mine) -> None:
-    _trainer_into(siamese_recipe, toy_data, tiny_bert).train()
+    trainer_into(siamese_recipe, toy_data, tiny_bert).train()
     out = siamese_recipe.output_dir
     (out / mine).write_text("mine")
-    before = _files(out)
+    before = folder_files(out)
     with pytest.raises(FileExistsError, match=rf"did not write \(e\.g\. {mine}\)"):
-        _trainer_into(siamese_recipe, toy_data, tiny_bert).train(overwrite=True)
-    assert _files(out) == before  # the checkpoint/ --overwrite deletes is still there
+        trainer_into(siamese_recipe, toy_data, tiny_bert).train(overwrite=True)
+    assert folder_files(out) == before  # the checkpoint/ --overwrite deletes is still there
 
 
 def test_a_run_beside_init_only_trains_and_is_replaced(siamese_recipe, toy_data,
@@ -385,10 +358,10 @@ def test_a_run_beside_init_only_trains_and_is_replaced(siamese_recipe, toy_data,
     """--init-only's init/ is no earlier training, and stays beside the run replacing it."""
     out = siamese_recipe.output_dir
     init = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(out / "init")
-    kept = _files(init)
-    _trainer_into(siamese_recipe, toy_data, tiny_bert).train()
-    assert _trainer_into(siamese_recipe, toy_data, tiny_bert).train(overwrite=True)
-    assert _files(init) == kept and (out / "best").is_dir()
+    kept = folder_files(init)
+    trainer_into(siamese_recipe, toy_data, tiny_bert).train()
+    assert trainer_into(siamese_recipe, toy_data, tiny_bert).train(overwrite=True)
+    assert folder_files(init) == kept and (out / "best").is_dir()
 
 
 # --- an interrupted train --overwrite left a mix of two runs, the old checkpoint deleted ----------
@@ -400,7 +373,6 @@ def _tree(folder: Path) -> dict[str, bytes]:
 
 
 def _trainer_with(recipe, toy_data, tiny_bert: Path, **training):
-    import dataclasses
 
     import torch
 
