@@ -78,13 +78,18 @@ def _with_data_side(name: str, results: dict[str, dict[str, Any]]) -> dict[str, 
             - data["peak_memory"]}
 
 
+def _size(fraction: float) -> str:
+    return "full size" if fraction == 1 else f"{fraction:g} of MS MARCO's size"
+
+
 def table(ctx: Context) -> str:
     """The measured stages as a markdown table (the others are listed as not run)."""
     results = {s.name: json.loads(result_path(ctx, s).read_text(encoding="utf-8"))
                for s in STAGES if result_path(ctx, s).is_file()}
-    settings = sorted({(r["fraction"], r["threads"], r.get("cores", "?")) for r in results.values()})
-    head = [f"Measured at {f:g} of MS MARCO's size, {t} Lucene threads, {c} cores; full run: "
-            "projected to MS MARCO on the same machine." for f, t, c in settings]
+    settings = sorted({(r["fraction"], r["threads"], str(r.get("cores", "?")))
+                       for r in results.values()})
+    head = [f"Measured at {_size(f)}, {t} Lucene threads, {c} cores; full run: projected to MS "
+            "MARCO on the same machine." for f, t, c in settings]
     lines = [*head, "", "| stage | scope | time | peak memory | peak disk | full run: time | memory | "
              "disk |", "|---|---|---|---|---|---|---|---|"]
     lines += [_row(s, _with_data_side(s.name, results)) for s in STAGES if s.name in results]
