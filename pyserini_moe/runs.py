@@ -123,11 +123,10 @@ def read_trec_run(path: str | os.PathLike) -> Run:
     Lines are read as every other input is (:func:`~pyserini_moe.io.iter_lines`): gunzipped
     when the name ends in ``.gz``, a UTF-8 byte-order mark dropped (else the first query id would
     carry it and match no judged query), bytes that are not UTF-8 an error naming the line."""
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"run file not found: {path}")
+    lines = iter_run(path)  # a missing file is named here, before its first line is read
     run: Run = {}
     ranks: dict[str, set[float]] | None = {} if is_rank_only(path) else None  # a query's ranks
-    for qid, docid, value, lineno in iter_run(path):
+    for qid, docid, value, lineno in lines:
         hits = run.setdefault(qid, {})
         if docid in hits:  # which line wins differs between tools: refuse the ambiguity
             raise RunFormatError(f"{path}:{lineno}: document {docid!r} is listed twice for "
@@ -148,10 +147,15 @@ def iter_run(path: str | os.PathLike) -> Iterator[tuple[str, str, float, int]]:
     """Each line of a run as (qid, docid, score, line number), in file order, checked line by
     line as :func:`read_trec_run` reads it (a comment line, a bad column count, score or rank:
     one error naming file and line). What spans lines (a document or rank listed twice for a
-    query) is the reader's to check: a streaming reader keeps no per-query sets."""
+    query) is the reader's to check: a streaming reader keeps no per-query sets. A missing
+    file is refused when this is called, not when its lines are first asked for."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"run file not found: {path}")
+    return _run_lines(path)
+
+
+def _run_lines(path: Path) -> Iterator[tuple[str, str, float, int]]:
     parse: LineParser | None = None
     for lineno, line in iter_lines(path):
         parts = line.split()

@@ -227,13 +227,13 @@ def load_training_data(config: DataConfig, workdir: Path, reuse_mined: bool = Fa
                                                 config.seed)
 
     doc_ids = sorted(passages)
-    builder = CandidateBuilder(doc_ids, positives, config)
     if config.num_negatives:
+        builder = CandidateBuilder(doc_ids, positives, config)
         _fill_candidates(builder, config, collection, queries, Path(workdir), reuse_mined,
                          progress)
+        candidates, filled = builder.candidates, builder.filled
     else:  # in-batch negatives only: nothing to mine (BM25 over MS MARCO's 500k training
-        builder.candidates = dict.fromkeys(positives, _NONE)  # queries, for no negative drawn)
-    candidates, filled = builder.candidates, builder.filled
+        candidates, filled = dict.fromkeys(positives, _NONE), 0  # queries, for no negative)
 
     def pairs(qids: list[str]) -> list[tuple[str, str]]:
         if config.positives == "first":

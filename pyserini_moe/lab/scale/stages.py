@@ -273,7 +273,7 @@ def pretraining(ctx: Context) -> dict[str, Any]:
 
 
 def _has_negatives(name: str) -> bool:
-    return "num_negatives: 0" not in (REPO_ROOT / "encoders" / TRAININGS[name][1]).read_text()
+    return load_config(REPO_ROOT / "encoders" / TRAININGS[name][1]).data.num_negatives > 0
 
 
 def _data_scope(name: str) -> str:
