@@ -33,6 +33,10 @@ BEIR_DATASETS = (
 )
 #: BEIR data sets that must be obtained under their own licence and built locally.
 BEIR_RESTRICTED = ("bioasq", "signal1m", "trec-news", "robust04")
+#: Classic collections kept in the shared data folder in BEIR layout.
+CLASSIC_COLLECTIONS = ("cranfield", "cisi", "vaswani")
+#: Every collection name the toolkit knows, so a misspelt one can be told from a missing one.
+KNOWN_COLLECTIONS = (*BEIR_DATASETS, *BEIR_RESTRICTED, *CLASSIC_COLLECTIONS)
 QRELS_HEADER = ("query-id", "corpus-id", "score")
 
 log = logging.getLogger(__name__)

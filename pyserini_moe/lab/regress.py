@@ -76,6 +76,7 @@ expanded too. Every other brace is taken literally (``awk '{print $1}'``).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import fnmatch
 import glob
 import json
@@ -88,6 +89,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pyserini_moe.data.beir import KNOWN_COLLECTIONS
 from pyserini_moe.data.dpr import load_answers
 from pyserini_moe.data.topics import load_qrels
 from pyserini_moe.errors import UserError
@@ -395,6 +397,7 @@ def load_regression(path: str | os.PathLike) -> Regression:
     requires = doc.get("requires") or {}
     if not isinstance(requires, dict) or set(requires) - {"data", "gpu"}:
         raise RegressionSpecError(f"{path}: 'requires' may only have 'data' (list) and 'gpu' (bool)")
+    _check_data_names(requires.get("data"), f"{path}: requires.data")
     conditions = []
     raw_conditions = _require(doc, "conditions", str(path), list)
     if not raw_conditions:
@@ -435,6 +438,26 @@ def load_regression(path: str | os.PathLike) -> Regression:
     return Regression(path=path, name=name, description=str(doc.get("description", "")),
                       scale=scale, requires=requires, steps=_steps(doc.get("steps"), str(path)),
                       conditions=conditions)
+
+
+def _check_data_names(data: Any, where: str) -> None:
+    """A bare name must be a collection the toolkit knows: a misspelt one would otherwise read as
+    missing data, and every condition would be skipped with exit 0. Paths and ``$VAR/...`` entries
+    name files the user keeps, and stay free."""
+    if data is None:
+        return
+    if not isinstance(data, list) or not all(isinstance(d, str) for d in data):
+        raise RegressionSpecError(f"{where}: must be a list of collection names or paths")
+    root = shared_data_root()
+    for name in data:
+        bare = not any(c in name for c in "/$\\") and not name.startswith("~")
+        if bare and name not in KNOWN_COLLECTIONS and not (root is not None
+                                                            and (root / name).is_dir()):
+            close = difflib.get_close_matches(name, KNOWN_COLLECTIONS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise RegressionSpecError(
+                f"{where}: unknown collection {name[:80]!r}{hint}; name a known collection, "
+                "or a path such as $BEIR_DIR/<name>/corpus.jsonl")
 
 
 def missing_requirements(reg: Regression) -> list[str]:

@@ -145,12 +145,23 @@ def test_a_condition_selection_runs_only_the_file_steps_it_reads(files, capsys, 
     ({"name": "r", "conditions": [{"name": "c", "run": "r", "qrels": "q", "source": "s",
                                    "metrics": {"ndcg@10": 0.5}}] * 2}, "duplicate condition"),
     ({"name": "r", "requires": {"cpu": 2}, "conditions": [{}]}, "'requires' may only"),
+    ({"name": "r", "requires": {"data": ["scifcat"]}, "conditions": [{}]},
+     "unknown collection 'scifcat' \\(did you mean 'scifact'\\?\\)"),
+    ({"name": "r", "requires": {"data": "scifact"}, "conditions": [{}]}, "must be a list"),
 ])
 def test_schema_errors_name_file_and_field(tmp_path, doc, message):
     path = write_yaml(tmp_path, doc)
     with pytest.raises(RegressionSpecError, match=message) as err:
         load_regression(path)
     assert str(path) in str(err.value)
+
+
+def test_required_data_paths_and_known_names_are_accepted(tmp_path):
+    doc = {"name": "r", "requires": {"data": ["msmarco", "cranfield", "$BEIR_DIR/x/corpus.jsonl",
+                                              "/elsewhere/collection.tsv"]},
+           "conditions": [{"name": "c", "run": "r", "qrels": "q", "source": "s",
+                           "metrics": {"ndcg@10": 0.5}}]}
+    assert load_regression(write_yaml(tmp_path, doc)).requires["data"][0] == "msmarco"
 
 
 def test_main_exit_codes_and_table(files, capsys):
