@@ -291,9 +291,21 @@ class OnnxModel:
             options = ort.SessionOptions()
             threads = torch.get_num_threads()  # follow OMP_NUM_THREADS like PyTorch does
             options.intra_op_num_threads = threads
-            self._sessions[key] = ort.InferenceSession(str(self.path / self.meta["files"][key]),
-                                                       options, providers=self.providers)
+            self._sessions[key] = ort.InferenceSession(str(self._graph_file(key)), options,
+                                                       providers=self.providers)
         return self._sessions[key]
+
+    def _graph_file(self, key: str) -> Path:
+        """The graph ``key`` names, which must lie inside the export: the manifest is input like
+        any other, and a shared export must not make us read a file from elsewhere."""
+        name = self.meta["files"][key]
+        if not isinstance(name, str) or not name:
+            raise UserError(f"{self.path / ONNX_FILE}: files[{key!r}] must be a file name")
+        path = (self.path / name).resolve()
+        if not path.is_relative_to(self.path.resolve()):
+            raise UserError(f"{self.path / ONNX_FILE}: files[{key!r}] = {name[:80]!r} lies outside "
+                            "the export folder; export the model again")
+        return path
 
 
 def _providers() -> list[str]:
