@@ -34,6 +34,7 @@ from pyserini_moe.cli.args import (
 )
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.readers import MODEL_FLAGS, READERS, unread_problem
+from pyserini_moe.modeling.device import check_parallelism
 from pyserini_moe.representation import INDEX_KINDS
 
 if TYPE_CHECKING:
@@ -165,8 +166,8 @@ def _build_settings(args: argparse.Namespace) -> BuildSettings:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.threads < 1:  # the one count a BM25 build takes (a model's: BuildSettings)
-        raise UserError("--threads must be >= 1")
+    if args.retriever == ["bm25"]:  # the one count a BM25 build takes (a model's: BuildSettings)
+        check_parallelism("--threads", args.threads)
     if (args.shard_id is None) != (args.shard_num is None):
         raise UserError("--shard-id and --shard-num go together")
     kinds = args.retriever

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 from pyserini_moe.cli import ArgumentParser, HelpFormatter, refuse_input_as_output
-from pyserini_moe.errors import UserError
 from pyserini_moe.index.merge import merge
+from pyserini_moe.modeling.device import check_parallelism
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,8 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overwrite", action="store_true", help="replace an existing index")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-    if args.threads < 1:
-        raise UserError("--threads must be >= 1")
+    check_parallelism("--threads", args.threads)
     refuse_input_as_output([args.index], args.shards)
     merged = merge(args.shards, args.index, args.threads, args.overwrite, not args.quiet)
     print(f"{len(args.shards)} shards merged into {merged}", file=sys.stderr)

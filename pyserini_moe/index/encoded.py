@@ -42,7 +42,7 @@ from pyserini_moe.index.readers import READERS, unread_problem
 from pyserini_moe.io import atomic_path, refuse_to_rebuild, sha256_of_files
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.base import Encoded, Side
-from pyserini_moe.modeling.device import usable_cores
+from pyserini_moe.modeling.device import check_parallelism
 from pyserini_moe.modeling.pipeline import encode_stream
 from pyserini_moe.representation import INDEX_KINDS, Representation
 
@@ -221,23 +221,6 @@ _COUNTS = ("batch_size", "max_length", "quantization", "threads", "tokenizer_wor
            "length_bucket")
 
 
-# Tokenizer processes beyond the usable cores only contend: above them a warning, and above
-# this many times them a refusal (12 on 2 cores took 126 s and 4 GB for 4 documents).
-_WORKERS_PER_CORE_REFUSED = 4
-
-
-def check_tokenizer_workers(workers: int) -> None:
-    """``--tokenizer-workers`` against the usable cores: a warning above them (each worker is a
-    process of its own, a few hundred MB), a refusal far above."""
-    cores = usable_cores()
-    if workers > _WORKERS_PER_CORE_REFUSED * cores:
-        raise UserError(f"--tokenizer-workers {workers}: this machine has {cores} usable "
-                        f"core(s); use at most {cores} (more only contend)")
-    if workers > cores:
-        log.warning("--tokenizer-workers %d is above the %d usable core(s): the workers contend "
-                    "for them; %d is the most that helps", workers, cores, cores)
-
-
 @dataclasses.dataclass(frozen=True)
 class BuildSettings:
     """One build of a model's indexes: what ``python -m pyserini_moe.index`` takes for them,
@@ -282,7 +265,8 @@ class BuildSettings:
         for name in _COUNTS:
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be >= 1")
-        check_tokenizer_workers(self.tokenizer_workers)
+        check_parallelism("--tokenizer-workers", self.tokenizer_workers, processes=True)
+        check_parallelism("--threads", self.threads)
         unknown = sorted(set(self.outputs) - set(KINDS))
         if unknown or not self.outputs:
             raise UserError(f"index kinds {unknown or '(none)'}: choose from {KINDS}")

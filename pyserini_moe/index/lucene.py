@@ -39,6 +39,12 @@ def run_index_collection(args: list[str]) -> None:
         autoclass("io.anserini.index.IndexCollection").main(args)
     except JavaException as e:
         raise IndexingError(f"Anserini IndexCollection failed: {e.innermessage or e}") from None
+    # IndexCollection returns normally when it refuses its arguments (it prints "Error: ..."):
+    # an index without a segments file is that refusal, not an index
+    index = Path(args[args.index("-index") + 1])
+    if not any(index.glob("segments_*")):
+        raise IndexingError(f"Anserini IndexCollection wrote no index to {index} (its reason is "
+                            "printed above)")
 
 
 #: What ``contents`` holds in each BM25 index layout (recorded in the index), and the Lucene

@@ -68,3 +68,30 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+# Processes beyond the usable cores only contend, and each costs a few hundred MB: above this
+# many times the cores a refusal (12 tokenizer workers on 2 cores took 126 s and 4 GB for 4
+# documents). Threads are cheap, so Pyserini's habit of ``--threads 16`` on any machine is only
+# warned about; the refusal is where Java's thread pools refuse (Lucene's indexer takes at most
+# 32,767, ForkJoinPool's limit).
+PROCESSES_PER_CORE_REFUSED = 4
+MAX_THREADS = 32_767
+
+
+def check_parallelism(flag: str, count: int, processes: bool = False) -> None:
+    """One rule for every thread or worker count a command takes (``--threads``,
+    ``--tokenizer-workers``): at least 1, a warning above the usable cores, a refusal far above
+    (4x the cores for ``processes``, else Java's thread limit)."""
+    if count < 1:
+        raise UserError(f"{flag} must be >= 1")
+    cores = usable_cores()
+    if processes and count > PROCESSES_PER_CORE_REFUSED * cores:
+        raise UserError(f"{flag} {count}: this machine has {cores} usable core(s); use at most "
+                        f"{cores} (more only contend)")
+    if count > MAX_THREADS:
+        raise UserError(f"{flag} {count}: at most {MAX_THREADS} threads (Java's limit); this "
+                        f"machine has {cores} usable core(s)")
+    if count > cores:
+        log.warning("%s %d is above the %d usable core(s): they contend for them; %d is the most "
+                    "that helps", flag, count, cores, cores)

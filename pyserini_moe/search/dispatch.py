@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from pyserini_moe.encode import QUERIES_CUT_AT, QUERY_ENCODER_LOG
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import IndexMismatchError, read_meta
+from pyserini_moe.modeling.device import check_parallelism
 from pyserini_moe.representation import INDEX_KINDS
 from pyserini_moe.runs import Run
 from pyserini_moe.search.base import (
@@ -92,6 +93,8 @@ class SearchSettings:
                         self._ignored_problem()):
             if problem:
                 raise UserError(problem)
+        if self.threads is not None:
+            check_parallelism("--threads", self.threads)
 
     def _retriever_problem(self) -> str | None:
         if self.retriever not in RETRIEVERS:

@@ -52,9 +52,9 @@ def test_tokenizer_workers_are_bounded_by_the_usable_cores(monkeypatch, caplog) 
     above a refusal (12 on 2 cores took 126 s and 4 GB for 4 documents)."""
     import logging
 
-    from pyserini_moe.index import encoded
+    from pyserini_moe.modeling import device
 
-    monkeypatch.setattr(encoded, "usable_cores", lambda: 2)
+    monkeypatch.setattr(device, "usable_cores", lambda: 2)
     base = {"corpus": "scifact", "encoder": "m", "outputs": {"dense": "x"}}
     with pytest.raises(UserError, match="--tokenizer-workers 12: .* 2 usable core"):
         BuildSettings(**base, tokenizer_workers=12)
@@ -64,3 +64,21 @@ def test_tokenizer_workers_are_bounded_by_the_usable_cores(monkeypatch, caplog) 
     caplog.clear()
     BuildSettings(**base, tokenizer_workers=2)
     assert not caplog.records
+
+
+def test_threads_are_warned_above_the_cores_and_refused_past_javas_limit(monkeypatch,
+                                                                          caplog) -> None:
+    """Threads are cheap (Pyserini's ``--threads 16`` runs anywhere, with a warning); past Java's
+    thread-pool limit Lucene's indexer throws, so the count is refused naming the flag."""
+    import logging
+
+    from pyserini_moe.modeling import device
+
+    monkeypatch.setattr(device, "usable_cores", lambda: 2)
+    base = {"corpus": "scifact", "encoder": "m", "outputs": {"impact": "x"}}
+    with caplog.at_level(logging.WARNING):
+        BuildSettings(**base, threads=16)
+    assert any("--threads 16 is above the 2 usable core" in r.getMessage()
+               for r in caplog.records)
+    with pytest.raises(UserError, match="--threads 300000: at most 32767 threads"):
+        BuildSettings(**base, threads=300_000)

@@ -82,6 +82,16 @@ def test_failed_build_leaves_no_index(tiny, tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_arguments_anserini_refuses_are_an_error_not_an_empty_index(tiny, tmp_path):
+    """IndexCollection prints its refusal and returns normally: the build must not then record an
+    index with no segments as written."""
+    from pyserini_moe.index import lucene
+
+    with pytest.raises(lucene.IndexingError, match="wrote no index"):
+        lucene.run_index_collection(["-collection", "JsonCollection", "-input", str(tmp_path),
+                                     "-index", str(tmp_path / "idx"), "-threads", "many"])
+
+
 def test_search_refuses_an_index_of_another_kind(tiny, tmp_path, capsys):
     fake = tmp_path / "dense-index"
     fake.mkdir()
@@ -98,6 +108,7 @@ def test_search_refuses_an_index_of_another_kind(tiny, tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--corpus", "no-such-collection", "--index", "x"], "no-such-collection"),
     (["--corpus", "scifact", "--index", "x", "--threads", "0"], "--threads must be >= 1"),
+    (["--corpus", "scifact", "--index", "x", "--threads", "3000000000"], "Java's limit"),
 ])
 def test_index_cli_errors(argv, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
