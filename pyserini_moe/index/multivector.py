@@ -58,6 +58,8 @@ from pyserini_moe.index.residual import (
     default_nlist,
     doc_blocks,
     parse_compression,
+    quiet_clustering,
+    warn_few_points,
 )
 from pyserini_moe.io import atomic_path, load_array
 from pyserini_moe.runs import JAVA_INT_MAX, Run
@@ -116,6 +118,21 @@ def _faiss_index(dim: int, factory: str, spec: str) -> Any:
     except RuntimeError as e:
         raise UserError(f"--faiss {spec} does not fit the model's {dim}-dimensional token "
                         f"vectors ({_faiss_reason(e)})") from None
+
+
+def _quiet_training(index: Any, points: int, spec: str) -> None:
+    """An IVF index's k-means (and its PQ's) without Faiss's line per clustering: one warning of
+    ours instead, when the sample is below Faiss's advice. Flat and HNSW train nothing."""
+    try:
+        ivf = faiss.downcast_index(faiss.extract_index_ivf(index))
+    except RuntimeError:
+        return
+    clusterings, centroids = [ivf.cp], ivf.nlist
+    if getattr(ivf, "pq", None) is not None:
+        clusterings.append(ivf.pq.cp)
+        centroids = max(centroids, ivf.pq.ksub)
+    quiet_clustering(*clusterings)
+    warn_few_points(points, centroids, f"--faiss {spec}")
 
 
 def _faiss_reason(error: RuntimeError) -> str:
@@ -348,6 +365,7 @@ class MultiVectorIndexWriter:
         index = _faiss_index(self.dim, self._factory, self.faiss_index)
         if not index.is_trained:
             sample = self._sample(tokens)
+            _quiet_training(index, len(sample), self.faiss_index)
             try:
                 index.train(sample)
             except RuntimeError as e:  # Faiss: fewer training points than lists or codes

@@ -16,6 +16,7 @@ The k-means and the product quantiser are Faiss's; what is ours is the layout an
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections.abc import Iterator
@@ -37,6 +38,26 @@ LIST_DOCS_FILE = "centroid_docs.npy"
 _SPEC = re.compile(r"pq(\d+)(?:x(\d+))?")
 DEFAULT_BITS = 8
 MAX_BITS = 16  # Faiss's ProductQuantizer packs codes of up to 16 bits
+# Faiss's k-means advises this many training points a centroid, and prints a line to stderr for
+# every clustering below it (one per PQ sub-quantiser: 17 lines for one build, --quiet or not)
+POINTS_PER_CENTROID = 39
+
+log = logging.getLogger(__name__)
+
+
+def quiet_clustering(*clusterings: faiss.ClusteringParameters) -> None:
+    """Faiss's own below-advice line off for these clusterings (it changes nothing else: the
+    parameter only gates that line); :func:`warn_few_points` says it once instead."""
+    for cp in clusterings:
+        cp.min_points_per_centroid = 1
+
+
+def warn_few_points(points: int, centroids: int, what: str) -> None:
+    """One warning, ours, where Faiss would print one per clustering."""
+    if points < POINTS_PER_CENTROID * centroids:
+        log.warning("%s trains %d centroids on %d token vectors (Faiss advises %d): the "
+                    "compression may be coarse on an index this small", what, centroids, points,
+                    POINTS_PER_CENTROID * centroids)
 
 
 class Compression(NamedTuple):
@@ -90,10 +111,12 @@ class ResidualCodec:
                             f"vectors to train its codec; this index has {len(sample)}: use "
                             "fewer bits or build it uncompressed")
         nlist = min(nlist, len(sample))
+        warn_few_points(len(sample), max(nlist, 2 ** bits), f"--compression pq{m}x{bits}")
         kmeans = faiss.Kmeans(sample.shape[1], nlist, niter=20, seed=seed,
-                              max_points_per_centroid=256)
+                              max_points_per_centroid=256, min_points_per_centroid=1)
         kmeans.train(sample)
         codec = cls(kmeans.centroids, faiss.ProductQuantizer(sample.shape[1], m, bits))
+        quiet_clustering(codec.pq.cp)
         cids = codec.assign(sample)
         codec.pq.train(np.ascontiguousarray(sample - codec.centroids[cids]))
         return codec

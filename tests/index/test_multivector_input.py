@@ -69,3 +69,22 @@ def test_valid_faiss_parameters_work_as_before(mv) -> None:
         MultiVectorIndex(mv["ivf4,flat"], faiss_params="nprobe=3").index).nprobe == 3
     assert faiss.extract_index_ivf(MultiVectorIndex(mv["ivf4,flat"]).index).nprobe == 2
     assert len(MultiVectorIndex(mv["flat"], faiss_params="").search(q, k=5)) == 5
+
+
+# --- a small index's k-means: one warning of ours, none of Faiss's lines ---------------------------
+
+
+@pytest.mark.parametrize("kwargs", [{"faiss_index": "ivf4,pq4x4"}, {"compression": "pq4"}])
+def test_a_small_sample_is_one_warning_not_a_line_per_clustering(tmp_path, capfd, caplog,
+                                                                 kwargs) -> None:
+    import logging
+
+    rng = np.random.default_rng(1)
+    docs = {f"d{i}": rng.standard_normal((12, DIM)).astype(np.float32) for i in range(30)}
+    with caplog.at_level(logging.WARNING):
+        with MultiVectorIndexWriter(tmp_path / "x", DIM, {"encoder": "test"}, progress=False,
+                                    **kwargs) as writer:
+            writer.add_batch(list(docs), list(docs.values()))
+    assert "WARNING clustering" not in capfd.readouterr().err
+    said = [r.getMessage() for r in caplog.records if "Faiss advises" in r.getMessage()]
+    assert len(said) == 1 and "on 360 token vectors" in said[0]
