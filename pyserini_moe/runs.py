@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from pyserini_moe.errors import DataFormatError, UserError
@@ -31,10 +31,25 @@ class RunFormatError(UserError):
     """A malformed run file; the message names the file and line."""
 
 
-def ranked(hits: dict[str, float]) -> list[tuple[str, float]]:
-    """Hits by descending score, ties by descending docid: trec_eval's order, so the rank column
-    of a written run is the order every evaluator sees."""
-    return sorted(hits.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
+def ranked(hits: Mapping[str, float]) -> list[tuple[str, float]]:
+    """Hits by descending score, ties in the order they came: a searcher's (Lucene's own, which
+    Pyserini writes as returned), a file's, or a fusion's (:func:`by_docid`). So a written run
+    diffs line for line against Pyserini's, and a cut at k keeps the documents Pyserini keeps.
+    (Equal float scores are not always Lucene ties: it ranks before rounding to float.)"""
+    return sorted(hits.items(), key=lambda kv: -kv[1])
+
+
+def by_docid(hits: Mapping[str, float]) -> list[tuple[str, float]]:
+    """Hits by descending score, ties by ascending docid: the order Pyserini's fusion and its
+    ``tie_breaker`` give a ranking that has no order of its own (a union of documents)."""
+    return sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def trec_order(hits: Mapping[str, float]) -> list[str]:
+    """Docids in trec_eval's order: score descending, ties by docid *descending*. trec_eval ignores
+    a file's rank column and ranks ties so, which is the order every metric here counts; the
+    training data ranks its candidates so too, as the evaluator would."""
+    return [docid for docid, _ in sorted(hits.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)]
 
 
 def check_run_tag(tag: str) -> str:

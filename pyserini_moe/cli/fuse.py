@@ -48,12 +48,12 @@ from pyserini_moe.search.fusion import (
     FUSIONS,
     RANX_METHODS,
     RANX_NORMS,
+    RRF_K,
     refuse_untunable_dev,
 )
 from pyserini_moe.search.hybrid import PYSERINI_ALPHA
 
 METHODS = FUSIONS + ("hybrid",)
-RRF_K = 60
 CANDIDATES = 1000
 DEV_METRIC = "ndcg@10"
 TUNED = ("hybrid", "wsum", "linear")  # the methods --dev-runs tunes: alpha, or the weights

@@ -8,10 +8,10 @@ check it):
   judged only non-relevant; run queries absent from the qrels are ignored;
 * relevance > 0 is relevant; nDCG uses the graded judgments as gains, ``gain / log2(rank + 1)`` as
   ``ndcg_cut`` does; judgments <= 0 gain nothing;
-* tied scores are ranked as trec_eval ranks them, by docid *descending*; ranx's own Run keeps ties
-  in insertion order, which moved nDCG@10 by 0.03 on a run with many ties. trec_eval ignores the
-  rank column, so this is the order that counts even for a file whose rank column says otherwise
-  (``write_trec_run`` lists ties by docid ascending).
+* tied scores are ranked as trec_eval ranks them, by docid *descending* (:func:`runs.trec_order`);
+  ranx's own Run keeps ties in insertion order, which moved nDCG@10 by 0.03 on a run with many
+  ties. trec_eval ignores the rank column, so this is the order that counts even for a file whose
+  rank column says otherwise (``write_trec_run`` lists ties as they came, as Pyserini does).
 
 ranx and the JVM are imported lazily so that parsing metric names stays instant.
 """
@@ -38,7 +38,7 @@ from pyserini_moe._java import bootstrap
 from pyserini_moe.data.dpr import passage_texts
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import open_binary
-from pyserini_moe.runs import JAVA_INT_MAX, Run, ranked
+from pyserini_moe.runs import JAVA_INT_MAX, Run, ranked, trec_order
 
 Qrels = dict[str, dict[str, int]]
 
@@ -138,11 +138,6 @@ def _quiet_numba() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NumbaTypeSafetyWarning)
         yield
-
-
-def trec_order(hits: Mapping[str, float]) -> list[str]:
-    """Docids in trec_eval's order: score descending, ties by docid descending."""
-    return [docid for docid, _ in sorted(hits.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)]
 
 
 def _ranx_qrels(qrels: Qrels) -> Any:

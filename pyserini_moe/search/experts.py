@@ -23,7 +23,7 @@ from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import IndexMismatchError, read_meta
 from pyserini_moe.runs import Run
 from pyserini_moe.search.encoded import SEARCHERS, open_searcher
-from pyserini_moe.search.fusion import RANX_METHODS, fuse, top_k
+from pyserini_moe.search.fusion import RANX_METHODS, fuse, fused_top_k, top_k
 
 EXACT = "exact"
 
@@ -60,7 +60,7 @@ class ExpertFusionSearcher:
              hits: int = 1000) -> Run:
         """Fuse the expert runs (in the order of the indexes) with ``method``."""
         if method == EXACT:
-            return top_k(self.exact(topics, runs), hits)
+            return fused_top_k(self.exact(topics, runs), hits)
         lists = [runs[kind] for kind in self.kinds]
         if method in RANX_METHODS:
             lists, params = _with_hits(lists, params)

@@ -1,7 +1,8 @@
 """Fusion of runs: ranx's methods plus the CAME fusions ranx lacks, all as pure functions on Runs.
 
-Rank/score fusions that ranx has (RRF, CombSUM, CombMNZ, weighted sum, ... with its min-max, max,
-sum, zmuv, rank normalisations) go through ``ranx.fuse``/``ranx.optimize_fusion``. CAME's fusions
+Score fusions that ranx has (CombSUM, CombMNZ, weighted sum, ... with its min-max, max, sum, zmuv,
+rank normalisations) go through ``ranx.fuse``/``ranx.optimize_fusion``. RRF is ours (:func:`rrf`:
+ranks of tied scores as Pyserini ranks them). CAME's fusions
 of expert results (Cai et al., "CAME: Competitively Learning a Mixture-of-Experts Model for
 First-stage Retrieval", eq. 12 and table 4) are implemented here, because they fill documents
 missing from an expert's top-K with that expert's K-th score, which no ranx method does.
@@ -20,13 +21,14 @@ from typing import Any
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import evaluate, parse_metric
-from pyserini_moe.runs import Run, ranked
+from pyserini_moe.runs import Run, by_docid, ranked
 
 Qrels = dict[str, dict[str, int]]
 
 # Friendly names for ranx's methods; any other ranx method name ("max", "isr", ...) passes through.
 RANX_ALIASES = {"combsum": "sum", "combmnz": "mnz"}
 RANX_METHODS = ("rrf", "combsum", "combmnz", "wsum")
+RRF_K = 60  # Cormack et al.'s k, the default of Pyserini's and ranx's RRF
 RANX_NORMS = ("min-max", "max", "sum", "zmuv", "rank", "borda")
 
 # Per query and expert: its hits -> (transformed scores, the value of a doc it did not return).
@@ -34,8 +36,15 @@ ListTransform = Callable[[dict[str, float]], tuple[dict[str, float], float]]
 
 
 def top_k(run: Run, k: int) -> Run:
-    """The best ``k`` hits of every query (ties by docid, as :func:`runs.ranked`)."""
+    """The best ``k`` hits of every query, ties in the order they came (:func:`runs.ranked`): the
+    cut Pyserini makes of a searcher's hits or a run file (its fusion's ``depth``)."""
     return {qid: dict(ranked(hits)[:k]) for qid, hits in run.items()}
+
+
+def fused_top_k(run: Run, k: int) -> Run:
+    """The best ``k`` hits of every fused query, ties by ascending docid as Pyserini's fusion
+    orders them (a union of documents has no order of its own)."""
+    return {qid: dict(by_docid(hits)[:k]) for qid, hits in run.items()}
 
 
 def _query_ids(runs: Sequence[Run]) -> list[str]:
@@ -88,7 +97,7 @@ def _combine(runs: Sequence[Run], transform: ListTransform,
         fused[qid] = {d: reduce([w * scores.get(d, fill)
                                  for w, (scores, fill) in zip(weights, lists)])
                       for d in docs}
-    return top_k(fused, k)
+    return fused_top_k(fused, k)
 
 
 def came_sum(runs: Sequence[Run], k: int = 1000) -> Run:
@@ -117,6 +126,18 @@ def sum_rr(runs: Sequence[Run], k: int = 1000) -> Run:
 def max_rr(runs: Sequence[Run], k: int = 1000) -> Run:
     """Table 4's MaxRR: max of reciprocal ranks; missing -> 0."""
     return _combine(runs, _reciprocal_rank, max, k)
+
+
+def rrf(runs: Sequence[Run], k: int = 1000, rrf_k: int = RRF_K) -> Run:
+    """Reciprocal rank fusion (Cormack et al., 2009): sum of ``1 / (rrf_k + rank)``; missing -> 0.
+
+    Ours rather than ranx's because ranks of tied scores must follow Pyserini's order (ascending
+    docid, :func:`runs.ranked`) for a fused run to diff line for line against Pyserini's fusion;
+    ranx ranks ties in its sort's unspecified order."""
+    def reciprocal(hits: dict[str, float]) -> tuple[dict[str, float], float]:
+        return {d: 1.0 / (rrf_k + rank) for rank, (d, _) in enumerate(ranked(hits), start=1)}, 0.0
+
+    return _combine(runs, reciprocal, sum, k)
 
 
 def linear(runs: Sequence[Run], weights: Sequence[float], k: int = 1000) -> Run:
@@ -206,10 +227,16 @@ def fuse(runs: Sequence[Run], method: str, norm: str | None = None,
         # rrf reads ranks only: a monotone normalisation changes nothing, and ranx's borda
         # before rrf scrambles the ranking (a document both runs rank first fell to rank 7)
         raise UserError(f"rrf fuses ranks, not scores: pass norm=None, not {norm!r}")
+    if _ranx_method(method) == "rrf":
+        rrf_k = params.pop("k", RRF_K)
+        if params:
+            raise UserError(f"rrf takes one parameter, k; not {', '.join(sorted(params))}")
+        return rrf(runs, k=k, rrf_k=rrf_k)
     with _quiet_ranx():
         fused = ranx.fuse(_ranx_runs(runs, _query_ids(runs)), norm=norm,
                           method=_ranx_method(method), params=params)
-    return _finite(top_k({qid: dict(hits) for qid, hits in fused.to_dict().items()}, k), method)
+    return _finite(fused_top_k({qid: dict(hits) for qid, hits in fused.to_dict().items()}, k),
+                   method)
 
 
 def _finite(run: Run, method: str) -> Run:

@@ -14,7 +14,7 @@ import numpy as np
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import evaluate
 from pyserini_moe.runs import Run
-from pyserini_moe.search.fusion import Qrels, top_k
+from pyserini_moe.search.fusion import Qrels, fused_top_k, top_k
 
 # The BM25 weight when none is given: Pyserini's (``HybridSearcher.search`` and
 # ``python -m pyserini.search.hybrid --alpha``), so a hybrid typed as in Pyserini fuses alike.
@@ -56,8 +56,8 @@ def hybrid(dense: Run, sparse: Run, alpha: float, normalization: bool = False,
     is fused with an empty other side (Pyserini's defaults for it: minimum 0, maximum 1).
     """
     qids = list(dict.fromkeys([*dense, *sparse]))
-    return top_k({qid: _hybrid_query(dense.get(qid, {}), sparse.get(qid, {}), alpha,
-                                     normalization, weight_on_dense) for qid in qids}, k)
+    return fused_top_k({qid: _hybrid_query(dense.get(qid, {}), sparse.get(qid, {}), alpha,
+                                           normalization, weight_on_dense) for qid in qids}, k)
 
 
 def search_alpha(dense_dev: Run, sparse_dev: Run, qrels_dev: Qrels, metric: str = "ndcg@10",

@@ -43,7 +43,14 @@ from pyserini_moe.errors import UserError
 from pyserini_moe.index.lucene import build_bm25_index
 from pyserini_moe.io import atomic_path
 from pyserini_moe.modeling.device import usable_cores
-from pyserini_moe.runs import Run, RunFormatError, is_rank_only, iter_run, ranked, trec_run_lines
+from pyserini_moe.runs import (
+    Run,
+    RunFormatError,
+    is_rank_only,
+    iter_run,
+    trec_order,
+    trec_run_lines,
+)
 from pyserini_moe.search.bm25 import Bm25Searcher
 from pyserini_moe.train.config import DataConfig
 
@@ -289,7 +296,7 @@ class CandidateBuilder:
         if unknown:  # rare: rank by the names themselves, as the run's readers do
             names = iter(unknown)
             docs = [self.doc_ids[n] if n >= 0 else next(names) for n in numbers.tolist()]
-            order = [d for d, _ in ranked(dict(zip(docs, scores.tolist())))]
+            order = trec_order(dict(zip(docs, scores.tolist())))
             picked = self._window(order)
             missing = next((d for d in picked if d not in self.number), None)
             if missing is not None:
@@ -299,7 +306,7 @@ class CandidateBuilder:
             hits = np.array([self.number[d] for d in picked], dtype=np.int64)
         else:
             # descending score, ties by descending document number, which is descending docid
-            # (the ids are sorted): the order runs.ranked gives
+            # (the ids are sorted): the order runs.trec_order gives
             hits = self._window(numbers[np.lexsort((numbers, scores))[::-1]])
         own = [self.number[d] for d in self.positives[qid]]
         if qid in self.number:  # never the query itself: in ArguAna / Quora it is a document too

@@ -126,12 +126,13 @@ def test_trec_eval_missing_run_file(tmp_path, hand_files):
 
 
 def test_tied_run_file_is_scored_in_trec_eval_order(tmp_path):
-    """trec_eval orders ties by docid descending; write_trec_run's rank column does the same, and
-    evaluate() agrees with both."""
+    """trec_eval orders ties by docid descending whatever the rank column says; write_trec_run
+    lists them as they came (as Pyserini writes a searcher's hits), and evaluate() agrees with
+    trec_eval."""
     path = write_trec_run({"q": {"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0}}, tmp_path / "tied.trec")
     qrels = tmp_path / "qrels.txt"
     qrels.write_text("q 0 a 1\n")
-    assert [line.split()[2] for line in path.read_text().splitlines()] == ["d", "c", "b", "a"]
+    assert [line.split()[2] for line in path.read_text().splitlines()] == ["a", "b", "c", "d"]
     assert trec_eval(path, qrels, ["mrr@10"])["mrr@10"] == pytest.approx(0.25)
     ours = evaluate(read_trec_run(path), {"q": {"a": 1}}, ["mrr@10"])
     assert ours["mrr@10"] == pytest.approx(0.25)

@@ -345,13 +345,13 @@ def test_judged_documents_outside_the_corpus_and_the_query_itself_are_not_traine
 
 
 def test_candidates_rank_ties_as_runs_do_and_are_held_as_numbers(collection, tmp_path):
-    """Equal scores order by descending docid (runs.ranked, trec_eval's order), however the
-    file lists them: the candidates are the reference ranking, as 4-byte document numbers."""
+    """Equal scores order by descending docid (runs.trec_order, the evaluator's order), however
+    the file lists them: the candidates are the reference ranking, as 4-byte document numbers."""
     import random
 
     import numpy as np
 
-    from pyserini_moe.runs import ranked, read_trec_run
+    from pyserini_moe.runs import read_trec_run, trec_order
 
     rng = random.Random(0)
     lines = []
@@ -365,7 +365,7 @@ def test_candidates_rank_ties_as_runs_do_and_are_held_as_numbers(collection, tmp
         "source": "run", "run": str(run), "depth": 9, "skip_top": 1}), tmp_path / "out")
     reference = read_trec_run(run)
     for qid in reference:
-        window = [d for d, _ in ranked(reference[qid])][1:9]
+        window = trec_order(reference[qid])[1:9]
         assert data.candidate_ids(qid) == [d for d in window if d not in data.positives[qid]]
         assert data.candidates[qid].dtype == np.int32
 
