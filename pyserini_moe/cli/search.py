@@ -33,6 +33,7 @@ from pyserini_moe.cli import (
     HelpFormatter,
     finite_float,
     output_file,
+    positive_int,
     refuse_input_as_output,
     settings_from,
 )
@@ -184,6 +185,15 @@ def build_parser() -> argparse.ArgumentParser:
                           "retrieve themselves first; BEIR and Pyserini's 2CR drop them, and the "
                           "regression files pass it for ArguAna (regressions/bm25-beir.yaml: "
                           "2CR's BM25 rows). Any retriever; with --expert-runs, theirs too")
+    out.add_argument("--max-passage", action="store_true",
+                     help="Pyserini's flag for a corpus of passages whose ids are "
+                          "<docid><delimiter><n> (MS MARCO documents split into segments): rank "
+                          "documents, each at its best passage's score")
+    out.add_argument("--max-passage-hits", type=positive_int, default=100,
+                     help="documents kept a query with --max-passage (search --hits passages "
+                          "deep enough to fill them)")
+    out.add_argument("--max-passage-delimiter", default="#",
+                     help="what separates the document id from the passage number")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 

@@ -126,6 +126,22 @@ def depth_for_remove_query(hits: int) -> int:
     return min(hits + 1, JAVA_INT_MAX)
 
 
+def max_passage(run: Run, delimiter: str = "#", hits: int = 100) -> Run:
+    """Passage hits ranked as documents (Pyserini's ``--max-passage``): a passage id is
+    ``<docid><delimiter><anything>``, each document takes its best passage's score and rank, and
+    the best ``hits`` documents are kept. A corpus split into passages (MS MARCO documents, long
+    BEIR texts) is so judged by document."""
+    documents: Run = {}
+    for qid, docs in run.items():
+        best: dict[str, float] = {}
+        for docid, score in ranked(docs):
+            best.setdefault(docid.split(delimiter, 1)[0], score)
+            if len(best) == hits:
+                break
+        documents[qid] = best
+    return documents
+
+
 def remove_query(run: Run, hits: int | None = None) -> Run:
     """Each query's hits less the document whose docid is the query's own id (Pyserini's
     ``--remove-query``), the best ``hits`` kept (all with None).

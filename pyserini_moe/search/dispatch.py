@@ -27,6 +27,7 @@ from pyserini_moe.search.base import (
     JAVA_INT_MAX,
     Searcher,
     depth_for_remove_query,
+    max_passage,
     no_hits_notice,
     remove_query,
     remove_query_notice,
@@ -45,7 +46,7 @@ WEIGHTED_FUSIONS = ("linear", "wsum")  # the fusions that read --fusion-weights
 # Settings that count something (hits, queries, tokens, terms, threads): at least one, and no
 # more than a Java int holds.
 _COUNTS = ("hits", "batch_size", "threads", "query_max_length", "query_max_terms", "candidates",
-           "ef_search")
+           "ef_search", "max_passage_hits")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +84,11 @@ class SearchSettings:
     qld: bool = False  # query likelihood with Dirichlet smoothing (mu 1000) instead of BM25
     fields: dict[str, float] | None = None  # BM25: Pyserini's --fields (a multifield index)
     remove_query: bool = False  # Pyserini's --remove-query: drop the hit that is the query itself
+    # Pyserini's --max-passage: passages "<doc><delimiter><n>" ranked as their documents, each
+    # document at its best passage's score, max_passage_hits documents kept
+    max_passage: bool = False
+    max_passage_hits: int = 100
+    max_passage_delimiter: str = "#"
     # Pyserini's --encoded-queries: dense / impact queries encoded ahead of time (no model)
     encoded_queries: str | None = None
     quiet: bool = False
@@ -90,11 +96,21 @@ class SearchSettings:
     def __post_init__(self) -> None:
         for problem in (self._retriever_problem(), self._count_problem(),
                         self._model_problem(), self._bm25_problem(), self._fusion_problem(),
-                        self._ignored_problem()):
+                        self._ignored_problem(), self._max_passage_problem()):
             if problem:
                 raise UserError(problem)
         if self.threads is not None:
             check_parallelism("--threads", self.threads)
+
+    def _max_passage_problem(self) -> str | None:
+        if not self.max_passage:
+            given = [name for name in ("max_passage_hits", "max_passage_delimiter")
+                     if getattr(self, name) != _DEFAULTS[name]]
+            return f"{_flags(given)}: not used without --max-passage; leave out or add it" \
+                if given else None
+        if not self.max_passage_delimiter:
+            return "--max-passage-delimiter must not be empty"
+        return None
 
     def _retriever_problem(self) -> str | None:
         if self.retriever not in RETRIEVERS:
@@ -327,6 +343,8 @@ class TopicSearcher:
             notices.append(remove_query_notice(run))
             run = remove_query(run, s.hits)
             expert_runs = {kind: remove_query(r, s.candidates) for kind, r in expert_runs.items()}
+        if s.max_passage:
+            run = max_passage(run, s.max_passage_delimiter, s.max_passage_hits)
         encoder = getattr(main, "query_encoder", None)
         terms = encoder.terms / encoder.queries if getattr(encoder, "queries", 0) else None
         if capped and asked != _DEFAULTS["hits"]:  # said of a depth asked for, not the default

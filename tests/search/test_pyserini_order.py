@@ -95,3 +95,37 @@ def test_rrf_diffs_line_for_line(arguana) -> None:
     assert [line[:3] for line in ours] == [line[:3] for line in theirs]
     assert [float(line[3]) for line in ours] == pytest.approx([float(t[3]) for t in theirs],
                                                               abs=1e-6)
+
+
+def test_max_passage_ranks_documents_as_pyserini(tmp_path) -> None:
+    corpus = tmp_path / "passages"
+    corpus.mkdir()
+    texts = {"d1#0": "cats purr", "d1#1": "cats cats sleep", "d2#0": "dogs and cats",
+             "d3#0": "birds", "d4#0": "cats and birds", "d4#1": "cats"}
+    (corpus / "corpus.jsonl").write_text("".join(
+        f'{{"_id": "{i}", "title": "", "text": "{t}"}}\n' for i, t in texts.items()))
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("q1\tcats\nq2\tcats birds\n")
+    index = tmp_path / "index"
+    assert index_cli.main(["--corpus", str(corpus), "--index", str(index), "--quiet"]) == 0
+    subprocess.run([sys.executable, "-m", "pyserini.search.lucene", "--index", str(index),
+                    "--topics", str(topics), "--output", str(tmp_path / "theirs.trec"),
+                    *PYSERINI_BM25, "--max-passage", "--max-passage-hits", "2"],
+                   check=True, capture_output=True)
+    assert run_main(search_cli.main, ["--index", str(index), "--topics", str(topics),
+                                      "--output", str(tmp_path / "ours.trec"), "--quiet",
+                                      "--max-passage", "--max-passage-hits", "2"]) == 0
+    ours = _lines(tmp_path / "ours.trec")
+    assert len(ours) == 4 and all("#" not in line[1] for line in ours)  # 2 documents a query
+    assert ours == _lines(tmp_path / "theirs.trec")
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--max-passage-hits", "5"], "--max-passage-hits: not used without --max-passage"),
+    (["--max-passage", "--max-passage-delimiter", ""], "--max-passage-delimiter must not be empty"),
+])
+def test_max_passage_flags_are_checked(tmp_path, capsys, flags, said) -> None:
+    assert run_main(search_cli.main, ["--retriever", "bm25", "--index", str(tmp_path / "i"),
+                                      "--topics", "q\ttext", "--output",
+                                      str(tmp_path / "r.trec"), *flags]) == 2
+    assert said in capsys.readouterr().err
