@@ -408,7 +408,8 @@ def test_fuse_takes_pyserini_fusion_flags(tmp_path, capsys) -> None:
     # depth 1: d1 (a's first) and d2 (b's first) only, each 1 / (10 + 1)
     assert read_trec_run(out) == {"q1": pytest.approx({"d1": 1 / 11, "d2": 1 / 11})}
     assert {line.split()[-1] for line in out.read_text().splitlines()} == {"mine"}
-    capsys.readouterr()
+    said = capsys.readouterr().err.splitlines()
+    assert said[0] == "fusing 2 runs (1 query) with rrf"  # before the work, what it does
     code = run_main(fuse_cli.main, ["--runs", str(a), str(b), "--run-tag", "two words",
                                     "--output", str(tmp_path / "t.trec")])
     assert code == 2 and "the last column of a TREC run is one word" in one_error_line(capsys)

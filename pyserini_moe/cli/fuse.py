@@ -330,6 +330,18 @@ def _refuse_rank_only_runs(args: argparse.Namespace) -> None:
                             "scores")
 
 
+def _say_what_is_fused(args: argparse.Namespace, runs: list) -> None:
+    """One line before the work: what is fused, how, and why a ranx method takes a while (numba
+    compiles ranx's functions in each new process: 10-30 s, then the fusion itself is quick)."""
+    queries = len({qid for run in runs for qid in run})
+    how = args.method + (f" ({args.norm})" if args.norm else "")
+    tuning = "; tuning on the dev runs" if args.dev_runs is not None else ""
+    slow = args.method not in (*CAME_METHODS, "rrf", "hybrid")
+    print(f"fusing {len(runs)} runs ({queries} quer{'y' if queries == 1 else 'ies'}) with "
+          f"{how}{tuning}"
+          + ("; ranx compiles its functions first (10-30 s)" if slow else ""), file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _refuse_what_the_method_ignores(args)
@@ -365,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         _say_different_queries(args.dev_runs, dev[0], judged=set(dev[1]))
     tuned: dict = {}
     _say_if_short(args.candidates, args.hits, len(runs))
+    _say_what_is_fused(args, runs)
     if args.method == "hybrid":
         from pyserini_moe.search.hybrid import hybrid, search_alpha
 
