@@ -86,6 +86,9 @@ SNAPSHOTS_DIR = "snapshots"  # snapshots/step-N/: the model at every validation 
 INIT_DIR = "init"  # cli.train --init-only's untrained model, which training keeps beside its own
 STATE_FILE = "state.pt"
 PROGRESS_FILE = "progress.json"
+# Without a progress bar (--quiet, a regression's log), a line at most this often says how far the
+# training is: a protocol step can take minutes on a CPU, and validation may come once at the end.
+QUIET_PROGRESS_SECONDS = 120.0
 # Recipe fields that may change when resuming: they extend or relocate the run, not redefine it.
 RESUMABLE_CHANGES = {"epochs", "max_steps", "device", "eval_every", "keep_snapshots"}
 
@@ -452,6 +455,7 @@ class Trainer:
         bar = tqdm(total=total, initial=state["step"], desc="train", unit="step",
                    disable=not self.progress or not self.is_main)
         step = state["step"]
+        said = time.perf_counter()
         for epoch, steps_in_epoch in enumerate(epoch_steps):
             first = sum(epoch_steps[:epoch])
             if step >= total:
@@ -471,6 +475,9 @@ class Trainer:
                          "elapsed": round(time.perf_counter() - started, 3)}
                 bar.update()
                 bar.set_postfix(loss=f"{sum(recent) / len(recent):.4f}")
+                if bar.disable and time.perf_counter() - said >= QUIET_PROGRESS_SECONDS:
+                    said = time.perf_counter()
+                    self._say_progress(step, total, entry["elapsed"], recent)
                 state.update(step=step, elapsed=entry["elapsed"])
                 if not self.is_main:  # the main rank validates, logs and saves
                     continue
@@ -483,6 +490,14 @@ class Trainer:
                     self._append_log(entry)
         bar.close()
         return recent
+
+    def _say_progress(self, step: int, total: int, elapsed: float, recent: deque[float]) -> None:
+        """The progress bar's news as one log line, for runs without the bar."""
+        if not self.is_main:
+            return
+        rate = elapsed / max(step, 1)  # seconds a step over the whole run (a resume included)
+        log.info("step %d of %d, loss %.4f, %s so far, about %s left", step, total,
+                 sum(recent) / len(recent), _minutes(elapsed), _minutes(rate * (total - step)))
 
     def _epoch_steps(self) -> list[int]:
         """Optimizer steps of every epoch (batch packing can add a batch, so count them), up to
@@ -742,3 +757,10 @@ def _locked(folder: Path, pid: int) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+def _minutes(seconds: float) -> str:
+    """A duration as a person reads it in a log: 45 s, 12.5 min, 3.2 h."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"

@@ -400,3 +400,18 @@ def test_a_second_training_into_the_same_folder_is_refused_from_its_start(
     Trainer(build_model(siamese_recipe.model, "cpu"), siamese_recipe, toy_data(1),
             progress=False).train()
     assert (tmp_path / "run" / "last").is_dir() and not lock.exists()
+
+
+def test_a_run_without_its_bar_says_how_far_it_is(toy, tiny_bert, tmp_path, monkeypatch, caplog):
+    """Without a progress bar (--quiet, a regression's log) a line at most every
+    QUIET_PROGRESS_SECONDS says the step, the loss and the time left: here every step."""
+    import logging
+
+    from pyserini_moe.train import trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "QUIET_PROGRESS_SECONDS", 0.0)
+    with caplog.at_level(logging.INFO, logger="pyserini_moe"):
+        make(toy, tmp_path / "run", tiny_bert).train()
+    said = [r.getMessage() for r in caplog.records if "left" in r.getMessage()]
+    assert len(said) == 12 and said[0].startswith("step 1 of 12, loss ")
+    assert said[-1].startswith("step 12 of 12") and said[-1].endswith("about 0 s left")
