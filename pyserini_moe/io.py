@@ -534,6 +534,25 @@ def read_json(path: str | os.PathLike, what: str) -> Any:
                         "(rebuild or retrain)") from None
 
 
+@contextlib.contextmanager
+def reading(path: str | os.PathLike, what: str, fix: str,
+            errors: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+    """A library's failure to read ``path`` (Faiss's RuntimeError, a parser's ValueError, text
+    that is not UTF-8, and the library's own ``errors``: onnxruntime's) as one message naming
+    the file: these come from a missing or damaged file, not from a fault of ours. ``fix``: what
+    to do, e.g. "rebuild the index"."""
+    path = Path(path)
+    try:
+        yield
+    except (RuntimeError, ValueError, EOFError, OSError, *errors) as e:
+        if not path.exists():
+            raise UserError(f"{path}: the {what} is missing; {fix}") from None
+        if isinstance(e, OSError) and e.errno is not None:
+            raise  # the disk or the permissions: said as such by the command
+        reason = " ".join(str(e).split())[-160:] or type(e).__name__
+        raise UserError(f"{path}: the {what} is damaged ({reason}); {fix}") from None
+
+
 # A file whose contents a safe load refused: never run, never loaded.
 SAFE_LOAD_REFUSAL = "not loaded: it holds code or objects a safe load refuses"
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import IndexMismatchError
+from pyserini_moe.io import read_json, reading
 
 DOC_VECTORS = "doc_vectors"
 _FLUSH = 1 << 20  # term entries buffered before they are appended to disk
@@ -102,16 +103,36 @@ class DocVectors:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        docids = (folder / "docids.txt").read_text(encoding="utf-8").split("\n")[:-1]
+        with reading(folder / "docids.txt", "index's docid list", "rebuild the index"):
+            docids = (folder / "docids.txt").read_text(encoding="utf-8").split("\n")[:-1]
         self.rows = {d: i for i, d in enumerate(docids)}
-        self.vocab = {t: i for i, t in
-                      enumerate(json.loads((folder / "vocab.json").read_text(encoding="utf-8")))}
+        vocab = read_json(folder / "vocab.json", "index's vocabulary")
+        if not isinstance(vocab, list):
+            raise IndexMismatchError(f"{folder / 'vocab.json'}: not a list of terms; the index "
+                                     "is damaged: rebuild it")
+        self.vocab = {t: i for i, t in enumerate(vocab)}
         self.indptr = _map(folder / "indptr.i64", "<i8")
         if len(self.indptr) != len(docids) + 1 or len(self.rows) != len(docids):
             raise IndexMismatchError(f"{folder}: {len(docids)} docids (some repeated?) for "
                                      f"{len(self.indptr) - 1} vectors; rebuild the index")
         self.terms = _map(folder / "terms.i32", "<i4")
         self.weights = _map(folder / "weights.i32", "<i4")
+        self._check_postings(folder)
+
+    def _check_postings(self, folder: Path) -> None:
+        """Offsets that start at 0 and never fall, and as many terms and weights as they end at:
+        a truncated or overwritten file would otherwise score silently wrong (short slices) or
+        fail deep in a matrix product. (Term numbers are checked as documents are scored: a scan
+        of every posting at open would cost minutes on a large index.)"""
+        indptr, postings = self.indptr, int(self.indptr[-1])
+        if indptr[0] != 0 or bool(np.any(np.diff(indptr) < 0)):
+            raise IndexMismatchError(f"{folder / 'indptr.i64'}: offsets out of order; the index "
+                                     "is damaged: rebuild it")
+        for name, values in (("terms.i32", self.terms), ("weights.i32", self.weights)):
+            if len(values) != postings:
+                raise IndexMismatchError(f"{folder / name}: {len(values)} entries where "
+                                         f"indptr.i64 ends at {postings}; the index is damaged: "
+                                         "rebuild it")
 
     def __contains__(self, docid: str) -> bool:
         return docid in self.rows
@@ -127,12 +148,18 @@ class DocVectors:
         for docid in docids:
             row = self.rows[docid]
             start, stop = int(self.indptr[row]), int(self.indptr[row + 1])
-            scores[docid] = int(dense[self.terms[start:stop]] @ self.weights[start:stop])
+            terms = self.terms[start:stop]
+            if len(terms) and not 0 <= int(terms.min()) <= int(terms.max()) < len(dense):
+                raise IndexMismatchError(f"{self.folder / 'terms.i32'}: document {docid!r} has "
+                                         f"term numbers outside the {len(dense)}-term "
+                                         "vocabulary; the index is damaged: rebuild it")
+            scores[docid] = int(dense[terms] @ self.weights[start:stop])
         return scores
 
 
 def _map(path: Path, dtype: str) -> np.ndarray:
     """A read-only memory map (an empty file maps to an empty array; mmap refuses size 0)."""
-    if path.stat().st_size == 0:
-        return np.zeros(0, dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode="r")
+    with reading(path, "index's document vectors", "rebuild the index"):
+        if path.stat().st_size == 0:
+            return np.zeros(0, dtype=dtype)
+        return np.memmap(path, dtype=dtype, mode="r")

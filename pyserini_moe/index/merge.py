@@ -38,7 +38,7 @@ from pyserini_moe.errors import UserError, library_write
 from pyserini_moe.index.encoded import IMPACT_SHARD, IMPACT_VECTORS, faiss_index, lucene_impact_index
 from pyserini_moe.index.meta import META_FILE, IndexMeta, IndexMismatchError, read_meta
 from pyserini_moe.index.multivector import MultiVectorIndex, MultiVectorIndexWriter
-from pyserini_moe.io import atomic_path, refuse_to_rebuild
+from pyserini_moe.io import atomic_path, reading, refuse_to_rebuild
 
 # Fields every shard must agree on (besides the encoder fingerprint and options).
 _SAME = ("kind", "collection", "max_length", "faiss", "quantization", "dim", "model_type",
@@ -137,8 +137,10 @@ def _merge_dense(ordered: list[tuple[Path, IndexMeta]], index_dir: Path,
     with atomic_path(index_dir, directory=True, overwrite=overwrite) as out, \
             open(out / "docid", "w") as ids:
         for folder, meta in ordered:
-            shard = faiss.read_index(str(folder / "index"))
-            docids = (folder / "docid").read_text()
+            with reading(folder / "index", "shard's Faiss index", "encode the shard again"):
+                shard = faiss.read_index(str(folder / "index"))
+            with reading(folder / "docid", "shard's docid list", "encode the shard again"):
+                docids = (folder / "docid").read_text(encoding="utf-8")
             _check_count(folder / "docid", docids.count("\n"), meta, shard.ntotal)
             merged.add(shard.reconstruct_n(0, shard.ntotal))
             ids.write(docids)

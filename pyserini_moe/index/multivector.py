@@ -61,7 +61,7 @@ from pyserini_moe.index.residual import (
     quiet_clustering,
     warn_few_points,
 )
-from pyserini_moe.io import atomic_path, load_array
+from pyserini_moe.io import atomic_path, load_array, reading
 from pyserini_moe.runs import JAVA_INT_MAX, Run
 
 KIND = "multivector"
@@ -69,6 +69,7 @@ VECTORS_FILE = "vectors.npy"
 TOKEN2DOC_FILE = "token2doc.npy"
 OFFSETS_FILE = "offsets.npy"
 DOCIDS_FILE = "docids.txt"
+REBUILD = "rebuild the index"
 FAISS_FILE = "tokens.faiss"
 
 #: Floor on the Faiss neighbours fetched per query token when ``candidates_per_token`` is not
@@ -430,7 +431,8 @@ class MultiVectorIndex:
         self.meta: IndexMeta = meta
         self.dim = meta.dim
         self.offsets = load_array(self.index_dir / OFFSETS_FILE)
-        self.docids = (self.index_dir / DOCIDS_FILE).read_text(encoding="utf-8").split("\n")[:-1]
+        with reading(self.index_dir / DOCIDS_FILE, "index's docid list", REBUILD):
+            self.docids = (self.index_dir / DOCIDS_FILE).read_text(encoding="utf-8").split("\n")[:-1]
         if not len(self.docids) + 1 == len(self.offsets) == meta.num_docs + 1:
             raise IndexMismatchError(f"{self.index_dir}: docids/offsets/metadata disagree on the "
                                      "number of documents; the index is corrupt")
@@ -442,7 +444,8 @@ class MultiVectorIndex:
             return
         self.vectors = load_array(self.index_dir / VECTORS_FILE, mmap_mode="r")
         self.token2doc = load_array(self.index_dir / TOKEN2DOC_FILE, mmap_mode="r")
-        self.index = faiss.read_index(str(self.index_dir / FAISS_FILE))
+        with reading(self.index_dir / FAISS_FILE, "index's Faiss file", REBUILD):
+            self.index = faiss.read_index(str(self.index_dir / FAISS_FILE))
         form = _index_form(self.index)
         params = _parse_params(faiss_params, f"{form} index ({meta.faiss or 'flat'})",
                                _FORM_PARAMS[form])

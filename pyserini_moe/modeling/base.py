@@ -32,7 +32,6 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
-from transformers import AutoTokenizer
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path, read_json
@@ -43,6 +42,7 @@ from pyserini_moe.modeling.backbone import (
     is_packaged_minilm,
     load_tokenizer,
     read_config,
+    read_tokenizer,
     training_run_hint,
 )
 from pyserini_moe.modeling.device import (
@@ -542,12 +542,16 @@ def load_model(path: str | os.PathLike, device: str | torch.device | None = None
     if not isinstance(args, dict):
         raise UserError(f"{path / MODEL_FILE}: 'args' is {type(args).__name__}, not a mapping of "
                         "the model's arguments; the file is damaged: save the model again")
+    tokenizer = read_tokenizer(path)
     try:
-        model = cls.from_configs(configs, AutoTokenizer.from_pretrained(
-            path, trust_remote_code=False), **args)
+        model = cls.from_configs(configs, tokenizer, **args)
     except ConfigError as e:
         raise ConfigError(f"{path / MODEL_FILE}: {e}; the file is damaged: save the model again",
                           e.field) from None
+    except ValueError as e:  # transformers' check of a config it parsed: values that lie
+        raise UserError(f"{path / 'config.json'}: the model config does not describe a model "
+                        f"({' '.join(str(e).split())[:160]}); save or copy the model again") \
+            from None
     weights_file = next((path / name for name in (WEIGHTS_FILE, TRANSFORMERS_WEIGHTS_FILE)
                          if (path / name).is_file()), path / cls.weights_file)
     try:

@@ -35,11 +35,10 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from transformers import AutoTokenizer
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.io import atomic_path
-from pyserini_moe.modeling.backbone import refuse_custom_code
+from pyserini_moe.io import atomic_path, read_json, reading
+from pyserini_moe.modeling.backbone import read_tokenizer
 from pyserini_moe.modeling.base import (
     Encoded,
     RetrievalModel,
@@ -234,7 +233,10 @@ class OnnxModel:
         if not is_onnx_export(self.path):
             raise FileNotFoundError(f"{self.path} is not an ONNX export (no {ONNX_FILE}); write "
                                     "one with python -m pyserini_moe.export")
-        self.meta = json.loads((self.path / ONNX_FILE).read_text())
+        self.meta = read_json(self.path / ONNX_FILE, "export's manifest")
+        if not isinstance(self.meta, dict) or not isinstance(self.meta.get("files"), dict):
+            raise UserError(f"{self.path / ONNX_FILE}: not an export manifest (no 'files' "
+                            "mapping); export the model again")
         if self.meta.get("format") != FORMAT:
             raise UserError(f"{self.path}: unknown export format {self.meta.get('format')!r}")
         self.model_type: str = self.meta["model_type"]
@@ -244,8 +246,7 @@ class OnnxModel:
         self.fingerprint: str = self.meta["fingerprint"]
         self.precision = "int8" if self.meta.get("int8") else "fp32"  # baked into the graphs
         self.query_max_length = recorded_query_length(self.meta, self.path / ONNX_FILE)
-        refuse_custom_code(self.path)
-        self.tokenizer = AutoTokenizer.from_pretrained(self.path, trust_remote_code=False)
+        self.tokenizer = read_tokenizer(self.path)
         self.providers = providers or _providers()
         self._sessions: dict[str, Any] = {}
 
@@ -291,8 +292,10 @@ class OnnxModel:
             options = ort.SessionOptions()
             threads = torch.get_num_threads()  # follow OMP_NUM_THREADS like PyTorch does
             options.intra_op_num_threads = threads
-            self._sessions[key] = ort.InferenceSession(str(self._graph_file(key)), options,
-                                                       providers=self.providers)
+            graph = self._graph_file(key)
+            with reading(graph, "ONNX graph", "export the model again", _ort_errors()):
+                self._sessions[key] = ort.InferenceSession(str(graph), options,
+                                                           providers=self.providers)
         return self._sessions[key]
 
     def _graph_file(self, key: str) -> Path:
@@ -306,6 +309,14 @@ class OnnxModel:
             raise UserError(f"{self.path / ONNX_FILE}: files[{key!r}] = {name[:80]!r} lies outside "
                             "the export folder; export the model again")
         return path
+
+
+def _ort_errors() -> tuple[type[BaseException], ...]:
+    """onnxruntime's load errors (they derive from Exception alone): a missing or damaged graph."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as state
+
+    names = ("Fail", "InvalidArgument", "NoSuchFile", "NoModel", "InvalidProtobuf", "InvalidGraph")
+    return tuple(getattr(state, name) for name in names if hasattr(state, name))
 
 
 def _providers() -> list[str]:

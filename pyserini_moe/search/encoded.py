@@ -24,6 +24,7 @@ from pyserini_moe.errors import UserError
 from pyserini_moe.index.doc_vectors import DOC_VECTORS, DocVectors
 from pyserini_moe.index.meta import IndexMeta, IndexMismatchError, check_kind, meta_path
 from pyserini_moe.index.multivector import MultiVectorIndex
+from pyserini_moe.io import reading
 from pyserini_moe.modeling.auto import is_backbone, load_encoder
 from pyserini_moe.modeling.base import fingerprint
 from pyserini_moe.runs import Run
@@ -233,7 +234,9 @@ class DenseSearcher(_EncodedSearcher):
         from pyserini.search.faiss import FaissSearcher
 
         try:
-            self.searcher = FaissSearcher(self.index, self.query_encoder)
+            with reading(Path(self.index), "dense index (its Faiss 'index' or 'docid' file)",
+                         "build it again"):
+                self.searcher = FaissSearcher(self.index, self.query_encoder)
         except AssertionError:  # Pyserini's check that each vector has a docid line
             raise IndexMismatchError(f"{self.index}: the docid file and the Faiss index hold "
                                      "different numbers of documents; the index is damaged: "

@@ -609,7 +609,8 @@ class Trainer:
                                 "with --overwrite") from None
             # torch's own message suggests weights_only=False: never, for a file we wrote
             raise UserError(f"{checkpoint / STATE_FILE}: the training checkpoint is damaged "
-                            f"({str(e).splitlines()[0][:120]}); start again with --overwrite") \
+                            f"({(str(e).splitlines() or [type(e).__name__])[0][:120]}); start "
+                            "again with --overwrite") \
                 from None
         self.model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
