@@ -56,17 +56,23 @@ class MoeRetriever(Module):
         if side is None:
             raise ValueError("a pyserini-moe retriever encodes queries and documents differently: "
                              "use encode_query / encode_document (or task='query' / 'document')")
-        only = {"only": "dense"} if len(self.model.representations) > 1 else {}
+        vector = self._vector()
+        only = {"only": vector} if len(self.model.representations) > 1 else {}
         out = self.model(features["input_ids"], features["attention_mask"], side, **only)
-        features["sentence_embedding"] = out.dense
+        features["sentence_embedding"] = getattr(out, vector)
         return features
+
+    def _vector(self) -> str:
+        """The dense vector; a sparse-only model's term weights (one per vocabulary entry, what
+        sentence-transformers' ``SparseEncoder`` takes)."""
+        return "dense" if "dense" in self.model.representations else "sparse"
 
     def get_sentence_embedding_dimension(self) -> int:
         return self.get_embedding_dimension()
 
     def get_embedding_dimension(self) -> int:
-        vector = self.model.encode(["a"], Side.QUERY, 8, only="dense" if len(
-            self.model.representations) > 1 else None).dense
+        vector = getattr(self.model.encode(["a"], Side.QUERY, 8, only=self._vector() if len(
+            self.model.representations) > 1 else None), self._vector())
         return int(vector.shape[-1])
 
     def save(self, output_path: str, *args: Any, **kwargs: Any) -> None:

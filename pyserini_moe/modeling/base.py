@@ -404,6 +404,10 @@ class RetrievalModel(nn.Module, ABC):
                 lines += ["", "sentence-transformers loads it through pyserini-moe's own module: "
                           f'`SentenceTransformer("{directory.name}", trust_remote_code=True)`, '
                           "then `encode_query` and `encode_document` (the model's two sides)."]
+            elif self.representations == ("sparse",):
+                lines += ["", "sentence-transformers loads it through pyserini-moe's own module: "
+                          f'`SparseEncoder("{directory.name}", trust_remote_code=True)`, then '
+                          "`encode_query` and `encode_document` give its term weights."]
         else:
             lines += ["", "It is also a sentence-transformers model: "
                       f'`SentenceTransformer("{directory.name}")` gives the same vectors.']
@@ -413,11 +417,15 @@ class RetrievalModel(nn.Module, ABC):
         """Files other libraries read: a model with a dense vector lists pyserini-moe's own
         sentence-transformers module (:mod:`pyserini_moe.sentence_transformers`), so
         ``SentenceTransformer(folder)`` loads it through this package and ``encode_query`` /
-        ``encode_document`` route to its query / passage side."""
-        if "dense" in self.representations:
+        ``encode_document`` route to its query / passage side; a model whose only vector is
+        sparse (SPLADE) lists it as a ``SparseEncoder``, whose vectors are its term weights."""
+        if "dense" in self.representations or self.representations == ("sparse",):
             (folder / "modules.json").write_text(json.dumps(
                 [{"idx": 0, "name": "0", "path": "",
                   "type": "pyserini_moe.sentence_transformers.MoeRetriever"}], indent=2))
+        if self.representations == ("sparse",):
+            (folder / "config_sentence_transformers.json").write_text(json.dumps(
+                {"model_type": "SparseEncoder"}, indent=2))
 
 
 def base_model_name(config: Any) -> str | None:

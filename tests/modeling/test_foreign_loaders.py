@@ -106,3 +106,30 @@ def test_every_model_folder_has_a_card_and_training_adds_to_it(toy_data, tiny_be
     assert "## Training" in card and "2 steps of 4 queries" in card
     assert str(tmp_path) not in card
     assert 'SentenceTransformer(' in card  # a Siamese model is a sentence-transformers model
+
+
+def test_a_splade_folder_is_a_sentence_transformers_sparse_encoder(tiny_mlm, tmp_path) -> None:
+    """SparseEncoder loads a SPLADE folder through our module (trust_remote_code, as for the MoE
+    folders) and its query and document vectors are the model's term weights; save() writes a
+    folder that loads again and gives the same vectors."""
+    from sentence_transformers import SparseEncoder
+
+    from pyserini_moe.modeling import SpladeEncoder
+
+    torch.manual_seed(0)
+    model = SpladeEncoder.from_backbone(tiny_mlm, device="cpu").eval()
+    folder = model.save(tmp_path / "splade")
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        SparseEncoder(str(folder), device="cpu")
+    st = SparseEncoder(str(folder), device="cpu", trust_remote_code=True)
+    texts = ["a cat sat on the mat", "dense retrieval"]
+    for side, encode in ((Side.QUERY, st.encode_query), (Side.PASSAGE, st.encode_document)):
+        expected = model.encode(texts, side).sparse
+        got = encode(texts, convert_to_tensor=True, convert_to_sparse_tensor=False)
+        torch.testing.assert_close(torch.as_tensor(got), expected, atol=1e-5, rtol=1e-5)
+    st.save(str(tmp_path / "copy"))
+    again = SparseEncoder(str(tmp_path / "copy"), device="cpu", trust_remote_code=True)
+    torch.testing.assert_close(
+        torch.as_tensor(again.encode_query(texts, convert_to_tensor=True,
+                                           convert_to_sparse_tensor=False)),
+        model.encode(texts, Side.QUERY).sparse, atol=1e-5, rtol=1e-5)
