@@ -59,13 +59,21 @@ class MoeRetriever(Module):
         vector = self._vector()
         only = {"only": vector} if len(self.model.representations) > 1 else {}
         out = self.model(features["input_ids"], features["attention_mask"], side, **only)
-        features["sentence_embedding"] = getattr(out, vector)
+        if vector == "multi":  # MultiVectorEncoder keeps the token vectors its mask selects
+            features["token_embeddings"] = out.multi
+            if out.mask is not None:
+                features["attention_mask"] = out.mask
+        else:
+            features["sentence_embedding"] = getattr(out, vector)
         return features
 
     def _vector(self) -> str:
         """The dense vector; a sparse-only model's term weights (one per vocabulary entry, what
-        sentence-transformers' ``SparseEncoder`` takes)."""
-        return "dense" if "dense" in self.model.representations else "sparse"
+        sentence-transformers' ``SparseEncoder`` takes); a multi-vector-only model's token
+        vectors (``MultiVectorEncoder``'s)."""
+        if "dense" in self.model.representations:
+            return "dense"
+        return self.model.representations[0]
 
     def get_sentence_embedding_dimension(self) -> int:
         return self.get_embedding_dimension()

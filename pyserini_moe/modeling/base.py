@@ -404,10 +404,11 @@ class RetrievalModel(nn.Module, ABC):
                 lines += ["", "sentence-transformers loads it through pyserini-moe's own module: "
                           f'`SentenceTransformer("{directory.name}", trust_remote_code=True)`, '
                           "then `encode_query` and `encode_document` (the model's two sides)."]
-            elif self.representations == ("sparse",):
+            elif self.representations in ST_MODEL_TYPES:
                 lines += ["", "sentence-transformers loads it through pyserini-moe's own module: "
-                          f'`SparseEncoder("{directory.name}", trust_remote_code=True)`, then '
-                          "`encode_query` and `encode_document` give its term weights."]
+                          f'`{ST_MODEL_TYPES[self.representations]}("{directory.name}", '
+                          "trust_remote_code=True)`, then `encode_query` and `encode_document` "
+                          "give its vectors."]
         else:
             lines += ["", "It is also a sentence-transformers model: "
                       f'`SentenceTransformer("{directory.name}")` gives the same vectors.']
@@ -418,14 +419,20 @@ class RetrievalModel(nn.Module, ABC):
         sentence-transformers module (:mod:`pyserini_moe.sentence_transformers`), so
         ``SentenceTransformer(folder)`` loads it through this package and ``encode_query`` /
         ``encode_document`` route to its query / passage side; a model whose only vector is
-        sparse (SPLADE) lists it as a ``SparseEncoder``, whose vectors are its term weights."""
-        if "dense" in self.representations or self.representations == ("sparse",):
+        sparse (SPLADE) lists it as a ``SparseEncoder`` (its term weights), one whose only
+        vectors are per token (ColBERT) as a ``MultiVectorEncoder``."""
+        only = ST_MODEL_TYPES.get(self.representations)
+        if "dense" in self.representations or only:
             (folder / "modules.json").write_text(json.dumps(
                 [{"idx": 0, "name": "0", "path": "",
                   "type": "pyserini_moe.sentence_transformers.MoeRetriever"}], indent=2))
-        if self.representations == ("sparse",):
+        if only:
             (folder / "config_sentence_transformers.json").write_text(json.dumps(
-                {"model_type": "SparseEncoder"}, indent=2))
+                {"model_type": only}, indent=2))
+
+
+# sentence-transformers' model class for a model with one representation other than dense
+ST_MODEL_TYPES = {("sparse",): "SparseEncoder", ("multi",): "MultiVectorEncoder"}
 
 
 def base_model_name(config: Any) -> str | None:

@@ -133,3 +133,24 @@ def test_a_splade_folder_is_a_sentence_transformers_sparse_encoder(tiny_mlm, tmp
         torch.as_tensor(again.encode_query(texts, convert_to_tensor=True,
                                            convert_to_sparse_tensor=False)),
         model.encode(texts, Side.QUERY).sparse, atol=1e-5, rtol=1e-5)
+
+
+def test_a_colbert_folder_is_a_sentence_transformers_multi_vector_encoder(tiny_bert,
+                                                                          tmp_path) -> None:
+    """MultiVectorEncoder loads a ColBERT folder through our module: each text's token vectors
+    are the ones our multi-vector index holds (those our mask keeps)."""
+    from sentence_transformers import MultiVectorEncoder
+
+    from pyserini_moe.modeling import ColbertEncoder
+
+    torch.manual_seed(0)
+    model = ColbertEncoder.from_backbone(tiny_bert, device="cpu").eval()
+    folder = model.save(tmp_path / "colbert")
+    st = MultiVectorEncoder(str(folder), device="cpu", trust_remote_code=True)
+    texts = ["a cat sat on the mat", "dense retrieval"]
+    for side, encode in ((Side.QUERY, st.encode_query), (Side.PASSAGE, st.encode_document)):
+        out = model.encode(texts, side)
+        got = encode(texts)
+        for i, tokens in enumerate(got):
+            expected = out.multi[i][out.mask[i].bool()]
+            torch.testing.assert_close(torch.as_tensor(tokens), expected, atol=1e-5, rtol=1e-5)
