@@ -17,6 +17,7 @@ import torch
 from pyserini_moe.encode.common import PassageEncoder
 from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.base import Encoded, Representation, TextEncoder
+from pyserini_moe.runs import JAVA_INT_MAX
 
 DEFAULT_QUANTIZATION = 100
 DEFAULT_QUERY_MAX_TERMS = 1024  # Lucene's default max clause count, checked by ImpactSearcher
@@ -29,7 +30,12 @@ def quantize(weights: torch.Tensor, vocab: list[str], factor: int,
     With ``max_terms``, each row keeps its ``max_terms`` largest quantised weights; equal weights
     are kept in vocabulary order, so a query always yields the same terms.
     """
-    q = torch.round(weights.float() * factor).to(torch.int64).cpu()
+    q = torch.round(weights.float() * factor).cpu()
+    if q.numel() and not float(q.max()) <= JAVA_INT_MAX:  # Lucene keeps each impact in a Java int
+        raise UserError(f"--quantization {factor}: a term weight of {float(weights.max()):.4g} "
+                        f"becomes {float(q.max()):.4g}, more than Lucene's int holds "
+                        f"({JAVA_INT_MAX}); use a smaller factor")
+    q = q.to(torch.int64)
     out = []
     for row in q:
         idx = torch.nonzero(row > 0).flatten()
@@ -48,8 +54,9 @@ class Impact:
     representation = Representation.SPARSE
 
     def _init_impact(self, quantization: int) -> None:
-        if quantization < 1:
-            raise UserError("quantization factor must be >= 1")
+        if not 1 <= quantization <= JAVA_INT_MAX:
+            raise UserError(f"quantization factor must be from 1 to {JAVA_INT_MAX} (a Java int), "
+                            f"got {quantization}")
         self.quantization = quantization
         tokenizer = self.model.tokenizer
         vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))

@@ -45,6 +45,7 @@ from pyserini_moe.modeling.base import Encoded, Side
 from pyserini_moe.modeling.device import check_parallelism
 from pyserini_moe.modeling.pipeline import encode_stream
 from pyserini_moe.representation import INDEX_KINDS, Representation
+from pyserini_moe.runs import JAVA_INT_MAX
 
 log = logging.getLogger(__name__)
 
@@ -263,8 +264,11 @@ class BuildSettings:
 
     def __post_init__(self) -> None:
         for name in _COUNTS:
-            if getattr(self, name) < 1:
-                raise UserError(f"--{name.replace('_', '-')} must be >= 1")
+            value, flag = getattr(self, name), "--" + name.replace("_", "-")
+            if value < 1:
+                raise UserError(f"{flag} must be >= 1")
+            if value > JAVA_INT_MAX:  # Lucene's and Faiss's counts are Java / C ints
+                raise UserError(f"{flag} must be <= {JAVA_INT_MAX} (a Java int)")
         check_parallelism("--tokenizer-workers", self.tokenizer_workers, processes=True)
         check_parallelism("--threads", self.threads)
         unknown = sorted(set(self.outputs) - set(KINDS))

@@ -82,3 +82,19 @@ def test_threads_are_warned_above_the_cores_and_refused_past_javas_limit(monkeyp
                for r in caplog.records)
     with pytest.raises(UserError, match="--threads 300000: at most 32767 threads"):
         BuildSettings(**base, threads=300_000)
+
+
+def test_a_quantisation_past_a_java_int_is_refused() -> None:
+    """Lucene keeps each impact weight in a Java int: a factor past it, or one that turns a
+    weight past it, is one line naming --quantization (it was a Java error, or a silently
+    wrapped weight)."""
+    import torch
+
+    from pyserini_moe.encode.impact import quantize
+
+    base = {"corpus": "scifact", "encoder": "m", "outputs": {"impact": "x"}}
+    with pytest.raises(UserError, match="--quantization must be <= 2147483647"):
+        BuildSettings(**base, quantization=2**31)
+    with pytest.raises(UserError, match="--quantization 100000000: a term weight of 30 "):
+        quantize(torch.tensor([[0.0, 30.0]]), ["a", "b"], 10**8)
+    assert quantize(torch.tensor([[0.0, 3.0]]), ["a", "b"], 100) == [{"b": 300}]
