@@ -25,6 +25,7 @@ import yaml
 from pyserini_moe.cli import encode_queries as encode_queries_cli
 from pyserini_moe.cli import eval as eval_cli
 from pyserini_moe.cli import index as index_cli
+from pyserini_moe.cli import merge as merge_cli
 from pyserini_moe.cli import regress as regress_cli
 from pyserini_moe.cli import run_main
 from pyserini_moe.cli import search as search_cli
@@ -118,6 +119,12 @@ def built(tiny_bert, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
                                str(folder), "--encoder", str(out[f"{model} model"]),
                                "--max-length", "32", "--quiet", *extra]) == 0
         out[name] = folder
+    for shard in (0, 1):  # a dense index in two shards, merged by the reader
+        assert index_cli.main(["--retriever", "dense", "--corpus", str(tiny_corpus), "--index",
+                               str(root / f"shard-{shard}"), "--encoder", str(out["dense model"]),
+                               "--max-length", "32", "--quiet", "--shard-id", str(shard),
+                               "--shard-num", "2"]) == 0
+    out["dense shard"] = root / "shard-0"
     assert encode_queries_cli.main(["--index", str(out["dense index"]), "--topics",
                                     f"{tiny_corpus}:test", "--output", str(root / "encoded")]) == 0
     out["encoded queries"] = root / "encoded"
@@ -163,6 +170,9 @@ READERS: dict[str, tuple[Callable, Callable[[Path, Path, dict, Path], list[str]]
         str(a), "--topics", f"{c}:test", "--output", str(tmp / "out.trec"), "--quiet"]),
     "multivector index": (search_cli.main, lambda a, tmp, b, c: _search(a, tmp, c)),
     "multivector index compressed": (search_cli.main, lambda a, tmp, b, c: _search(a, tmp, c)),
+    "dense shard": (merge_cli.main, lambda a, tmp, b, c: [
+        "--shards", str(a), str(b["dense shard"].parent / "shard-1"), "--index",
+        str(tmp / "merged"), "--quiet"]),
     "encoded queries": (search_cli.main, lambda a, tmp, b, c: _search(
         b["dense index"], tmp, c, "--encoded-queries", str(a))),
     "run": (eval_cli.main, lambda a, tmp, b, c: ["--run", str(a), "--qrels", f"{c}:test"]),
