@@ -34,7 +34,6 @@ from pyserini_moe.cli.args import (
 )
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.readers import MODEL_FLAGS, READERS, unread_problem
-from pyserini_moe.modeling.device import check_parallelism
 from pyserini_moe.representation import INDEX_KINDS
 
 if TYPE_CHECKING:
@@ -167,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.retriever == ["bm25"]:  # the one count a BM25 build takes (a model's: BuildSettings)
+        from pyserini_moe.modeling.device import check_parallelism  # torch: not for --help
+
         check_parallelism("--threads", args.threads)
     if (args.shard_id is None) != (args.shard_num is None):
         raise UserError("--shard-id and --shard-num go together")

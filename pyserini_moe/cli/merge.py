@@ -6,7 +6,6 @@ import sys
 
 from pyserini_moe.cli import ArgumentParser, HelpFormatter, refuse_input_as_output
 from pyserini_moe.index.merge import merge
-from pyserini_moe.modeling.device import check_parallelism
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overwrite", action="store_true", help="replace an existing index")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
+    from pyserini_moe.modeling.device import check_parallelism  # torch: not for --help
+
     check_parallelism("--threads", args.threads)
     refuse_input_as_output([args.index], args.shards)
     merged = merge(args.shards, args.index, args.threads, args.overwrite, not args.quiet)

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 from pyserini_moe.encode import QUERIES_CUT_AT, QUERY_ENCODER_LOG
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import IndexMismatchError, read_meta
-from pyserini_moe.modeling.device import check_parallelism
 from pyserini_moe.representation import INDEX_KINDS
 from pyserini_moe.runs import Run
 from pyserini_moe.search.base import (
@@ -100,6 +99,8 @@ class SearchSettings:
             if problem:
                 raise UserError(problem)
         if self.threads is not None:
+            from pyserini_moe.modeling.device import check_parallelism  # noqa: PLC0415 - torch: not at `search --help`
+
             check_parallelism("--threads", self.threads)
 
     def _max_passage_problem(self) -> str | None:

@@ -24,7 +24,6 @@ from pyserini_moe.errors import UserError
 from pyserini_moe.index.doc_vectors import DOC_VECTORS, DocVectors
 from pyserini_moe.index.meta import IndexMeta, IndexMismatchError, check_kind, meta_path
 from pyserini_moe.index.multivector import MultiVectorIndex
-from pyserini_moe.io import reading
 from pyserini_moe.modeling.auto import is_backbone, load_encoder
 from pyserini_moe.modeling.base import fingerprint
 from pyserini_moe.runs import Run
@@ -234,9 +233,10 @@ class DenseSearcher(_EncodedSearcher):
         from pyserini.search.faiss import FaissSearcher
 
         try:
-            with reading(Path(self.index), "dense index (its Faiss 'index' or 'docid' file)",
-                         "build it again"):
-                self.searcher = FaissSearcher(self.index, self.query_encoder)
+            self.searcher = FaissSearcher(self.index, self.query_encoder)
+        except UnicodeDecodeError as e:  # Pyserini reads the docid file as text
+            raise IndexMismatchError(f"{self.index}/docid: not UTF-8 text ({e.reason} at byte "
+                                     f"{e.start}); the index is damaged: build it again") from None
         except AssertionError:  # Pyserini's check that each vector has a docid line
             raise IndexMismatchError(f"{self.index}: the docid file and the Faiss index hold "
                                      "different numbers of documents; the index is damaged: "
