@@ -83,6 +83,29 @@ def regression_file(folder: Path, name: str = "tiny", **condition) -> Path:
 # --- training folders and indexes ---------------------------------------------------------------
 
 
+TOY_WORDS = ["the", "a", "of", "what", "is", "retrieval", "query", "passage", "dense", "sparse",
+             "expert", "mixture", "model", "cat", "dog", "sat", "on", "mat"]
+
+
+def toy_collection(root: Path) -> Path:
+    """A learnable task in ``root``: 24 documents of three words, each query the text of its
+    positive, judged on the train split, with five run negatives a query (negatives.trec)."""
+    root.mkdir(parents=True, exist_ok=True)
+    texts = [f"{TOY_WORDS[i % 18]} {TOY_WORDS[(3 * i + 1) % 18]} {TOY_WORDS[(5 * i + 2) % 18]}"
+             for i in range(24)]
+    (root / "corpus.jsonl").write_text("".join(
+        json.dumps({"_id": f"d{i}", "title": "", "text": t}) + "\n" for i, t in enumerate(texts)))
+    (root / "queries.jsonl").write_text("".join(
+        json.dumps({"_id": f"q{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    (root / "qrels").mkdir()
+    (root / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"q{i}\td{i}\t1\n" for i in range(24)))
+    (root / "negatives.trec").write_text("".join(
+        f"q{i} Q0 d{(i + k) % 24} {k} {10 - k} toy\n" for i in range(24) for k in range(1, 6)))
+    return root
+
+
+
 def seed_training(folder: Path, seed: int, rate: float, **more) -> str:
     folder.mkdir()
     recipe = {"model": {"type": "siamese", "args": more}, "data": {"collection": "tc", "seed": seed},

@@ -31,7 +31,7 @@ from pyserini_moe.cli import run_main
 from pyserini_moe.cli import search as search_cli
 from pyserini_moe.cli import train as train_cli
 from pyserini_moe.io import output_kind
-from tests.helpers import regression_file
+from tests.helpers import regression_file, toy_collection
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -74,26 +74,6 @@ def _lie(value: object) -> object:
 # --- the artefacts, each built once -------------------------------------------------------------
 
 
-TOY_WORDS = ["the", "a", "of", "what", "is", "retrieval", "query", "passage", "dense", "sparse",
-             "expert", "mixture", "model", "cat", "dog", "sat", "on", "mat"]
-
-
-def _toy_collection(root: Path) -> Path:
-    """24 three-word documents, each a training query's positive, with BM25-like negatives."""
-    texts = [" ".join(TOY_WORDS[(k * i + k - 1) % 18] for k in (1, 3, 5)) for i in range(24)]
-    root.mkdir()
-    (root / "corpus.jsonl").write_text("".join(
-        json.dumps({"_id": f"d{i}", "title": "", "text": x}) + "\n" for i, x in enumerate(texts)))
-    (root / "queries.jsonl").write_text("".join(
-        json.dumps({"_id": f"q{i}", "text": x}) + "\n" for i, x in enumerate(texts)))
-    (root / "qrels").mkdir()
-    (root / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-        f"q{i}\td{i}\t1\n" for i in range(24)))
-    (root / "negatives.trec").write_text("".join(
-        f"q{i} Q0 d{(i + k) % 24} {k} {10 - k} toy\n" for i in range(24) for k in range(1, 4)))
-    return root
-
-
 @pytest.fixture(scope="module")
 def built(tiny_bert, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
     from pyserini_moe.modeling import ColbertEncoder, CotMoteEncoder, SiameseBiEncoder
@@ -130,7 +110,7 @@ def built(tiny_bert, tiny_corpus, tmp_path_factory) -> dict[str, Path]:
     out["encoded queries"] = root / "encoded"
     (root / "run.trec").write_text("q0 Q0 d0 1 3.0 t\nq1 Q0 d1 1 2.0 t\n")
     out["run"] = root / "run.trec"
-    toy = _toy_collection(root / "toy")
+    toy = toy_collection(root / "toy")
     recipe = root / "recipe.yaml"
     recipe.write_text(yaml.safe_dump({
         "model": {"type": "siamese", "backbone": str(tiny_bert)},
