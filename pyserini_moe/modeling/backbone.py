@@ -218,8 +218,9 @@ def read_tokenizer(folder: str | os.PathLike) -> Any:
                         "save, copy or export the model again")
     with reading(folder, "tokenizer", "save, copy or export the model again", (Exception,)):
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
-    ids = set(tokenizer.get_vocab().values())
-    if ids and (len(ids) != len(tokenizer.get_vocab()) or min(ids) != 0 or max(ids) != len(ids) - 1):
+    vocab = tokenizer.get_vocab()
+    ids = set(vocab.values())
+    if ids and (len(ids) != len(vocab) or min(ids) != 0 or max(ids) != len(ids) - 1):
         raise UserError(f"{folder}: the tokenizer's vocabulary does not number its {len(ids)} "
                         "tokens 0 to N-1 (a damaged tokenizer file); save, copy or export the "
                         "model again")

@@ -13,6 +13,7 @@ Every fused run keeps only its best ``k`` documents per query (ranked as :func:`
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import math
 import warnings
@@ -73,9 +74,11 @@ def _min_max(hits: dict[str, float]) -> tuple[dict[str, float], float]:
     return {d: (s - lo) / span if span > 0 else 0.0 for d, s in hits.items()}, 0.0
 
 
-def _reciprocal_rank(hits: dict[str, float]) -> tuple[dict[str, float], float]:
-    """1/rank (rank from 1, ties by docid); missing documents get 0 (table 4's SumRR/MaxRR)."""
-    return {d: 1.0 / rank for rank, (d, _) in enumerate(ranked(hits), start=1)}, 0.0
+def _reciprocal_rank(hits: dict[str, float], offset: int = 0) -> tuple[dict[str, float], float]:
+    """1 / (offset + rank), rank from 1 with ties in the order they came (a run file's rank
+    column, as Pyserini's fusion reads it); missing documents get 0. Offset 0: table 4's
+    SumRR/MaxRR; RRF's k otherwise."""
+    return {d: 1.0 / (offset + rank) for rank, (d, _) in enumerate(ranked(hits), start=1)}, 0.0
 
 
 def _combine(runs: Sequence[Run], transform: ListTransform,
@@ -131,13 +134,11 @@ def max_rr(runs: Sequence[Run], k: int = 1000) -> Run:
 def rrf(runs: Sequence[Run], k: int = 1000, rrf_k: int = RRF_K) -> Run:
     """Reciprocal rank fusion (Cormack et al., 2009): sum of ``1 / (rrf_k + rank)``; missing -> 0.
 
-    Ours rather than ranx's because ranks of tied scores must follow Pyserini's order (ascending
-    docid, :func:`runs.ranked`) for a fused run to diff line for line against Pyserini's fusion;
-    ranx ranks ties in its sort's unspecified order."""
-    def reciprocal(hits: dict[str, float]) -> tuple[dict[str, float], float]:
-        return {d: 1.0 / (rrf_k + rank) for rank, (d, _) in enumerate(ranked(hits), start=1)}, 0.0
-
-    return _combine(runs, reciprocal, sum, k)
+    Ours rather than ranx's because tied scores must be ranked as Pyserini ranks them (in the
+    order they came, :func:`runs.ranked`; the fused ties by ascending docid) for a fused run to
+    diff line for line against Pyserini's fusion; ranx ranks ties in its sort's unspecified
+    order."""
+    return _combine(runs, functools.partial(_reciprocal_rank, offset=rrf_k), sum, k)
 
 
 def linear(runs: Sequence[Run], weights: Sequence[float], k: int = 1000) -> Run:
