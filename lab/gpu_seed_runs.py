@@ -1015,7 +1015,7 @@ def check_topics(topics: list[str]) -> None:
 def parse_checkpoint(checkpoint: str) -> tuple[str, str]:
     """NAME=FOLDER of a saved model (its metadata file) or a backbone (its config.json). An
     empty FOLDER is refused: ``Path("")`` is the current folder, which exists."""
-    from pyserini_moe.modeling.base import is_saved_model
+    from pyserini_moe.modeling.folder import is_saved_model
 
     name, _, folder = checkpoint.partition("=")
     if not is_job_name(name) or not folder:

@@ -5,7 +5,7 @@ model does:
 ``encode_query`` encodes on the query side (TASER's query experts, CoT-MoTE's Q-FFN, SB-MoE's
 gate on queries), ``encode_document`` on the passage side. A plain ``encode`` is refused: such a
 model has no side-free encoding. Saved model folders of dense MoE models list this module in
-their ``modules.json`` (see :meth:`~pyserini_moe.modeling.base.RetrievalModel.save`).
+their ``modules.json`` (see :meth:`~pyserini_moe.modeling.folder.FolderFormat.save`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Any
 import torch
 from sentence_transformers.base.modules.module import Module
 
-from pyserini_moe.modeling.base import Side, load_model
+from pyserini_moe.modeling.base import Side
+from pyserini_moe.modeling.folder import load_model
 from pyserini_moe.modeling.lengths import encode_length
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ to lie with larger numbers. The command that reads the artefact must then either
 single ``error:`` line, exit 2, naming the damaged file or its folder: never a traceback.
 
 The files come from the built artefact, not from a list here, so a file a new version writes is
-damaged too; each must be one its folder's kind declares (``io.output_kind``), or the test says
+damaged too; each must be one its folder's kind declares (``outputs.output_kind``), or the test says
 which file to declare.
 """
 
@@ -30,7 +30,7 @@ from pyserini_moe.cli import regress as regress_cli
 from pyserini_moe.cli import run_main
 from pyserini_moe.cli import search as search_cli
 from pyserini_moe.cli import train as train_cli
-from pyserini_moe.io import output_kind
+from pyserini_moe.outputs import output_kind
 from tests.helpers import regression_file, toy_collection
 
 pytestmark = pytest.mark.usefixtures("one_thread")

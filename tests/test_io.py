@@ -175,7 +175,7 @@ def test_a_killed_writers_leftover_inside_an_output_is_part_of_it(tmp_path):
     """The trainer writes best/ and last/ through atomic_path inside its output: the temporary
     a killed training left there (``.best.tmp-PID-x``) made the whole training folder "foreign"
     to ``--overwrite``; a leftover of a name the output never writes still is."""
-    from pyserini_moe.io import refuse_foreign_folder
+    from pyserini_moe.outputs import refuse_foreign_folder
 
     run = tmp_path / "run"
     (run / ".best.tmp-123-abc").mkdir(parents=True)

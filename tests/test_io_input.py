@@ -16,7 +16,8 @@ import pytest
 from pyserini_moe.cli import eval as eval_cli
 from pyserini_moe.cli import run_main
 from pyserini_moe.errors import UserError
-from pyserini_moe.io import atomic_path, read_yaml, refuse_foreign_folder
+from pyserini_moe.io import atomic_path, read_yaml
+from pyserini_moe.outputs import refuse_foreign_folder
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -134,7 +135,7 @@ def test_an_impact_indexs_own_doc_vectors_are_its_own(tmp_path) -> None:
 @pytest.mark.parametrize("user_files", [["vectors.npy", "docids.txt"], ["vectors.jsonl"],
                                         ["offsets.npy"]])
 def test_a_dense_index_holds_only_a_dense_indexs_files(ws, tmp_path, user_files) -> None:
-    from pyserini_moe.io import refuse_foreign_folder
+    from pyserini_moe.outputs import refuse_foreign_folder
 
     index = tmp_path / "dense"
     index.mkdir()
@@ -149,7 +150,7 @@ def test_a_dense_index_holds_only_a_dense_indexs_files(ws, tmp_path, user_files)
 
 
 def test_an_index_of_unreadable_kind_may_hold_any_index_kinds_files(tmp_path) -> None:
-    from pyserini_moe.io import refuse_foreign_folder
+    from pyserini_moe.outputs import refuse_foreign_folder
 
     index = tmp_path / "old"
     index.mkdir()
@@ -163,7 +164,7 @@ def test_an_index_of_unreadable_kind_may_hold_any_index_kinds_files(tmp_path) ->
 
 
 def test_a_folder_of_two_kinds_of_output_is_named_as_such(ws, tmp_path) -> None:
-    from pyserini_moe.io import refuse_foreign_folder
+    from pyserini_moe.outputs import refuse_foreign_folder
 
     index = tmp_path / "mixed"
     index.mkdir()
@@ -181,7 +182,7 @@ def test_a_folder_of_two_kinds_of_output_is_named_as_such(ws, tmp_path) -> None:
 
 
 def test_an_export_holds_only_the_files_it_records(tmp_path) -> None:
-    from pyserini_moe.io import refuse_foreign_folder
+    from pyserini_moe.outputs import refuse_foreign_folder
 
     export = tmp_path / "export"
     export.mkdir()

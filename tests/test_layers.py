@@ -40,7 +40,7 @@ def test_one_vocabulary_for_representations_and_index_kinds() -> None:
 def test_model_and_index_folders_have_distinct_metadata_files() -> None:
     from pyserini_moe.index.meta import META_FILE
     from pyserini_moe.modeling.auto import INDEX_MARKER
-    from pyserini_moe.modeling.base import MODEL_FILE
+    from pyserini_moe.modeling.folder import MODEL_FILE
 
     assert INDEX_MARKER == META_FILE != MODEL_FILE
 

@@ -191,7 +191,7 @@ def refuse_one_model_twice(models: dict[str, Any], paths: dict[str, str]) -> Non
     a copy) give identical rows and a t-test against itself (p = nan), as one folder under two
     names would (:func:`_named`); they are known by their fingerprints (architecture and
     weights, as indexes record them), before any pair is embedded."""
-    from pyserini_moe.modeling.base import fingerprint  # noqa: PLC0415 - `analyze --help` stays light
+    from pyserini_moe.modeling.folder import fingerprint  # noqa: PLC0415 - `analyze --help` stays light
 
     seen: dict[str, str] = {}
     for name, model in models.items():

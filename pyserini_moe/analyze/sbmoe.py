@@ -198,7 +198,7 @@ class ExpertsAnalysis:
 def run_experts(analysis: ExpertsAnalysis) -> int:
     """``analyze experts``: route the corpus and / or topics through the gate, write the wins
     and the activated experts (and the plot)."""
-    from pyserini_moe.modeling.base import load_model  # noqa: PLC0415 - `analyze --help` stays light
+    from pyserini_moe.modeling.folder import load_model  # noqa: PLC0415 - `analyze --help` stays light
 
     model = load_model(analysis.model, analysis.device)
     if model.model_type != "sbmoe":

@@ -73,7 +73,7 @@ class RoutingAnalysis:
 
 def run_routing(analysis: RoutingAnalysis) -> int:
     """``analyze routing``: route the topics and a sample of the corpus, write the shares."""
-    from pyserini_moe.modeling.base import load_model  # noqa: PLC0415 - `analyze --help` stays light
+    from pyserini_moe.modeling.folder import load_model  # noqa: PLC0415 - `analyze --help` stays light
 
     model = load_model(analysis.model, analysis.device)
     if not hasattr(model, "expert_layers"):

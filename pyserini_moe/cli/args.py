@@ -98,7 +98,7 @@ def backend_encoder(spec: str, backend: str, options: dict[str, Any] | None = No
     process (tracing is memory-hungry and leaves state behind) and cached: inside a saved model
     folder (``<model>/onnx/<fp32|int8>[-option=value...]``), else under
     ``~/.cache/pyserini_moe/onnx/``. A cached export made from other weights is replaced."""
-    from pyserini_moe.modeling.base import is_saved_model  # torch: only when used
+    from pyserini_moe.modeling.folder import is_saved_model  # torch: only when used
     from pyserini_moe.modeling.onnx import ONNX_FILE, is_onnx_export
 
     if backend not in BACKENDS:
@@ -137,7 +137,7 @@ def _exported_from(export_dir: Path, spec: str, options: dict[str, Any], int8: b
     searches), the same weights and, for int8, the current quantisation scheme (both are in its
     fingerprint)."""
     from pyserini_moe.modeling.auto import load_encoder
-    from pyserini_moe.modeling.base import fingerprint
+    from pyserini_moe.modeling.folder import fingerprint
     from pyserini_moe.modeling.onnx import ONNX_FILE, export_fingerprint
 
     exported = json.loads((export_dir / ONNX_FILE).read_text())  # the export's, not an index's

@@ -24,12 +24,9 @@ from pyserini_moe.lab.bench.report import Report, cpu_description, device_name
 from pyserini_moe.lab.bench.scaling import SCALED, bench_scaling, earlier_scaling, scaling_size
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.backbone import load_config
-from pyserini_moe.modeling.base import (
-    check_device,
-    model_class,
-    model_types,
-)
+from pyserini_moe.modeling.base import check_device
 from pyserini_moe.modeling.colbert import ColbertArgs
+from pyserini_moe.modeling.registry import model_class, model_types
 from pyserini_moe.modeling.taser import TaserArgs
 
 

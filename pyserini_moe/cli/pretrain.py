@@ -23,7 +23,8 @@ from pyserini_moe.cli import (
     seed,
 )
 from pyserini_moe.cli.args import add_device_arg
-from pyserini_moe.io import refuse_foreign_folder, refuse_one_file_twice, refuse_special_output
+from pyserini_moe.io import refuse_one_file_twice, refuse_special_output
+from pyserini_moe.outputs import refuse_foreign_folder
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter, HelpFormatter):

@@ -15,7 +15,7 @@ from pathlib import Path
 from pyserini_moe.cli import ArgumentParser, HelpFormatter, seed
 from pyserini_moe.data.beir import is_collection
 from pyserini_moe.errors import UserError
-from pyserini_moe.io import output_kind, refuse_one_file_twice
+from pyserini_moe.io import refuse_one_file_twice
 from pyserini_moe.lab.record import record
 from pyserini_moe.lab.regress import (
     KEPT_DIR,
@@ -28,6 +28,7 @@ from pyserini_moe.lab.regress import (
     run_regression,
     write_report,
 )
+from pyserini_moe.outputs import output_kind
 
 DEFAULT_WORK = REPO_ROOT / "work" / "regressions"
 

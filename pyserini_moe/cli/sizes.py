@@ -69,7 +69,7 @@ def _say_if_saved_model(folder: str) -> None:
     """A trained model's folder (``work/taser/best``) is read for its backbone's config only:
     the table sizes every architecture on that backbone, so one line first gives the model's own
     count (its architecture may be one the table cannot build on so few layers)."""
-    from pyserini_moe.modeling.base import is_saved_model, load_model
+    from pyserini_moe.modeling.folder import is_saved_model, load_model
 
     if not is_saved_model(folder):
         return

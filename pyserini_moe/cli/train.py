@@ -135,7 +135,8 @@ def _check_init_output(config: TrainConfig, overwrite: bool) -> None:
     be (an index, a folder of the user's files) or beside a training of another model (an
     SB-MoE init/ beside a Siamese best/), and an earlier init/ (perhaps of another seed)
     replaced only with --overwrite."""
-    from pyserini_moe.io import read_yaml, refuse_foreign_folder
+    from pyserini_moe.io import read_yaml
+    from pyserini_moe.outputs import refuse_foreign_folder
     from pyserini_moe.train.trainer import INIT_DIR, RECIPE_FILE
 
     out = config.output_dir
@@ -160,7 +161,7 @@ def _same_model(trained: object, model: ModelConfig) -> bool:
     import os
 
     from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE
-    from pyserini_moe.modeling.base import model_class
+    from pyserini_moe.modeling.registry import model_class
 
     if not isinstance(trained, dict) or trained.get("type") != model.type:
         return False

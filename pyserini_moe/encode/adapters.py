@@ -31,9 +31,9 @@ from pyserini_moe.encode.impact import (  # noqa: E402
     quantize,
 )
 from pyserini_moe.encode.multivector import MultiVector, MultiVectorPassageEncoder  # noqa: E402
+from pyserini_moe.encode.pipeline import encode_stream  # noqa: E402
 from pyserini_moe.errors import UserError  # noqa: E402
 from pyserini_moe.modeling.base import Encoded, Side, TextEncoder  # noqa: E402
-from pyserini_moe.modeling.pipeline import encode_stream  # noqa: E402
 
 log = logging.getLogger(__name__)
 

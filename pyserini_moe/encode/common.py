@@ -13,13 +13,8 @@ import torch
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.auto import ZERO_SHOT_SETTINGS, is_backbone, load_encoder
-from pyserini_moe.modeling.base import (
-    Encoded,
-    Representation,
-    Side,
-    TextEncoder,
-    fingerprint,
-)
+from pyserini_moe.modeling.base import Encoded, Representation, Side, TextEncoder
+from pyserini_moe.modeling.folder import fingerprint
 from pyserini_moe.modeling.lengths import (  # noqa: F401 - re-exported: the retrieval layer's lengths
     default_length,
     encode_length,

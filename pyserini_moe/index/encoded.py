@@ -33,17 +33,18 @@ from pyserini_moe.encode.common import describe, first_non_finite
 from pyserini_moe.encode.dense import DensePassageEncoder
 from pyserini_moe.encode.impact import ImpactPassageEncoder
 from pyserini_moe.encode.multivector import MultiVectorPassageEncoder
+from pyserini_moe.encode.pipeline import encode_stream
 from pyserini_moe.errors import UserError, library_write
 from pyserini_moe.index.doc_vectors import DOC_VECTORS, write_doc_vectors
 from pyserini_moe.index.lucene import run_index_collection
 from pyserini_moe.index.meta import META_FILE, write_meta
 from pyserini_moe.index.multivector import MultiVectorIndexWriter, faiss_factory_string
 from pyserini_moe.index.readers import READERS, unread_problem
-from pyserini_moe.io import atomic_path, refuse_to_rebuild, sha256_of_files
+from pyserini_moe.io import atomic_path, sha256_of_files
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.base import Encoded, Side
 from pyserini_moe.modeling.device import check_parallelism
-from pyserini_moe.modeling.pipeline import encode_stream
+from pyserini_moe.outputs import refuse_to_rebuild
 from pyserini_moe.representation import INDEX_KINDS, Representation
 from pyserini_moe.runs import JAVA_INT_MAX
 
@@ -233,7 +234,7 @@ class BuildSettings:
     all fed by a single encoding pass of ``encoder``.
     ``faiss``: dense flat | hnsw[M]; multivector flat | ivf{nlist},pq{m} | hnsw[M].
     ``tokenizer_workers`` / ``length_bucket``: ``workers`` / ``bucket`` of
-    :func:`~pyserini_moe.modeling.pipeline.encode_stream`.
+    :func:`~pyserini_moe.encode.pipeline.encode_stream`.
     ``quantization``: impact weights are stored as round(w * factor) (recorded in the index).
     ``compression``: multivector ``none`` | ``pq{m}`` (residual codes, see index.residual).
     ``doc_max_terms``: impact passages keep their heaviest terms only (recorded in the index).

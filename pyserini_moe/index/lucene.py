@@ -11,7 +11,8 @@ from pyserini_moe.data.corpus import open_corpus
 from pyserini_moe.data.export import write_json_collection
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import META_FILE, write_meta
-from pyserini_moe.io import atomic_path, refuse_to_rebuild
+from pyserini_moe.io import atomic_path
+from pyserini_moe.outputs import refuse_to_rebuild
 
 
 class IndexingError(UserError):

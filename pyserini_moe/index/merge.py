@@ -38,7 +38,8 @@ from pyserini_moe.errors import UserError, library_write
 from pyserini_moe.index.encoded import IMPACT_SHARD, IMPACT_VECTORS, faiss_index, lucene_impact_index
 from pyserini_moe.index.meta import META_FILE, IndexMeta, IndexMismatchError, read_meta
 from pyserini_moe.index.multivector import MultiVectorIndex, MultiVectorIndexWriter
-from pyserini_moe.io import atomic_path, reading, refuse_to_rebuild
+from pyserini_moe.io import atomic_path, reading
+from pyserini_moe.outputs import refuse_to_rebuild
 
 # Fields every shard must agree on (besides the encoder fingerprint and options).
 _SAME = ("kind", "collection", "max_length", "faiss", "quantization", "dim", "model_type",

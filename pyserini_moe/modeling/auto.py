@@ -9,15 +9,9 @@ import torch
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import read_json
-from pyserini_moe.modeling.base import (
-    MODEL_FILE,
-    WEIGHTS_FILE,
-    TextEncoder,
-    check_device,
-    is_saved_model,
-    load_model,
-)
+from pyserini_moe.modeling.base import TextEncoder, check_device
 from pyserini_moe.modeling.biencoder import SiameseBiEncoder
+from pyserini_moe.modeling.folder import MODEL_FILE, WEIGHTS_FILE, is_saved_model, load_model
 from pyserini_moe.modeling.onnx import OnnxModel, is_onnx_export
 from pyserini_moe.representation import INDEX_META_FILE
 

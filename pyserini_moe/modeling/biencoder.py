@@ -18,14 +18,13 @@ from pyserini_moe.io import read_json
 from pyserini_moe.modeling.args import ModelArgs
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer, model_file
 from pyserini_moe.modeling.base import (
-    TRANSFORMERS_WEIGHTS_FILE,
     Encoded,
     RetrievalModel,
     Side,
     SingleBackboneModel,
     check_device,
-    register,
 )
+from pyserini_moe.modeling.folder import TRANSFORMERS_WEIGHTS_FILE
 from pyserini_moe.modeling.lengths import default_length, passage_length, query_length
 from pyserini_moe.modeling.pooling import (
     POOLINGS,
@@ -33,6 +32,7 @@ from pyserini_moe.modeling.pooling import (
     pool,
     pretrained_encoder,
 )
+from pyserini_moe.modeling.registry import register
 from pyserini_moe.validate import check, one_of
 
 

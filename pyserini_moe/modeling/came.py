@@ -32,18 +32,12 @@ from transformers.masking_utils import create_bidirectional_mask
 from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.args import ModelArgs
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
-from pyserini_moe.modeling.base import (
-    Encoded,
-    Side,
-    SingleBackboneModel,
-    check_device,
-    is_saved_model,
-    load_model,
-    register,
-)
+from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, check_device
 from pyserini_moe.modeling.experts import transformer_layers
+from pyserini_moe.modeling.folder import is_saved_model, load_model
 from pyserini_moe.modeling.heads import ProjectionHead, SpladeHead, maxsim, splade_head
 from pyserini_moe.modeling.pooling import POOLINGS, pool, pretrained_encoder
+from pyserini_moe.modeling.registry import register
 from pyserini_moe.representation import CAME_EXPERTS
 from pyserini_moe.validate import (
     MAX_WIDTH,

@@ -9,8 +9,9 @@ import torch
 from torch import nn
 
 from pyserini_moe.modeling.args import ModelArgs
-from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, register
+from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel
 from pyserini_moe.modeling.heads import ProjectionHead, maxsim
+from pyserini_moe.modeling.registry import register
 from pyserini_moe.validate import MAX_WIDTH, check, size_up_to
 
 

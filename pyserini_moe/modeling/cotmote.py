@@ -35,18 +35,12 @@ from torch import nn
 from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.args import ModelArgs
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
-from pyserini_moe.modeling.base import (
-    Encoded,
-    RetrievalModel,
-    Side,
-    check_device,
-    is_saved_model,
-    load_model,
-    register,
-)
+from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, check_device
 from pyserini_moe.modeling.experts import ExpertFeedForward, insert_experts, set_route, transformer_layers
+from pyserini_moe.modeling.folder import is_saved_model, load_model
 from pyserini_moe.modeling.heads import SpladeHead, keep_top_k, splade_head
 from pyserini_moe.modeling.pooling import POOLINGS, encoder_from_config, pool, pretrained_encoder
+from pyserini_moe.modeling.registry import register
 from pyserini_moe.validate import check, non_negative, one_of
 
 VARIANTS = ("mote", "siamese", "separate")

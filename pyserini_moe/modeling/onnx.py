@@ -39,15 +39,8 @@ from torch import nn
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path, read_json, reading
 from pyserini_moe.modeling.backbone import read_tokenizer
-from pyserini_moe.modeling.base import (
-    Encoded,
-    RetrievalModel,
-    Side,
-    fingerprint,
-    recorded_query_length,
-    text_prefix,
-    tokenize,
-)
+from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, text_prefix, tokenize
+from pyserini_moe.modeling.folder import fingerprint, recorded_query_length
 from pyserini_moe.modeling.lengths import encode_length
 
 ONNX_FILE = "pyserini_moe_onnx.json"

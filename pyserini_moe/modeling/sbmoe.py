@@ -32,8 +32,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from pyserini_moe.modeling.args import ModelArgs
-from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, register
+from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel
 from pyserini_moe.modeling.pooling import POOLINGS, pool
+from pyserini_moe.modeling.registry import register
 from pyserini_moe.validate import (
     MAX_EXPERTS,
     MAX_WIDTH,

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.modeling.base import model_class, model_types
+from pyserini_moe.modeling.registry import model_class, model_types
 
 # What every model reads from a BERT-style encoder's config (sizes as counts >= 1).
 ENCODER_SIZES = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")

@@ -11,9 +11,10 @@ from torch import nn
 
 from pyserini_moe.modeling.args import ModelArgs
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE, load_tokenizer
-from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, check_device, register
+from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side, check_device
 from pyserini_moe.modeling.heads import SpladeHead, keep_top_k, splade_head
 from pyserini_moe.modeling.pooling import encoder_from_config, pretrained_encoder
+from pyserini_moe.modeling.registry import register
 from pyserini_moe.validate import check, non_negative
 
 

@@ -28,7 +28,7 @@ from torch import nn
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.args import ModelArgs
-from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel, register
+from pyserini_moe.modeling.base import Encoded, Side, SingleBackboneModel
 from pyserini_moe.modeling.experts import (
     ROUTERS,
     balance_loss,
@@ -38,6 +38,7 @@ from pyserini_moe.modeling.experts import (
     transformer_layers,
 )
 from pyserini_moe.modeling.pooling import POOLINGS, pool
+from pyserini_moe.modeling.registry import register
 from pyserini_moe.validate import MAX_EXPERTS, check, non_negative, one_of, positive, size_up_to
 
 ENTROPY_WEIGHT = 0.01  # beta of eq. 5, fixed in the paper

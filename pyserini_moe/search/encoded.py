@@ -25,7 +25,7 @@ from pyserini_moe.index.doc_vectors import DOC_VECTORS, DocVectors
 from pyserini_moe.index.meta import IndexMeta, IndexMismatchError, check_kind, meta_path
 from pyserini_moe.index.multivector import MultiVectorIndex
 from pyserini_moe.modeling.auto import is_backbone, load_encoder
-from pyserini_moe.modeling.base import fingerprint
+from pyserini_moe.modeling.folder import fingerprint
 from pyserini_moe.runs import Run
 from pyserini_moe.search.base import Hit, batched_search, open_lucene
 

@@ -32,16 +32,16 @@ from pyserini_moe.io import (
     open_binary,
     open_text_output,
     read_dataframe_pickle,
-    refuse_foreign_folder,
     refuse_special_output,
 )
-from pyserini_moe.modeling.base import fingerprint
+from pyserini_moe.modeling.folder import fingerprint
+from pyserini_moe.outputs import refuse_foreign_folder
 from pyserini_moe.runs import JAVA_INT_MAX
 from pyserini_moe.search.encoded import open_searcher
 
 KINDS = ("dense", "impact")
 EMBEDDING_FILE = "embedding.pkl"
-# Which encoder made the queries (modeling.base.fingerprint): a dense table's ``attrs`` entry,
+# Which encoder made the queries (modeling.folder.fingerprint): a dense table's ``attrs`` entry,
 # each impact record's key. Pyserini reads the columns / keys it knows and ignores it; search
 # --encoded-queries compares it with the index's, as it compares an --encoder's.
 FINGERPRINT = "encoder_fingerprint"

@@ -68,7 +68,7 @@ import yaml
 
 from pyserini_moe.io import read_yaml
 from pyserini_moe.modeling.backbone import DEFAULT_BACKBONE
-from pyserini_moe.modeling.base import model_class, model_types
+from pyserini_moe.modeling.registry import model_class, model_types
 from pyserini_moe.representation import INDEX_KINDS
 from pyserini_moe.validate import (
     ConfigError,

@@ -37,9 +37,10 @@ from tqdm import tqdm
 from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.errors import DataFormatError, UserError
 from pyserini_moe.io import atomic_path, iter_lines
-from pyserini_moe.modeling.base import CARD_FILE, Side
+from pyserini_moe.modeling.base import Side
 from pyserini_moe.modeling.cotmae import ContextualMae, mask_tokens, mlm_heads_for
 from pyserini_moe.modeling.cotmote import SPARSE_HEADS, VARIANTS, CotMoteEncoder
+from pyserini_moe.modeling.folder import CARD_FILE
 from pyserini_moe.train.loop import OptimizerLoop, set_seed
 from pyserini_moe.validate import (
     check,
@@ -106,7 +107,7 @@ class PretrainArgs:
         if not self.corpora and not self.queries and not self.pseudo_queries:
             raise UserError("nothing to pre-train on: give --corpus, --queries or "
                             "--pseudo-queries")
-        if self.switch_experts and self.variant == "siamese":  # recorded, yet a no-op (H15-24)
+        if self.switch_experts and self.variant == "siamese":  # would be recorded, yet change nothing
             raise UserError("--switch-experts sends queries through the passage expert and "
                             "passages through the query expert; a siamese encoder shares one "
                             "for both, so nothing would change: leave it out, or pre-train "

@@ -55,11 +55,13 @@ from pyserini_moe.io import (
     atomic_path,
     process_alive,
     read_json,
-    refuse_foreign_folder,
     refused_by_safe_load,
 )
-from pyserini_moe.modeling.base import CARD_FILE, Encoded, RetrievalModel, Side, model_class
+from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side
+from pyserini_moe.modeling.folder import CARD_FILE
 from pyserini_moe.modeling.losses import flops
+from pyserini_moe.modeling.registry import model_class
+from pyserini_moe.outputs import refuse_foreign_folder
 from pyserini_moe.train.collator import Batch, Collator
 from pyserini_moe.train.config import ModelConfig, TrainConfig, TrainingConfig
 from pyserini_moe.train.data import NEGATIVES_RUN, Example, TrainingData, load_training_data

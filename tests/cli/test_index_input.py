@@ -24,7 +24,7 @@ from pyserini_moe.cli.index import main as index_main
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.encoded import BuildSettings
 from pyserini_moe.modeling import ColbertEncoder, DprBiEncoder, SiameseBiEncoder
-from pyserini_moe.modeling.base import MODEL_FILE, WEIGHTS_FILE
+from pyserini_moe.modeling.folder import MODEL_FILE, WEIGHTS_FILE
 from tests.helpers import (
     dense_copy,
     err_text,

@@ -7,14 +7,15 @@ import shutil
 
 import torch
 
-from pyserini_moe.modeling.base import MODEL_FILE
+from pyserini_moe.modeling.folder import MODEL_FILE
 
 
 def test_a_siamese_model_without_its_metadata_is_still_a_backbone(ws, tmp_path) -> None:
     """Its weights are transformers' own file and its sentence-transformers files say how it
     pools: read as a backbone it gives the trained model's vectors, so it is not refused."""
     from pyserini_moe.modeling.auto import load_encoder
-    from pyserini_moe.modeling.base import Side, load_model
+    from pyserini_moe.modeling.base import Side
+    from pyserini_moe.modeling.folder import load_model
 
     bare = tmp_path / "siamese"
     shutil.copytree(ws["model"], bare)

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from pyserini_moe.modeling import Encoded, RetrievalModel, SiameseBiEncoder, model_types
-from pyserini_moe.modeling.base import model_class
 from pyserini_moe.modeling.losses import contrastive_loss
+from pyserini_moe.modeling.registry import model_class
 
 
 def test_a_model_missing_forward_cannot_be_built() -> None:

@@ -6,11 +6,17 @@ both, and folders saved under the old weights name."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
 from pyserini_moe.modeling import SiameseBiEncoder, Side, TaserEncoder, load_model
-from pyserini_moe.modeling.base import TRANSFORMERS_WEIGHTS_FILE, WEIGHTS_FILE
+from pyserini_moe.modeling.folder import (
+    AUTOMODEL_REFUSAL,
+    TRANSFORMERS_WEIGHTS_FILE,
+    WEIGHTS_FILE,
+)
 
 
 @pytest.mark.parametrize("pooling,normalize", [("mean", True), ("cls", False), ("max", True)])
@@ -154,3 +160,21 @@ def test_a_colbert_folder_is_a_sentence_transformers_multi_vector_encoder(tiny_b
         for i, tokens in enumerate(got):
             expected = out.multi[i][out.mask[i].bool()]
             torch.testing.assert_close(torch.as_tensor(tokens), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_automodel_refuses_each_moe_folder_naming_how_to_load_it(saved) -> None:
+    """transformers' AutoModel (and so Pyserini's ``auto`` encoder) on a folder whose weights are
+    not a plain backbone's fails naming this package's loader, not transformers' generic "no
+    file named model.safetensors"; a Siamese folder is a plain backbone and loads."""
+    from transformers import AutoModel
+
+    model = load_model(saved, device="cpu")
+    if model.weights_file == TRANSFORMERS_WEIGHTS_FILE:
+        backbone = AutoModel.from_pretrained(saved)
+        torch.testing.assert_close(backbone.embeddings.word_embeddings.weight,
+                                   model.backbone.embeddings.word_embeddings.weight)
+        return
+    with pytest.raises(OSError, match=re.escape(AUTOMODEL_REFUSAL)) as refused:
+        AutoModel.from_pretrained(saved)
+    assert "pyserini_moe.load_model" in str(refused.value)
+    assert not (saved / AUTOMODEL_REFUSAL).exists()

@@ -5,56 +5,18 @@ model folder records, for every model kind."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
-from pyserini_moe.modeling import (
-    CameEncoder,
-    ColbertEncoder,
-    CotMoteEncoder,
-    DprBiEncoder,
-    SbMoeEncoder,
-    SiameseBiEncoder,
-    Side,
-    SpladeEncoder,
-    TaserEncoder,
-    load_model,
-)
+from pyserini_moe.modeling import Side, load_model
 from pyserini_moe.modeling.lengths import PASSAGE_MAX_LENGTH, encode_length, passage_length
 from pyserini_moe.representation import Representation
+from tests.modeling.conftest import BUILD, QUERY_LENGTH
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-QUERY_LENGTH = 6  # shorter than the queries below, so a route that cuts elsewhere differs
 QUERIES = ["what is dense retrieval and why does a cat sit on the mat of experts",
            "sparse query about a mixture of expert model with many many words in it"]
-BUILD = {
-    "siamese": lambda bert, mlm: SiameseBiEncoder.from_backbone(bert, device="cpu"),
-    "dpr": lambda bert, mlm: DprBiEncoder.from_backbone(bert, device="cpu"),
-    "taser": lambda bert, mlm: TaserEncoder.from_backbone(bert, every=1, device="cpu"),
-    "sbmoe": lambda bert, mlm: SbMoeEncoder.from_backbone(bert, n_experts=3, device="cpu"),
-    "cotmote": lambda bert, mlm: CotMoteEncoder.from_backbone(mlm, sparse_top_k=12,
-                                                               device="cpu"),
-    "came": lambda bert, mlm: CameEncoder.from_backbone(mlm, shared_layers=1, dim=8,
-                                                         device="cpu"),
-    "colbert": lambda bert, mlm: ColbertEncoder.from_backbone(bert, dim=16, device="cpu"),
-    "splade": lambda bert, mlm: SpladeEncoder.from_backbone(mlm, device="cpu"),
-}
-
-
-@pytest.fixture(params=sorted(BUILD))
-def saved(request, tiny_bert, tiny_mlm, tmp_path) -> Path:
-    """A model of each kind, its sides apart (as after training), trained at QUERY_LENGTH."""
-    torch.manual_seed(0)
-    model = BUILD[request.param](tiny_bert, tiny_mlm).eval()
-    with torch.no_grad():
-        for param in model.parameters():
-            param.add_(0.02 * torch.randn_like(param))
-    model.query_max_length = QUERY_LENGTH
-    return model.save(tmp_path / request.param)
-
 
 def _rep(out, representation: str) -> torch.Tensor:
     return getattr(out, representation)

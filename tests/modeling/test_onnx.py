@@ -18,7 +18,8 @@ from pyserini_moe.modeling import (
     TaserEncoder,
 )
 from pyserini_moe.modeling.auto import load_encoder
-from pyserini_moe.modeling.base import TextEncoder, fingerprint
+from pyserini_moe.modeling.base import TextEncoder
+from pyserini_moe.modeling.folder import fingerprint
 from pyserini_moe.modeling.onnx import INT8_SCHEME, OnnxModel, export
 
 pytestmark = pytest.mark.usefixtures("one_thread")

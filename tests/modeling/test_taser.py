@@ -10,9 +10,11 @@ from transformers import BertConfig
 
 from pyserini_moe.cli.sizes import main as sizes_main
 from pyserini_moe.modeling import SiameseBiEncoder, Side, TaserEncoder, load_model
-from pyserini_moe.modeling.base import MODEL_FILE, Encoded, model_types
+from pyserini_moe.modeling.base import Encoded
 from pyserini_moe.modeling.experts import ExpertFeedForward, balance_loss, insert_experts
+from pyserini_moe.modeling.folder import MODEL_FILE
 from pyserini_moe.modeling.losses import contrastive_loss
+from pyserini_moe.modeling.registry import model_types
 from pyserini_moe.modeling.sizes import parameter_counts
 from pyserini_moe.modeling.taser import specialised_layers
 

@@ -10,14 +10,8 @@ import torch
 from transformers import AutoConfig, AutoTokenizer
 
 import pyserini_moe.modeling  # noqa: F401 - registers every model type
-from pyserini_moe.modeling.base import (
-    PRECISIONS,
-    Encoded,
-    Side,
-    TextEncoder,
-    model_class,
-    model_types,
-)
+from pyserini_moe.modeling.base import PRECISIONS, Encoded, Side, TextEncoder
+from pyserini_moe.modeling.registry import model_class, model_types
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ARGS = {"taser": {"every": 0}}  # the tiny BERT has 2 layers: TASER's default every=2 has none

@@ -16,7 +16,7 @@ from pyserini_moe.errors import UserError
 from pyserini_moe.index import __main__ as index_cli
 from pyserini_moe.index.meta import META_FILE, read_meta
 from pyserini_moe.modeling import CotMoteEncoder, SiameseBiEncoder
-from pyserini_moe.modeling.base import MODEL_FILE, load_model
+from pyserini_moe.modeling.folder import MODEL_FILE, load_model
 from pyserini_moe.search.dispatch import SearchSettings, open_any
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -12,8 +12,9 @@ import torch
 import yaml
 
 from pyserini_moe.cli import run_main
-from pyserini_moe.modeling.base import Encoded, Side, load_model
+from pyserini_moe.modeling.base import Encoded, Side
 from pyserini_moe.modeling.biencoder import SiameseBiEncoder
+from pyserini_moe.modeling.folder import load_model
 from pyserini_moe.train import __main__ as train_cli
 from pyserini_moe.train.collator import Collator
 from pyserini_moe.train.config import from_dict

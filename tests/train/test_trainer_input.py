@@ -18,7 +18,7 @@ import torch
 
 from pyserini_moe.errors import UserError
 from pyserini_moe.modeling import SiameseBiEncoder
-from pyserini_moe.modeling.base import load_model
+from pyserini_moe.modeling.folder import load_model
 from pyserini_moe.train.trainer import Trainer
 from tests.helpers import dense_copy, folder_files, trainer_into
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from pyserini_moe.encode.pipeline import encode_stream
 from pyserini_moe.errors import UserError
 from pyserini_moe.modeling import CameEncoder, SbMoeEncoder, SiameseBiEncoder
 from pyserini_moe.modeling.base import Side
-from pyserini_moe.modeling.pipeline import encode_stream
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 BATCHES = [["a cat sat on the mat", "dense"], ["what is retrieval", "x y z w", "sparse experts"],
@@ -222,8 +222,8 @@ def test_on_cuda_pinned_batches_give_the_batch_by_batch_vectors(tiny_bert: Path,
 def test_an_onnx_encoder_refuses_the_settings_it_cannot_follow(workers, bucket) -> None:
     """An ONNX export encodes batch by batch: --tokenizer-workers / --length-bucket were
     ignored in silence."""
+    from pyserini_moe.encode.pipeline import encode_stream
     from pyserini_moe.errors import UserError
-    from pyserini_moe.modeling.pipeline import encode_stream
 
     class Exported:  # a TextEncoder that is no RetrievalModel (an ONNX export)
         def encode(self, texts, side, max_length, only=None):
@@ -247,7 +247,7 @@ def test_tokenizer_workers_end_when_their_parent_is_killed(tiny_bert: Path, tmp_
         "import sys, time\n"
         "from pyserini_moe.modeling import SiameseBiEncoder\n"
         "from pyserini_moe.modeling.base import Side\n"
-        "from pyserini_moe.modeling.pipeline import encode_stream\n"
+        "from pyserini_moe.encode.pipeline import encode_stream\n"
         "if __name__ == '__main__':\n"
         f"    model = SiameseBiEncoder.from_backbone({str(tiny_bert)!r}, device='cpu').eval()\n"
         "    def batches():\n"
@@ -300,8 +300,8 @@ def test_a_worker_that_dies_is_one_line(tiny_bert: Path) -> None:
     import os
     import signal
 
+    from pyserini_moe.encode.pipeline import encode_stream
     from pyserini_moe.errors import UserError
-    from pyserini_moe.modeling.pipeline import encode_stream
 
     model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").eval()
 
