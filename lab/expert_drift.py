@@ -56,8 +56,7 @@ def main() -> None:
     parser.add_argument("--output", help="also write the Markdown table here")
     args = parser.parse_args()
 
-    from pyserini_moe.modeling import load_model
-    from pyserini_moe.modeling.backbone import load_backbone
+    from pyserini_moe.modeling import load_backbone, load_model
 
     name, _, path = args.model.partition("=")
     model = load_model(path, device="cpu")

@@ -271,7 +271,7 @@ def build_carry(carry: Path, args: argparse.Namespace, data: Path) -> None:
     import torch
     from safetensors.torch import load_file, save_file
 
-    from pyserini_moe.modeling.backbone import resolve_backbone
+    from pyserini_moe.modeling import resolve_backbone
 
     carry.mkdir(parents=True)
     minilm = carry / "minilm"
@@ -286,8 +286,7 @@ def build_carry(carry: Path, args: argparse.Namespace, data: Path) -> None:
     if args.negatives:
         shutil.copy(args.negatives, carry / NEGATIVES)
     else:  # the BM25 run SciFact's protocol recipes mine (depth 50), as training writes it
-        from pyserini_moe.train.config import load_config
-        from pyserini_moe.train.data import NEGATIVES_RUN, load_training_data
+        from pyserini_moe.train import NEGATIVES_RUN, load_config, load_training_data
 
         recipe = load_config(ROOT / "encoders" / "taser-detr-protocol-minilm.yaml").data
         load_training_data(recipe, carry, progress=False)
@@ -486,7 +485,7 @@ def check_recipe_sets(where: str, recipe: str, sets: list[str]) -> None:
         if sets:
             fail(f"{where}: zero-shot trains nothing: its --set would be ignored")
         return
-    from pyserini_moe.train.config import ConfigError
+    from pyserini_moe.train import ConfigError
 
     try:
         config = recipe_config(recipe, sets)
@@ -510,7 +509,7 @@ def check_taken(where: str, sets: list[str], taken: dict[str, str]) -> None:
 def recipe_config(recipe: str, sets: list[str]):
     """The recipe with the job's ``--set`` applied (a ConfigError where train would refuse);
     an output folder given as train's --output-dir gives it."""
-    from pyserini_moe.train.config import load_config
+    from pyserini_moe.train import load_config
 
     return load_config(ROOT / recipe, output_dir="scratch").with_settings(sets[1::2])
 
@@ -745,7 +744,7 @@ def trained_checkpoints(model_dir: Path, job: dict) -> list[tuple[str, Path]]:
 def read_corpus(collection: str) -> tuple[list[str], list[str]]:
     """(ids, texts) of ``collection``: what ``evaluate`` encodes and ``unpack`` maps positions
     back through, read alike on both machines (their digests are compared)."""
-    from pyserini_moe.data.corpus import open_corpus
+    from pyserini_moe.data import open_corpus
     from pyserini_moe.errors import UserError
 
     try:
@@ -886,7 +885,7 @@ def came_run(scores_of, qids: list[str], doc_ids: list[str], hits: int, remove_q
     ``scores_of(kind)``: that expert's [Q, D] scores (see ``kind_scores``), computed once for
     the expert's own run and this one."""
     from pyserini_moe.runs import ranked
-    from pyserini_moe.search.fusion import came_sum
+    from pyserini_moe.search import came_sum
 
     runs = []
     for kind, scale in (("impact", QUANTIZATION ** -2), ("local", 1.0), ("dense", 1.0)):
@@ -912,8 +911,8 @@ def _lucene_order(scores):
 def evaluate(args: argparse.Namespace) -> None:
     import torch
 
-    from pyserini_moe.data.topics import load_topics
-    from pyserini_moe.modeling.base import Side
+    from pyserini_moe.data import load_topics
+    from pyserini_moe.modeling import Side
 
     checkpoints, options = check_evaluate(args)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -1015,7 +1014,7 @@ def check_topics(topics: list[str]) -> None:
 def parse_checkpoint(checkpoint: str) -> tuple[str, str]:
     """NAME=FOLDER of a saved model (its metadata file) or a backbone (its config.json). An
     empty FOLDER is refused: ``Path("")`` is the current folder, which exists."""
-    from pyserini_moe.modeling.folder import is_saved_model
+    from pyserini_moe.modeling import is_saved_model
 
     name, _, folder = checkpoint.partition("=")
     if not is_job_name(name) or not folder:
@@ -1047,7 +1046,7 @@ def load_checked(spec: str, device: str, option: tuple[str, str] | None = None):
     """The model of ``spec`` with ``option`` set; a folder it cannot load or an option the
     model refuses is one error line, not a traceback."""
     from pyserini_moe.errors import UserError
-    from pyserini_moe.modeling.auto import load_encoder
+    from pyserini_moe.modeling import load_encoder
 
     try:
         model = load_encoder(spec, device=device)
@@ -1110,7 +1109,7 @@ def dev_collection(dev_topics: str) -> str:
     """The collection the recipe's held-out queries come from: ``data.collection`` of the
     ``recipe.yaml`` the trainer wrote beside ``dev_topics.tsv`` (its --set overrides applied).
     Searched in any other corpus (SciFact's, say) they would give runs of nonsense."""
-    from pyserini_moe.train.config import load_config
+    from pyserini_moe.train import load_config
 
     recipe = Path(dev_topics).parent / "recipe.yaml"
     try:
@@ -1127,9 +1126,9 @@ def mine(args: argparse.Namespace) -> None:
     ``--candidates DEPTH``; impact with Lucene's dropped terms and ties)."""
     import torch
 
-    from pyserini_moe.data.topics import load_topics
+    from pyserini_moe.data import load_topics
     from pyserini_moe.errors import UserError
-    from pyserini_moe.modeling.base import Side
+    from pyserini_moe.modeling import Side
 
     check_output_and_counts(args, ("depth", "batch", "doc_length", "query_length"), "the run")
     output = Path(args.output)
@@ -1260,8 +1259,8 @@ def curve(args: argparse.Namespace) -> None:
     """A ``snapshots=yes`` job's test (and dev) metric at every snapshot, with its validation
     loss, from the files ``unpack`` wrote: a Markdown table and (``--plot``) a PNG of the metric
     against the step. Issue 35's diagnosis of checkpoint selection: no rule looks at test."""
-    from pyserini_moe.data.topics import load_qrels
-    from pyserini_moe.eval.metrics import evaluate, format_table
+    from pyserini_moe.data import load_qrels
+    from pyserini_moe.eval import evaluate, format_table
     from pyserini_moe.lab.checkpoints import DEV, Snapshot, log_validation_losses, plot
     from pyserini_moe.runs import read_trec_run
 

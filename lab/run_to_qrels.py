@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from pyserini_moe.data.export import write_trec_qrels
+from pyserini_moe.data import write_trec_qrels
 from pyserini_moe.runs import ranked, read_trec_run
 
 

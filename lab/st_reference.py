@@ -25,9 +25,8 @@ def main() -> None:
 
     from sentence_transformers import SentenceTransformer
 
-    from pyserini_moe.data.beir import BeirCollection
-    from pyserini_moe.data.topics import load_topics
-    from pyserini_moe.modeling.backbone import packaged_minilm
+    from pyserini_moe.data import BeirCollection, load_topics
+    from pyserini_moe.modeling import packaged_minilm
     from pyserini_moe.runs import write_trec_run
 
     model = SentenceTransformer(args.model or str(packaged_minilm()), device="cpu")

@@ -13,23 +13,11 @@ Its names are loaded on first use, so ``python -m pyserini_moe.<command> --help`
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from pyserini_moe._lazy import lazy_names
 
 __version__ = "0.1.0"
 
-# name -> the module that defines it
-_API = {"load_model": "api", "build_index": "api", "open_searcher": "api", "evaluate": "api",
-        "Searcher": "api", "Hit": "api", "write_trec_run": "runs", "read_trec_run": "runs",
-        "Side": "modeling.side"}
-__all__ = sorted(_API)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _API:
-        raise AttributeError(f"module 'pyserini_moe' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"pyserini_moe.{_API[name]}"), name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_API])
+__all__, __getattr__, __dir__ = lazy_names(__name__, {
+    "load_model": "api", "build_index": "api", "open_searcher": "api", "evaluate": "api",
+    "Searcher": "api", "Hit": "api", "write_trec_run": "runs", "read_trec_run": "runs",
+    "Side": "modeling.side"})

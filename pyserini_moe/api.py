@@ -16,7 +16,9 @@ set of checks and defaults serves both. docs/python.md shows it end to end.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
+import numbers
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -24,13 +26,15 @@ from typing import Any
 
 from pyserini_moe.data.topics import load_qrels, load_topics
 from pyserini_moe.errors import UserError
+from pyserini_moe.eval.metrics import check_coverage
 from pyserini_moe.eval.metrics import evaluate as _evaluate
 from pyserini_moe.index.encoded import BuildSettings, build_indexes
 from pyserini_moe.index.lucene import build_bm25_index
+from pyserini_moe.io import refuse_input_as_output
 from pyserini_moe.modeling.auto import load_encoder
-from pyserini_moe.modeling.base import TextEncoder
+from pyserini_moe.modeling.base import TextEncoder, check_text
 from pyserini_moe.representation import INDEX_KINDS as MODEL_INDEX_KINDS
-from pyserini_moe.runs import Run, ranked, read_trec_run
+from pyserini_moe.runs import JAVA_INT_MAX, Run, check_id, check_run, ranked, read_trec_run
 from pyserini_moe.search.base import Hit
 from pyserini_moe.search.dispatch import SearchSettings, TopicSearcher, recorded_retriever
 
@@ -58,16 +62,67 @@ def build_index(kind: str, corpus: str | os.PathLike, index: str | os.PathLike,
     Written to a temporary folder and renamed when complete, as the command does."""
     if kind not in INDEX_KINDS:
         raise UserError(f"index kind {kind!r}: choose from {', '.join(INDEX_KINDS)}")
+    index = _path(index, "index")
+    refuse_input_as_output([str(index)], [str(_path(corpus, "corpus")),
+                                          None if encoder is None else str(encoder)])
     if kind == "bm25":
         if encoder is not None:
             raise UserError("a BM25 index is built from the text: leave encoder out")
+        _refuse_unknown(settings, _names(build_bm25_index) - {"corpus", "index", "overwrite"},
+                        "a bm25 build_index")
         build_bm25_index(str(corpus), index, overwrite=overwrite, **settings)
-        return Path(index)
+        return index
     if encoder is None:
         raise UserError(f"a {kind} index needs an encoder (a model folder or backbone name)")
+    _refuse_unknown(settings, {f.name for f in dataclasses.fields(BuildSettings)}
+                    - {"corpus", "encoder", "outputs", "overwrite", "progress"},
+                    f"a {kind} build_index")
     build_indexes(BuildSettings(str(corpus), str(encoder), {kind: str(index)},
                                 overwrite=overwrite, progress=progress, **settings))
-    return Path(index)
+    return index
+
+
+def _path(value: object, what: str) -> Path:
+    """A folder argument: a string or path naming something (``""`` would be the current
+    folder, ``b"x"`` or ``None`` would be their spelling)."""
+    if not isinstance(value, (str, os.PathLike)) or not str(value):
+        raise UserError(f"{what} {value!r}: give a folder path (a string or pathlib.Path)")
+    return Path(value)
+
+
+def _names(function: Any) -> set[str]:
+    return set(inspect.signature(function).parameters)
+
+
+def _refuse_unknown(given: Mapping[str, Any], known: set[str], what: str) -> None:
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise UserError(f"{what} has no setting {', '.join(unknown)} (it takes: "
+                        f"{', '.join(sorted(known))})")
+
+
+def _depth(k: object) -> int:
+    """``k`` as every searcher takes it: a whole number (numpy's too) from 1 to a Java int."""
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= k <= JAVA_INT_MAX:
+        raise UserError(f"k {k!r}: give a whole number from 1 to {JAVA_INT_MAX}")
+    return int(k)
+
+
+def _topics(topics: Mapping[Any, Any]) -> dict[str, str]:
+    """``{qid: text}`` checked query by query, so that an error names the query; numpy's
+    strings become Python's (Lucene's bridge takes only these)."""
+    return {str(check_id(qid, "query id")): str(check_text(text, f"query {qid!r}"))
+            for qid, text in topics.items()}
+
+
+def _sequence(values: object, what: str) -> list[Any]:
+    """A list (or tuple, array, generator) of queries or ids; a string or a mapping, whose
+    iteration gives characters or keys, is refused."""
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+        raise UserError(f"batch_search takes a list of queries and a list of their ids, got "
+                        f"{type(values).__name__} for the {what}: search(query, k) takes one "
+                        "query, run({qid: text}, k) a mapping")
+    return list(values)
 
 
 class Searcher:
@@ -85,26 +140,29 @@ class Searcher:
                             "batch_search(queries, qids, k) for several")
         return self.batch_search([q], ["q"], k)["q"]
 
-    def batch_search(self, queries: list[str], qids: list[str], k: int = 10) -> dict[str, list[Hit]]:
+    def batch_search(self, queries: Iterable[str], qids: Iterable[str],
+                     k: int = 10) -> dict[str, list[Hit]]:
         """``{qid: hits}`` for several queries at once (batched through the encoder)."""
-        if isinstance(queries, str) or isinstance(qids, str):
-            raise UserError("batch_search takes a list of queries and a list of their ids; "
-                            "search(query, k) takes one")
+        queries, qids = _sequence(queries, "queries"), _sequence(qids, "qids")
         if len(queries) != len(qids):
             raise UserError(f"{len(queries)} queries but {len(qids)} qids: give one id a query")
-        if len(set(qids)) != len(qids):
+        topics = dict(zip(qids, queries))
+        if len(topics) != len(qids):
             raise UserError("qids repeat: give each query its own id")
-        run = self.run(dict(zip(qids, queries)), k)
+        run = self.run(topics, k)
         return {qid: [Hit(docid, score) for docid, score in ranked(run.get(qid, {}))]
                 for qid in qids}
 
-    def run(self, topics: Mapping[str, str] | str, k: int = 1000) -> Run:
+    def run(self, topics: Mapping[str, str] | str | os.PathLike, k: int = 1000) -> Run:
         """``{qid: {docid: score}}`` of a topic set: ``{qid: text}``, or a name / file as the
         ``search`` command's ``--topics`` takes (``"scifact:test"``); write it with
         :func:`pyserini_moe.runs.write_trec_run`."""
-        if isinstance(topics, str):
-            topics = load_topics(topics)
-        outcome = self._searcher.search(dict(topics), hits=k)
+        if isinstance(topics, (str, os.PathLike)):
+            topics = load_topics(str(topics))
+        elif not isinstance(topics, Mapping):
+            raise UserError(f"run takes {{qid: text}} or a topic set's name or file, got "
+                            f"{type(topics).__name__}")
+        outcome = self._searcher.search(_topics(topics), hits=_depth(k))
         for notice in outcome.notices:
             log.warning("%s", notice.removeprefix("warning: "))
         return outcome.run
@@ -119,12 +177,16 @@ def open_searcher(index: str | os.PathLike | list[str | os.PathLike],
     encoder is the one the index records unless ``encoder`` names another. ``bm25_index`` makes
     it Pyserini's hybrid (``alpha``, ``hybrid_normalize``); ``settings`` are the ``search``
     command's (``query_max_length``, ``fusion``, ``k1``, ``b``, ``remove_query``, ...)."""
-    indexes = [str(i) for i in index] if isinstance(index, list) else [str(index)]
+    several = isinstance(index, (list, tuple))
+    indexes = [str(_path(i, "index")) for i in (index if several else [index])]
+    if not indexes:
+        raise UserError("open_searcher needs an index: a folder, or a list of a model's indexes")
+    if "hits" in settings:
+        raise UserError("hits is k: give it to search / batch_search / run")
+    _refuse_unknown(settings, {f.name for f in dataclasses.fields(SearchSettings)}
+                    - {"retriever", "index", "encoder", "bm25_index", "topics", "output"},
+                    "open_searcher")
     retriever = retriever or recorded_retriever(indexes)
-    unknown = sorted(set(settings) - {f.name for f in dataclasses.fields(SearchSettings)})
-    if unknown:
-        raise UserError(f"open_searcher has no setting {', '.join(unknown)} (see "
-                        "python -m pyserini_moe.search --help)")
     settings.setdefault("quiet", True)
     return Searcher(SearchSettings(
         retriever=retriever, index=indexes if retriever == "fused" else indexes[0],
@@ -138,8 +200,28 @@ def evaluate(run: Run | str | os.PathLike, qrels: str | os.PathLike | Mapping[st
     a judged query the run misses counts 0). ``run``: ``{qid: {docid: score}}`` or a TREC run
     file; ``qrels``: a name (``"scifact:test"``), a qrels file, or ``{qid: {docid: grade}}``."""
 
-    if isinstance(run, (str, os.PathLike)):
-        run = read_trec_run(run)
-    if isinstance(qrels, (str, os.PathLike)):
-        qrels = load_qrels(qrels)
-    return _evaluate(run, {q: dict(d) for q, d in qrels.items()}, metrics)
+    run = read_trec_run(run) if isinstance(run, (str, os.PathLike)) else check_run(run)
+    qrels = load_qrels(qrels) if isinstance(qrels, (str, os.PathLike)) else _qrels(qrels)
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    check_coverage({"run": run}, qrels)
+    return _evaluate(run, qrels, metrics)
+
+
+def _qrels(qrels: object) -> dict[str, dict[str, int]]:
+    """``{qid: {docid: grade}}`` with string ids and whole-number grades, else one line."""
+    if not isinstance(qrels, Mapping):
+        raise UserError(f"qrels is {type(qrels).__name__}: give {{qid: {{docid: grade}}}}, a "
+                        "qrels file or a name such as 'scifact:test'")
+    checked = {}
+    for qid, judged in qrels.items():
+        check_id(qid, "qrels: query id")
+        if not isinstance(judged, Mapping):
+            raise UserError(f"qrels: query {qid!r} holds {type(judged).__name__}, not "
+                            "{docid: grade}")
+        for docid, grade in judged.items():
+            check_id(docid, f"qrels: query {qid!r}: document id")
+            if isinstance(grade, bool) or not isinstance(grade, numbers.Integral):
+                raise UserError(f"qrels: query {qid!r}, document {docid!r}: grade {grade!r} is "
+                                "not a whole number")
+        checked[qid] = {docid: int(grade) for docid, grade in judged.items()}
+    return checked

@@ -24,6 +24,7 @@ import yaml
 
 from pyserini_moe.errors import DataFormatError, UserError, raise_if_terminated
 from pyserini_moe.outputs import LEFTOVER, marker_of, refuse_foreign_folder
+from pyserini_moe.paths import shared_data_root
 
 
 @contextlib.contextmanager
@@ -159,6 +160,78 @@ def refuse_special_output(target: str | os.PathLike) -> None:
     if kind is not None:
         raise UserError(f"{target} is {kind}: an output replaces only a regular file or folder; "
                         "name another path")
+
+
+def refuse_input_as_output(outputs: list[str | None], inputs: list[str | None]) -> None:
+    """An output that is one of the command's inputs, a folder holding one, or a path inside an
+    input folder (``--output <index>/docid``) would replace (with ``--overwrite``: delete) what
+    the command reads: refused before any work, as is an output path that is a symbolic link or a
+    device node (see :func:`refuse_special_output`). Inputs that are names
+    rather than local paths (``scifact``, a hub model) cannot be hit. Outputs are compared
+    with each other too: two that are one path (however spelled) or one inside the other would
+    overwrite each other."""
+    given = [(path, str(p)) for p in inputs if p and (path := _local_input(str(p)))]
+    written: list[tuple[Path, str]] = []
+    for out in outputs:
+        if not out:
+            continue
+        refuse_special_output(out)
+        refuse_unwritable_output(out)
+        target = Path(out).resolve()
+        for path, name in given:
+            if what := _clash(target, path, name):
+                raise UserError(f"{out} {what} of this command: writing it would replace what "
+                                "is being read; name another output")
+        for path, name in written:
+            if what := _clash(target, path, name):
+                what = what.replace("also an input", f"also the output {name}")
+                raise UserError(f"{out} {what.replace('the input', 'the output')} of this "
+                                "command: one would overwrite the other; give each output its "
+                                "own path")
+        written.append((target, str(out)))
+
+
+def refuse_unwritable_output(out: str | os.PathLike) -> None:
+    """An output goes through a temporary beside it (and a training folder is written into): a
+    folder this process cannot write was found only when the work was done (a whole search).
+    Checked with ``os.access``, so root is refused only on a read-only file system. A file where
+    a parent folder should be (``run.trec/x.trec``) is named as such: ``os.access`` refuses it
+    too, and would blame permissions."""
+    target = Path(out).absolute()
+    folders = [target] if target.is_dir() else []
+    folders.append(next(p for p in target.parents if p.exists()))  # the writer creates the rest
+    if not folders[-1].is_dir():
+        raise UserError(f"{out}: {folders[-1]} is a file, not a folder; name another output")
+    for folder in folders:
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise UserError(f"{out}: the folder {folder} cannot be written by this user; name "
+                            "another output or make the folder writable")
+
+
+def _clash(target: Path, path: Path, name: str) -> str | None:
+    """How the output ``target`` would hit the input ``path`` (both resolved), or None."""
+    if path == target:
+        return "is also an input"
+    if target in path.parents:
+        return f"holds the input {name}"
+    if path in target.parents:
+        return f"is inside the input {name}"
+    return None
+
+
+def _local_input(value: str) -> Path | None:
+    """The local file or folder an input names, resolved: a path, the collection folder of
+    ``FOLDER:SPLIT`` (topics and qrels as ``data/scifact:test``), or a collection of the shared
+    data folder named bare (``scifact``, ``scifact:test``); None for other names (a hub model)."""
+    data = shared_data_root()
+    for candidate in (value, value.rpartition(":")[0]):
+        if not candidate:
+            continue
+        if Path(candidate).exists():
+            return Path(candidate).resolve()
+        if data is not None and "/" not in candidate and (data / candidate).is_dir():
+            return (data / candidate).resolve()
+    return None
 
 
 def _check_target(target: Path, *, directory: bool, overwrite: bool,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -29,6 +30,48 @@ _RUN_CHECK_LINES = 100
 
 class RunFormatError(UserError):
     """A malformed run file; the message names the file and line."""
+
+
+def check_id(value: object, what: str) -> str:
+    """A query or document id as a run holds it: one word of text (a TREC line's column), else
+    one line naming it; an id that is not text (``1`` and ``"1"`` would be one line's ``1``)
+    or holds whitespace would write a line no reader parses back as written."""
+    if not isinstance(value, str):
+        raise UserError(f"{what} {value!r} is {type(value).__name__}, not a string: a run's ids "
+                        "are text (e.g. str(id))")
+    if value.split() != [value]:
+        raise UserError(f"{what} {value!r}: an id is one word, without whitespace")
+    return value
+
+
+def check_run(run: object, what: str = "run") -> Run:
+    """``run`` if it is ``{qid: {docid: score}}`` with one-word string ids and finite numeric
+    scores (a NaN ranks anywhere; a string score sorts as text): else one line naming the first
+    entry that is not."""
+    if not isinstance(run, Mapping):
+        raise UserError(f"the {what} is {type(run).__name__}: give {{qid: {{docid: score}}}} or "
+                        "a run file")
+    for qid, hits in run.items():
+        check_id(qid, "query id")
+        if not isinstance(hits, Mapping):
+            raise UserError(f"{what}: query {qid!r} holds {type(hits).__name__}, not "
+                            "{docid: score}")
+        for docid, score in hits.items():
+            check_id(docid, f"{what}: query {qid!r}: document id")
+            if isinstance(score, bool) or not isinstance(score, numbers.Real) \
+                    or not math.isfinite(score):
+                raise UserError(f"{what}: query {qid!r}, document {docid!r}: score {score!r} is "
+                                "not a finite number")
+    return run  # type: ignore[return-value]
+
+
+def check_depth(hits: object) -> int | None:
+    """How many hits a query to keep: None (all) or a whole number >= 1."""
+    if hits is None:
+        return None
+    if isinstance(hits, bool) or not isinstance(hits, numbers.Integral) or hits < 1:
+        raise UserError(f"hits {hits!r}: give a whole number >= 1, or None for every hit")
+    return int(hits)
 
 
 def ranked(hits: Mapping[str, float]) -> list[tuple[str, float]]:
@@ -110,6 +153,8 @@ def refuse_non_run_output(path: str | os.PathLike) -> None:
 def _write_ranked(run: Run, path: str | os.PathLike, hits: int | None, overwrite: bool,
                   line: Callable[[str, str, int, float], str]) -> Path:
     path = Path(path)
+    check_run(run)
+    hits = check_depth(hits)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} already exists; pass --overwrite to replace it")
     refuse_non_run_output(path)

@@ -23,7 +23,6 @@ from pyserini_moe.modeling.lengths import encode_length
 
 log = logging.getLogger(__name__)
 
-MODULE_TYPE = "pyserini_moe.sentence_transformers.MoeRetriever"
 SIDES = {"query": Side.QUERY, "document": Side.PASSAGE, "passage": Side.PASSAGE,
          "corpus": Side.PASSAGE}
 

@@ -175,5 +175,24 @@ def convert(hint: Any, value: Any, where: str, source: Path | str) -> Any:
     fail(source, where, f"expected {expected}, found {value!r}")
 
 
+def check_types(settings: Any) -> None:
+    """Each plain field (int, float, bool or str, or None where allowed) of the frozen dataclass
+    ``settings`` holds its type, as a recipe's would (:func:`convert`; a number written as text
+    becomes the number): settings built in Python rather than by a command's parser
+    (``open_searcher(alpha="1.0")``, ``build_index(batch_size=2.5)``) are checked as the
+    parser checks them. Said with the field's flag, ``--batch-size``."""
+    hints = typing.get_type_hints(type(settings))
+    for f in dataclasses.fields(settings):
+        hint, value = hints[f.name], getattr(settings, f.name)
+        options = typing.get_args(hint)
+        if type(None) in options and len(options) == 2:
+            if value is None:
+                continue
+            hint = next(a for a in options if a is not type(None))
+        if hint in (int, float, bool, str):
+            flag = "--" + f.name.replace("_", "-")
+            object.__setattr__(settings, f.name, convert(hint, value, flag, ""))
+
+
 def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)

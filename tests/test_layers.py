@@ -107,6 +107,53 @@ def test_the_library_never_imports_the_lab() -> None:
     assert "lab" in edges.get("cli", set())  # the walk sees the command layer's use of it
 
 
+def _lab_files() -> list[Path]:
+    return sorted([*(PACKAGE / "lab").rglob("*.py"), *(PACKAGE.parent / "lab").rglob("*.py")])
+
+
+def test_the_lab_imports_the_library_by_its_public_names() -> None:
+    """The lab (regression runner, bench, studies, GPU driver) imports a package's exported
+    names (``from pyserini_moe.search import SearchSettings``), never a module inside it, so
+    the library's modules stay free to move; top-level modules (``io``, ``runs``) are their
+    own public names, and the command layer is the lab's door."""
+    import importlib
+
+    found = []
+    for path in _lab_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                       else [node.module or ""])
+            for module in modules:
+                parts = module.split(".")
+                if parts[0] != "pyserini_moe" or len(parts) < 2 or parts[1] in ("lab", "cli"):
+                    continue
+                top = importlib.import_module(f"pyserini_moe.{parts[1]}")
+                if not hasattr(top, "__path__"):
+                    continue  # a top-level module: io, runs, errors, ...
+                names = [a.name for a in node.names] if isinstance(node, ast.ImportFrom) else []
+                if len(parts) > 2 or any(n not in top.__all__ for n in names):
+                    found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {module}")
+    assert not found, found
+    assert len(_lab_files()) > 20  # the walk sees the lab
+
+
+def test_no_package_exports_the_name_of_one_of_its_modules() -> None:
+    """``from pyserini_moe.search import hybrid`` would be the function or the module depending
+    on what was imported before: an exported name is never a module's."""
+    import importlib
+
+    for init in sorted(PACKAGE.rglob("__init__.py")):
+        package = importlib.import_module(
+            ".".join(init.parent.relative_to(PACKAGE.parent).parts))
+        modules = {p.stem for p in init.parent.glob("*.py")} | {
+            p.name for p in init.parent.iterdir() if (p / "__init__.py").is_file()}
+        assert not set(getattr(package, "__all__", ())) & modules, init
+        for name in getattr(package, "__all__", ()):
+            assert getattr(package, name) is not None, (init, name)
+
+
 def test_every_door_is_thin() -> None:
     """A top-level ``python -m`` name imports its command and nothing else, so no library code
     hides behind a door (the code lives in cli/ and the library layers)."""
@@ -119,7 +166,7 @@ def test_every_door_is_thin() -> None:
 
 # Commands whose library needs torch for their options themselves (model sizes, index merging,
 # the benchmark's sections).
-TORCH_AT_START = {"pyserini_moe.cli.merge", "pyserini_moe.cli.sizes", "pyserini_moe.cli.bench"}
+TORCH_AT_START = {"pyserini_moe.cli.bench"}  # the lab's benchmark: torch is what it measures
 
 
 def test_commands_start_without_torch() -> None:

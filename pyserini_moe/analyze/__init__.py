@@ -9,3 +9,12 @@ to ``python -m pyserini_moe.analyze`` (:mod:`pyserini_moe.cli.analyze`):
 * :mod:`~pyserini_moe.analyze.came` ``came``: CAME's experts vs fusion, RBO overlap, figure 4's
   case study.
 """
+
+from pyserini_moe._lazy import lazy_names
+
+__all__, __getattr__, __dir__ = lazy_names(__name__, {
+    "EXPERTS": "came",
+    "emit": "common",
+    "figure": "common",
+    "save_png": "common",
+})

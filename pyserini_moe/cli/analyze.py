@@ -22,13 +22,12 @@ from pyserini_moe.cli import (
     finite_float,
     output_file,
     positive_int,
-    refuse_input_as_output,
     seed,
     settings_from,
 )
 from pyserini_moe.cli.args import add_device_arg
 from pyserini_moe.errors import UserError
-from pyserini_moe.io import refuse_special_output
+from pyserini_moe.io import refuse_input_as_output, refuse_special_output
 from pyserini_moe.lab import checkpoints
 
 # An analysis as the command line runs it: its settings class, and the runner taking one.

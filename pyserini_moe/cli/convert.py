@@ -16,8 +16,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pyserini_moe.cli import ArgumentParser, HelpFormatter, output_file, refuse_input_as_output
+from pyserini_moe.cli import ArgumentParser, HelpFormatter, output_file
 from pyserini_moe.errors import UserError
+from pyserini_moe.io import refuse_input_as_output
 
 
 def build_parser() -> argparse.ArgumentParser:

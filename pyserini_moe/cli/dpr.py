@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from pyserini_moe.cli import ArgumentParser, output_file, refuse_input_as_output
+from pyserini_moe.cli import ArgumentParser, output_file
 from pyserini_moe.cli.convert import refuse_name_of_another_format
 from pyserini_moe.data.dpr import (
     check_collection_output,
@@ -20,7 +20,7 @@ from pyserini_moe.data.dpr import (
     refuse_existing,
 )
 from pyserini_moe.errors import UserError
-from pyserini_moe.io import refuse_one_file_twice
+from pyserini_moe.io import refuse_input_as_output, refuse_one_file_twice
 
 
 def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:

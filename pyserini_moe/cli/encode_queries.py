@@ -18,9 +18,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pyserini_moe.cli import ArgumentParser, HelpFormatter, positive_int, refuse_input_as_output
+from pyserini_moe.cli import ArgumentParser, HelpFormatter, positive_int
 from pyserini_moe.cli.args import add_device_args
 from pyserini_moe.errors import UserError
+from pyserini_moe.io import refuse_input_as_output
 
 
 def build_parser() -> argparse.ArgumentParser:

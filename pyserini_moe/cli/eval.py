@@ -19,13 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.cli import (
-    ArgumentParser,
-    HelpFormatter,
-    finite_float,
-    output_file,
-    refuse_input_as_output,
-)
+from pyserini_moe.cli import ArgumentParser, HelpFormatter, finite_float, output_file
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import (
     DEFAULT_METRICS,
@@ -46,7 +40,13 @@ from pyserini_moe.eval.outputs import text_sign
 from pyserini_moe.eval.per_query import HEADER as PER_QUERY_HEADER
 from pyserini_moe.eval.per_query import is_per_query_file, read_per_query, write_per_query
 from pyserini_moe.eval.seeds import compare_groups, format_seeded
-from pyserini_moe.io import atomic_path, open_text_output, refuse_one_file_twice, same_file_key
+from pyserini_moe.io import (
+    atomic_path,
+    open_text_output,
+    refuse_input_as_output,
+    refuse_one_file_twice,
+    same_file_key,
+)
 from pyserini_moe.runs import Run, read_nonempty_run
 
 # The trec_eval cell of kept per-query values: no ranked list to run it on.

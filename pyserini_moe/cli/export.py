@@ -15,10 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-from pyserini_moe.cli import ArgumentParser, HelpFormatter, refuse_input_as_output
+from pyserini_moe.cli import ArgumentParser, HelpFormatter
 from pyserini_moe.cli.args import add_encoder_option_arg, parse_options
 from pyserini_moe.errors import UserError
-from pyserini_moe.io import refuse_special_output
+from pyserini_moe.io import refuse_input_as_output, refuse_special_output
 from pyserini_moe.outputs import refuse_foreign_folder
 
 

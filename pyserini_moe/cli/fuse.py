@@ -29,11 +29,10 @@ from pyserini_moe.cli import (
     finite_float,
     output_file,
     positive_int,
-    refuse_input_as_output,
 )
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import parse_metric
-from pyserini_moe.io import refuse_one_file_twice, same_file_key
+from pyserini_moe.io import refuse_input_as_output, refuse_one_file_twice, same_file_key
 from pyserini_moe.runs import (
     Run,
     check_run_tag,
@@ -379,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     _say_if_short(args.candidates, args.hits, len(runs))
     _say_what_is_fused(args, runs)
     if args.method == "hybrid":
-        from pyserini_moe.search.hybrid import hybrid, search_alpha
+        from pyserini_moe.search.hybrid import hybrid_fusion, search_alpha
 
         if len(runs) != 2:
             raise UserError("hybrid fuses exactly two runs: dense (or any model) first, sparse second")
@@ -392,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
                                         normalization=args.hybrid_normalize, k_prime=args.candidates)
             tuned = {"alpha": alpha, "dev": {str(a): v for a, v in table.items()}}
             _say_if_at_the_edge(alpha, table)
-        fused = hybrid(runs[0], runs[1], alpha, args.hybrid_normalize, args.weight_on_dense,
+        fused = hybrid_fusion(runs[0], runs[1], alpha, args.hybrid_normalize, args.weight_on_dense,
                        k=args.hits)
     else:
         from pyserini_moe.search.fusion import fuse, optimize_weights

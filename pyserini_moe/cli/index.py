@@ -22,7 +22,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from pyserini_moe.cli import ArgumentParser, HelpFormatter, refuse_input_as_output
+from pyserini_moe.cli import ArgumentParser, HelpFormatter
 from pyserini_moe.cli.args import (
     add_backend_arg,
     add_device_args,
@@ -34,6 +34,7 @@ from pyserini_moe.cli.args import (
 )
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.readers import MODEL_FLAGS, READERS, unread_problem
+from pyserini_moe.io import refuse_input_as_output
 from pyserini_moe.representation import INDEX_KINDS
 
 if TYPE_CHECKING:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from pyserini_moe.cli import ArgumentParser, HelpFormatter, refuse_input_as_output
-from pyserini_moe.index.merge import merge
+from pyserini_moe.cli import ArgumentParser, HelpFormatter
+from pyserini_moe.io import refuse_input_as_output
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,7 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overwrite", action="store_true", help="replace an existing index")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-    from pyserini_moe.modeling.device import check_parallelism  # torch: not for --help
+    from pyserini_moe.index.merge import merge  # torch: not for --help
+    from pyserini_moe.modeling.device import check_parallelism
 
     check_parallelism("--threads", args.threads)
     refuse_input_as_output([args.index], args.shards)

@@ -15,15 +15,9 @@ import logging
 import sys
 from pathlib import Path
 
-from pyserini_moe.cli import (
-    ArgumentParser,
-    HelpFormatter,
-    finite_float,
-    refuse_input_as_output,
-    seed,
-)
+from pyserini_moe.cli import ArgumentParser, HelpFormatter, finite_float, seed
 from pyserini_moe.cli.args import add_device_arg
-from pyserini_moe.io import refuse_one_file_twice, refuse_special_output
+from pyserini_moe.io import refuse_input_as_output, refuse_one_file_twice, refuse_special_output
 from pyserini_moe.outputs import refuse_foreign_folder
 
 

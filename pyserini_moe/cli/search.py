@@ -34,11 +34,11 @@ from pyserini_moe.cli import (
     finite_float,
     output_file,
     positive_int,
-    refuse_input_as_output,
     settings_from,
 )
 from pyserini_moe.cli.args import add_backend_arg, add_device_args, backend_encoder
 from pyserini_moe.errors import UserError
+from pyserini_moe.io import refuse_input_as_output
 from pyserini_moe.representation import INDEX_KINDS
 from pyserini_moe.runs import (
     check_run_tag,

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from pyserini_moe.cli import ArgumentParser
 from pyserini_moe.errors import UserError
-from pyserini_moe.modeling.sizes import parameter_counts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,6 +21,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="bert-base-uncased's architecture (transformers' default BertConfig), "
                              "offline; the size the TASER paper reports")
     args = parser.parse_args(argv)
+    from pyserini_moe.modeling.sizes import parameter_counts  # torch: not for --help
+
     if args.bert_base:
         from transformers import BertConfig
 

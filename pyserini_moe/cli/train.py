@@ -15,9 +15,10 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
-from pyserini_moe.cli import ArgumentParser, positive_int, refuse_input_as_output, seed
+from pyserini_moe.cli import ArgumentParser, positive_int, seed
 from pyserini_moe.cli.args import add_device_arg
 from pyserini_moe.errors import UserError
+from pyserini_moe.io import refuse_input_as_output
 
 if TYPE_CHECKING:
     from pyserini_moe.train.config import ModelConfig, TrainConfig

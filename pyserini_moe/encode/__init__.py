@@ -9,7 +9,7 @@ multi-vector index (``*PassageEncoder`` in :mod:`.dense`, :mod:`.multivector`) n
 
 from __future__ import annotations
 
-from typing import Any
+from pyserini_moe._lazy import lazy_names
 
 #: The query encoders' logger, and the attribute of its cut-queries warning's record that holds
 #: the query length: a command words that warning its own way (one line for all of a fused
@@ -17,13 +17,10 @@ from typing import Any
 QUERY_ENCODER_LOG = "pyserini_moe.encode.adapters"
 QUERIES_CUT_AT = "queries_cut_at"
 
-__all__ = ["DenseDocumentEncoder", "DenseQueryEncoder", "ImpactDocumentEncoder",
-           "ImpactQueryEncoder", "MultiVectorDocumentEncoder", "MultiVectorQueryEncoder"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from pyserini_moe.encode import adapters  # starts the JVM
-
-        return getattr(adapters, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The adapters import Pyserini, and with it the JVM, when one of their names is first used.
+__all__, __getattr__, __dir__ = lazy_names(__name__, {
+    **dict.fromkeys(["DenseDocumentEncoder", "DenseQueryEncoder", "ImpactDocumentEncoder",
+                     "ImpactQueryEncoder", "MultiVectorDocumentEncoder",
+                     "MultiVectorQueryEncoder"], "adapters"),
+    "encode_stream": "pipeline",
+})

@@ -4,3 +4,26 @@
 MRR@10 and MAP; several runs are compared with paired significance tests against a baseline.
 Kept import-free so that ``--help`` stays instant; ranx and the JVM load only when needed.
 """
+
+from pyserini_moe._lazy import lazy_names
+
+__all__, __getattr__, __dir__ = lazy_names(__name__, {
+    "answer_accuracy": "metrics",
+    "evaluate": "metrics",
+    "evaluate_per_query": "metrics",
+    "format_table": "metrics",
+    "mean_values": "metrics",
+    "parse_metric": "metrics",
+    "check_coverage": "metrics",
+    "read_per_query": "per_query",
+    "write_per_query": "per_query",
+    "EQUIVALENCE_MARGIN": "seeds",
+    "SeedComparison": "seeds",
+    "SeedSummary": "seeds",
+    "TOLERANCE_RULE": "seeds",
+    "compare_matched": "seeds",
+    "equivalence_verdict": "seeds",
+    "holm": "seeds",
+    "no_worse_verdict": "seeds",
+    "tolerance_from_spread": "seeds",
+})

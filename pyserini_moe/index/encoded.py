@@ -47,6 +47,7 @@ from pyserini_moe.modeling.device import check_parallelism
 from pyserini_moe.outputs import refuse_to_rebuild
 from pyserini_moe.representation import INDEX_KINDS, Representation
 from pyserini_moe.runs import JAVA_INT_MAX
+from pyserini_moe.validate import check_types
 
 log = logging.getLogger(__name__)
 
@@ -264,6 +265,7 @@ class BuildSettings:
     zero_shot: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
+        check_types(self)
         for name in _COUNTS:
             value, flag = getattr(self, name), "--" + name.replace("_", "-")
             if value < 1:

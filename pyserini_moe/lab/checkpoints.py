@@ -33,12 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.analyze.came import EXPERTS as CAME_INDEX_KINDS
-from pyserini_moe.analyze.common import emit, figure, save_png
-from pyserini_moe.data.topics import load_qrels, load_topics
+from pyserini_moe.analyze import EXPERTS as CAME_INDEX_KINDS
+from pyserini_moe.analyze import emit, figure, save_png
+from pyserini_moe.data import load_qrels, load_topics
 from pyserini_moe.errors import UserError
-from pyserini_moe.eval.metrics import evaluate, format_table, parse_metric
-from pyserini_moe.eval.seeds import SeedSummary
+from pyserini_moe.eval import SeedSummary, evaluate, format_table, parse_metric
 from pyserini_moe.io import atomic_path, read_yaml
 from pyserini_moe.representation import INDEX_KINDS
 
@@ -155,8 +154,8 @@ def _topic_digests(topic_sets: dict[str, tuple[Any, Any]]) -> dict[str, dict[str
 def _corpus_digest(corpus: str) -> str:
     """SHA-256 of the corpus's files (``index.encoded.corpus_identity``): the documents the
     snapshots are searched over (seconds per GB, next to a snapshot's indexing)."""
-    from pyserini_moe.data.corpus import open_corpus  # noqa: PLC0415 - `analyze --help` stays light
-    from pyserini_moe.index.encoded import corpus_identity  # noqa: PLC0415 - `analyze --help` stays light
+    from pyserini_moe.data import open_corpus  # noqa: PLC0415 - `analyze --help` stays light
+    from pyserini_moe.index import corpus_identity  # noqa: PLC0415 - `analyze --help` stays light
 
     return corpus_identity(open_corpus(corpus))["sha256"]
 
@@ -176,8 +175,8 @@ def _index_and_search(model: Path, corpus: str, topic_sets: dict[str, tuple[Any,
                       progress: bool) -> dict[str, dict[str, float]]:
     """One snapshot indexed into a temporary folder, searched and scored as the regressions do
     (``fused``: an index per CAME expert, searched with ``--retriever fused``)."""
-    from pyserini_moe.index.encoded import BuildSettings, build_indexes  # noqa: PLC0415 - `analyze --help` stays light
-    from pyserini_moe.search.dispatch import SearchSettings, search_topics  # noqa: PLC0415 - `analyze --help` stays light
+    from pyserini_moe.index import BuildSettings, build_indexes  # noqa: PLC0415 - `analyze --help` stays light
+    from pyserini_moe.search import SearchSettings, search_topics  # noqa: PLC0415 - `analyze --help` stays light
 
     scratch = Path(tempfile.mkdtemp(prefix="snapshot-index-"))
     try:
@@ -318,7 +317,7 @@ def training_folders(items: Sequence[str]) -> dict[str, Path]:
 def _recipe(train_dir: Path) -> dict[str, Any] | None:
     """The recipe a training saved in its folder ({} when it is not a mapping), None when it
     saved none (a folder made by hand): then nothing can be checked against it."""
-    from pyserini_moe.train.trainer import RECIPE_FILE  # noqa: PLC0415 - `analyze --help` stays light
+    from pyserini_moe.train import RECIPE_FILE  # noqa: PLC0415 - `analyze --help` stays light
 
     recipe = train_dir / RECIPE_FILE
     if not recipe.is_file():
@@ -463,7 +462,7 @@ def check_held_out(train_dir: Path) -> None:
     held-out queries (``dev_topics.tsv``, written by the trainer); a training whose recipe held
     none out (``data.validation_fraction: 0``) is refused as such before any snapshot is
     indexed, not at the first search as a missing topics file."""
-    from pyserini_moe.train.trainer import DEV_TOPICS_FILE  # noqa: PLC0415 - `analyze --help` stays light
+    from pyserini_moe.train import DEV_TOPICS_FILE  # noqa: PLC0415 - `analyze --help` stays light
 
     fraction = _section(_recipe(train_dir) or {}, "data").get("validation_fraction")
     if fraction == 0 and not (train_dir / DEV_TOPICS_FILE).is_file():
@@ -542,7 +541,7 @@ def _one_query_cut_warning(query_max_length: int | None) -> Iterator[None]:
     """While the snapshots are searched, the cut-query warnings become one line at the end (the
     query encoder's comes once per snapshot and topic set), naming where the length came from:
     ``--query-max-length``, or each snapshot's training."""
-    from pyserini_moe.search.dispatch import held_query_cuts  # noqa: PLC0415 - `analyze --help` stays light
+    from pyserini_moe.search import held_query_cuts  # noqa: PLC0415 - `analyze --help` stays light
 
     with held_query_cuts() as cut_lengths:
         yield

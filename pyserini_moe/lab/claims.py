@@ -20,16 +20,16 @@ from pathlib import Path
 
 import numpy as np
 
-from pyserini_moe.data.topics import load_qrels
-from pyserini_moe.eval.metrics import format_table
-from pyserini_moe.eval.per_query import read_per_query
-from pyserini_moe.eval.seeds import (
+from pyserini_moe.data import load_qrels
+from pyserini_moe.eval import (
     EQUIVALENCE_MARGIN,
     SeedComparison,
     compare_matched,
     equivalence_verdict,
+    format_table,
     holm,
     no_worse_verdict,
+    read_per_query,
 )
 from pyserini_moe.io import atomic_path
 from pyserini_moe.lab.regress import KEPT_DIR

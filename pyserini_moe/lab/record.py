@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.eval.seeds import SeedSummary
+from pyserini_moe.eval import SeedSummary
 from pyserini_moe.io import atomic_path, read_yaml
 from pyserini_moe.lab.regress import (
     Condition,

@@ -89,13 +89,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.data.beir import KNOWN_COLLECTIONS
-from pyserini_moe.data.dpr import load_answers
-from pyserini_moe.data.topics import load_qrels
+from pyserini_moe.data import KNOWN_COLLECTIONS, load_answers, load_qrels
 from pyserini_moe.errors import UserError
-from pyserini_moe.eval.metrics import answer_accuracy, evaluate_per_query, mean_values, parse_metric
-from pyserini_moe.eval.per_query import read_per_query, write_per_query
-from pyserini_moe.eval.seeds import TOLERANCE_RULE, SeedSummary, tolerance_from_spread
+from pyserini_moe.eval import (
+    TOLERANCE_RULE,
+    SeedSummary,
+    answer_accuracy,
+    evaluate_per_query,
+    mean_values,
+    parse_metric,
+    read_per_query,
+    tolerance_from_spread,
+    write_per_query,
+)
 from pyserini_moe.io import atomic_path, read_yaml
 from pyserini_moe.paths import shared_data_root
 from pyserini_moe.runs import read_trec_run

@@ -44,10 +44,10 @@ from pathlib import Path
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from pyserini_moe.data.beir import BeirCollection
+from pyserini_moe.data import BeirCollection
 from pyserini_moe.io import atomic_path
 from pyserini_moe.lab.regress import REPO_ROOT, Regression, expand
-from pyserini_moe.modeling.backbone import load_tokenizer
+from pyserini_moe.modeling import load_tokenizer
 
 DOCS = 240
 TRAIN_QUERIES = 40

@@ -2,17 +2,26 @@
 :func:`~pyserini_moe.modeling.folder.load_model` can rebuild any saved folder by its type name.
 """
 
-from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side
-from pyserini_moe.modeling.biencoder import DprBiEncoder, SiameseBiEncoder
-from pyserini_moe.modeling.came import CameEncoder
-from pyserini_moe.modeling.colbert import ColbertEncoder
-from pyserini_moe.modeling.cotmote import CotMoteEncoder
-from pyserini_moe.modeling.folder import load_model
-from pyserini_moe.modeling.registry import model_types
-from pyserini_moe.modeling.sbmoe import SbMoeEncoder
-from pyserini_moe.modeling.splade import SpladeEncoder
-from pyserini_moe.modeling.taser import TaserEncoder
+from pyserini_moe._lazy import lazy_names
 
-__all__ = ["CameEncoder", "ColbertEncoder", "CotMoteEncoder", "DprBiEncoder", "Encoded",
-           "RetrievalModel", "SbMoeEncoder", "Side", "SiameseBiEncoder", "SpladeEncoder",
-           "TaserEncoder", "load_model", "model_types"]
+# Importing each model's module registers its type.
+from pyserini_moe.modeling import (  # noqa: F401
+    biencoder,
+    came,
+    colbert,
+    cotmote,
+    sbmoe,
+    splade,
+    taser,
+)
+
+__all__, __getattr__, __dir__ = lazy_names(__name__, {
+    "CameEncoder": "came", "ColbertEncoder": "colbert", "CotMoteEncoder": "cotmote",
+    "DprBiEncoder": "biencoder", "Encoded": "base", "RetrievalModel": "base",
+    "SbMoeEncoder": "sbmoe", "Side": "side", "SiameseBiEncoder": "biencoder",
+    "SpladeEncoder": "splade", "TaserEncoder": "taser", "TextEncoder": "base",
+    "load_model": "folder", "is_saved_model": "folder", "fingerprint": "folder",
+    "model_types": "registry", "model_class": "registry", "load_encoder": "auto",
+    "load_backbone": "backbone", "load_tokenizer": "backbone", "packaged_minilm": "backbone",
+    "resolve_backbone": "backbone",
+})

@@ -195,6 +195,10 @@ class RetrievalModel(nn.Module, FolderFormat, ABC):
 
     def score(self, q: Encoded, p: Encoded) -> torch.Tensor:
         """Similarity matrix [Bq, Bp]; default: dot product of dense vectors."""
+        if q.dense is None or p.dense is None:
+            raise UserError(f"{self.model_type} scores dense vectors, and the "
+                            f"{'queries' if q.dense is None else 'passages'} given hold none: "
+                            "score what this model encoded")
         return q.dense @ p.dense.T
 
     def tokenize(self, texts: list[str], side: Side, max_length: int,
@@ -265,9 +269,28 @@ def text_prefix(args: dict[str, Any], side: Side) -> str:
 
 
 def is_blank(text: str) -> bool:
-    """Nothing to read: only whitespace and invisible format characters (a zero-width space, a
-    byte-order mark, a word joiner), which ``str.strip`` keeps and a tokenizer drops."""
-    return all(c.isspace() or unicodedata.category(c) == "Cf" for c in text)
+    """Nothing to read: only whitespace, control characters (NUL) and invisible format
+    characters (a zero-width space, a byte-order mark, a word joiner), which ``str.strip``
+    keeps and a tokenizer drops."""
+    return all(c.isspace() or unicodedata.category(c) in ("Cc", "Cf") for c in text)
+
+
+def check_text(text: object, what: str, *, blank: bool = False) -> str:
+    """``text`` if it is a string a tokenizer takes (``blank``: may hold nothing to read, as an
+    empty passage may), else one line naming ``what``: not a string, empty, or holding half of
+    a UTF-16 surrogate pair (text decoded with ``surrogateescape`` or a JSON ``\\ud800``), which
+    no tokenizer or UTF-8 writer takes."""
+    if not isinstance(text, str):
+        raise UserError(f"{what} is {type(text).__name__}, not a string")
+    if not blank and is_blank(text):
+        raise UserError(f"cannot encode an empty query ({what})")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise UserError(f"{what} holds {text[e.start]!r} (character {e.start + 1}), half of a "
+                        "UTF-16 surrogate pair, not a character: fix the text's decoding") \
+            from None
+    return text
 
 
 def tokenize(tokenizer: Any, texts: list[str], side: Side, max_length: int,
@@ -275,8 +298,11 @@ def tokenize(tokenizer: Any, texts: list[str], side: Side, max_length: int,
     """``input_ids`` and ``attention_mask`` of a padded, truncated batch (``tensors``: "pt" or
     "np"), each text after ``prefix``. An empty passage is legal (Cranfield has two); an empty
     query is a user error."""
-    if side is Side.QUERY and any(map(is_blank, texts)):
-        raise UserError("cannot encode an empty query")
+    if not texts:
+        raise UserError(f"no {side.value} to encode: give at least one text")
+    for number, text in enumerate(texts, 1):
+        check_text(text, f"{side.value} {number}" if len(texts) > 1 else side.value,
+                   blank=side is Side.PASSAGE)
     if prefix:
         texts = [prefix + t for t in texts]
     batch = tokenizer(texts, padding=True, truncation=True, max_length=max_length,

@@ -24,7 +24,7 @@ from pyserini_moe.modeling.base import (
     SingleBackboneModel,
     check_device,
 )
-from pyserini_moe.modeling.folder import TRANSFORMERS_WEIGHTS_FILE
+from pyserini_moe.modeling.folder import ST_CONFIG_FILE, TRANSFORMERS_WEIGHTS_FILE
 from pyserini_moe.modeling.lengths import default_length, passage_length, query_length
 from pyserini_moe.modeling.pooling import (
     POOLINGS,
@@ -144,7 +144,6 @@ class SiameseBiEncoder(SingleBackboneModel):
             "pooling_mode_mean_sqrt_len_tokens": False}, indent=2))
 
 
-ST_CONFIG_FILE = "config_sentence_transformers.json"
 _ST_PASSAGE_PROMPTS = ("passage", "document", "corpus")  # names models give the passage prompt
 
 

@@ -42,6 +42,7 @@ from pyserini_moe.modeling.device import check_device
 from pyserini_moe.modeling.lengths import encode_length
 from pyserini_moe.modeling.registry import model_class, model_types
 from pyserini_moe.modeling.side import Side
+from pyserini_moe.outputs import output_kind
 from pyserini_moe.representation import Representation
 from pyserini_moe.validate import ConfigError
 
@@ -59,6 +60,10 @@ TRANSFORMERS_WEIGHTS_FILE = "model.safetensors"
 AUTOMODEL_REFUSAL_FILE = "model.safetensors.index.json"
 AUTOMODEL_REFUSAL = "NOT-A-TRANSFORMERS-MODEL.load-this-folder-with-pyserini_moe.load_model"
 
+# sentence-transformers' model-level configuration (its class, prompts)
+ST_CONFIG_FILE = "config_sentence_transformers.json"
+# The sentence-transformers module that loads a folder through this package.
+ST_MODULE = "pyserini_moe.sentence_transformers.MoeRetriever"
 # sentence-transformers' model class for a model with one representation other than dense
 ST_MODEL_TYPES = {("sparse",): "SparseEncoder", ("multi",): "MultiVectorEncoder"}
 
@@ -83,6 +88,13 @@ class FolderFormat:
         return directory
 
     def _save_into(self, directory: Path) -> Path:
+        kind = output_kind(directory)
+        if kind not in (None, "a model"):
+            # sentence-transformers wrote its configuration before asking the module to save;
+            # no other output holds that file, so it goes with the refusal
+            (directory / ST_CONFIG_FILE).unlink(missing_ok=True)
+            raise FileExistsError(f"{directory} is {kind}, not a model: save the model into "
+                                  "its own folder")
         directory.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".pyserini-moe-save-", dir=directory))
         try:
@@ -181,9 +193,9 @@ class FolderFormat:
         if "dense" in self.representations or only:
             (folder / "modules.json").write_text(json.dumps(
                 [{"idx": 0, "name": "0", "path": "",
-                  "type": "pyserini_moe.sentence_transformers.MoeRetriever"}], indent=2))
+                  "type": ST_MODULE}], indent=2))
         if only:
-            (folder / "config_sentence_transformers.json").write_text(json.dumps(
+            (folder / ST_CONFIG_FILE).write_text(json.dumps(
                 {"model_type": only}, indent=2))
 
     def write_automodel_refusal(self, folder: Path) -> None:
@@ -239,6 +251,7 @@ def load_model(path: str | os.PathLike, device: str | torch.device | None = None
 
     meta = read_json(path / MODEL_FILE, "model metadata")
     check_model_files(path)
+    _refuse_two_models(path, meta)
     if "kind" in meta:  # index folders share the metadata file name
         raise UserError(f"{path} is a {meta['kind']!r} index, not a model: pass the model that "
                         f"built it ({meta.get('encoder', 'see its ' + MODEL_FILE)})")
@@ -282,6 +295,25 @@ def load_model(path: str | os.PathLike, device: str | torch.device | None = None
                         f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
     model.query_max_length = recorded_query_length(meta, path / MODEL_FILE)
     return model.to(check_device(device)).eval()
+
+
+def _refuse_two_models(path: Path, meta: dict[str, Any]) -> None:
+    """A folder whose ``modules.json`` lists sentence-transformers' own modules while its
+    ``pyserini_moe.json`` names a model saved under this package's weights file holds two
+    models: sentence-transformers saved one over the other (``SentenceTransformer.save`` of
+    another model into it), and each library would load a different one."""
+    modules = path / "modules.json"
+    model_type = meta.get("model_type")
+    if not modules.is_file() or model_type not in model_types() \
+            or model_class(model_type).weights_file != WEIGHTS_FILE:
+        return
+    listed = read_json(modules, "sentence-transformers module list")
+    types = [m.get("type") for m in listed if isinstance(m, dict)] if isinstance(listed, list) \
+        else []
+    if types and types[0] != ST_MODULE:
+        raise UserError(f"{path} holds two models: {MODEL_FILE} describes a {model_type} model, "
+                        f"modules.json a sentence-transformers one ({types[0]}) saved over it; "
+                        "save each model into its own folder")
 
 
 def recorded_query_length(meta: dict[str, Any], source: Path) -> int | None:

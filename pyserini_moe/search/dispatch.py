@@ -33,7 +33,8 @@ from pyserini_moe.search.base import (
 )
 from pyserini_moe.search.bm25 import Bm25Searcher
 from pyserini_moe.search.fusion import FUSIONS
-from pyserini_moe.search.hybrid import PYSERINI_ALPHA, hybrid
+from pyserini_moe.search.hybrid import PYSERINI_ALPHA, hybrid_fusion
+from pyserini_moe.validate import check_types
 
 if TYPE_CHECKING:
     from pyserini_moe.search.experts import ExpertFusionSearcher
@@ -93,6 +94,7 @@ class SearchSettings:
     quiet: bool = False
 
     def __post_init__(self) -> None:
+        check_types(self)
         for problem in (self._retriever_problem(), self._count_problem(),
                         self._model_problem(), self._bm25_problem(), self._fusion_problem(),
                         self._ignored_problem(), self._max_passage_problem()):
@@ -336,7 +338,7 @@ class TopicSearcher:
             if bm25 is not None:
                 bm25_run = bm25.search(topics, hits=candidates, threads=s.threads,
                                        batch_size=s.batch_size, progress=not s.quiet)
-                run = hybrid(run, bm25_run, s.alpha, s.hybrid_normalize, s.weight_on_dense,
+                run = hybrid_fusion(run, bm25_run, s.alpha, s.hybrid_normalize, s.weight_on_dense,
                              k=hits)
                 notices.append(short_hybrid_notice(s.candidates, s.hits))
         notices.append(query_cut_notice(cut_lengths))

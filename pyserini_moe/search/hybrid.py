@@ -46,7 +46,7 @@ def _hybrid_query(dense: dict[str, float], sparse: dict[str, float], alpha: floa
     return fused
 
 
-def hybrid(dense: Run, sparse: Run, alpha: float, normalization: bool = False,
+def hybrid_fusion(dense: Run, sparse: Run, alpha: float, normalization: bool = False,
            weight_on_dense: bool = False, k: int = 1000) -> Run:
     """Pyserini's hybrid of two runs per query, top ``k`` kept.
 
@@ -76,7 +76,7 @@ def search_alpha(dense_dev: Run, sparse_dev: Run, qrels_dev: Qrels, metric: str 
     table = {}
     for value in grid:
         alpha = round(float(value), 6)
-        run = hybrid(dense, sparse, alpha, normalization, weight_on_dense=False, k=k)
+        run = hybrid_fusion(dense, sparse, alpha, normalization, weight_on_dense=False, k=k)
         table[alpha] = next(iter(evaluate(run, qrels_dev, [metric]).values()))
     if not table:
         raise UserError("empty alpha grid")

@@ -109,7 +109,7 @@ class TrainingData:
         return self._batches(pairs, VALIDATION_EPOCH, batch_size)
 
     def num_batches(self, epoch: int, batch_size: int) -> int:
-        return len(_pack(self._epoch_pairs(self.train_pairs, epoch), self._rng(epoch), batch_size))
+        return len(pack_batches(self._epoch_pairs(self.train_pairs, epoch), self._rng(epoch), batch_size))
 
     def _epoch_pairs(self, pairs: list[tuple[str, str]], epoch: int) -> list[tuple[str, str]]:
         """The pairs of one epoch: all of them, or (``sample_positives``) one per query."""
@@ -133,7 +133,7 @@ class TrainingData:
                  batch_size: int) -> list[list[Example]]:
         rng = self._rng(epoch)
         batches = []
-        for batch in _pack(pairs, rng, batch_size):
+        for batch in pack_batches(pairs, rng, batch_size):
             excluded = self.excluded(batch)
             batches.append([self._example(qid, pos, excluded, rng) for qid, pos in batch])
         return batches
@@ -159,7 +159,7 @@ class TrainingData:
                        tuple(self.passages[d] for d in chosen))
 
 
-def _pack(pairs: list[tuple[str, str]], rng: random.Random,
+def pack_batches(pairs: list[tuple[str, str]], rng: random.Random,
           batch_size: int) -> list[list[tuple[str, str]]]:
     """Shuffle, then fill batches in order, deferring a pair whose query or positive is already
     in the batch being filled (it goes first into the next batch)."""

@@ -13,7 +13,7 @@ from pyserini_moe.cli import run_main
 from pyserini_moe.cli import search as search_cli
 from pyserini_moe.modeling import SiameseBiEncoder
 from pyserini_moe.runs import ranked, read_trec_run
-from pyserini_moe.search.hybrid import hybrid
+from pyserini_moe.search.hybrid import hybrid_fusion
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -74,7 +74,7 @@ def test_hybrid_flags_as_pyserini_names_them(ws, tmp_path) -> None:
                   "20", "--output", str(dense)) == 0
     assert search(ws, "--index", str(ws["root"] / "bm25"), "--hits", "20",
                   "--output", str(bm25)) == 0
-    expected = hybrid(read_trec_run(dense), read_trec_run(bm25), 0.3, True, True, k=10)
+    expected = hybrid_fusion(read_trec_run(dense), read_trec_run(bm25), 0.3, True, True, k=10)
     got = read_trec_run(a)
     for qid in expected:
         assert [d for d, _ in ranked(got[qid])] == [d for d, _ in ranked(expected[qid])]

@@ -162,11 +162,14 @@ def test_an_empty_run_tag_is_refused_not_replaced(model_index_run, tmp_path, cap
     from pyserini_moe.cli import run_main
 
     ws = model_index_run(tmp_path)
-    assert run_main(search_cli.main, ["--retriever", "dense", "--index", str(ws["index"]),
-                                      "--topics", f"{ws['corpus']}:test", "--output",
-                                      str(tmp_path / "r.trec"), "--run-tag", "",
-                                      "--device", "cpu", "--quiet"]) == 2
-    assert "error: run tag ''" in capsys.readouterr().err.strip().splitlines()[-1]
+    with pytest.raises(SystemExit) as stop:  # argparse's refusal, as for any value it refuses
+        run_main(search_cli.main, ["--retriever", "dense", "--index", str(ws["index"]),
+                                   "--topics", f"{ws['corpus']}:test", "--output",
+                                   str(tmp_path / "r.trec"), "--run-tag", "", "--device", "cpu",
+                                   "--quiet"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == \
+        "error: --run-tag is given an empty value: give one"
     assert not (tmp_path / "r.trec").exists()
 
 

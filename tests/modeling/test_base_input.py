@@ -23,12 +23,31 @@ def test_a_damaged_model_metadata_file(tiny_bert, tmp_path) -> None:
         load_model(folder, device="cpu")
 
 
-@pytest.mark.parametrize("query", ["\u200b", " \u200b\ufeff ", "\u2060\t", ""])
+@pytest.mark.parametrize("query", ["\u200b", " \u200b\ufeff ", "\u2060\t", "", "\x00", "\x01\x02"])
 def test_an_invisible_query_is_an_empty_query(tiny_bert: Path, query: str) -> None:
     model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").eval()
     assert is_blank(query)
     with pytest.raises(UserError, match="cannot encode an empty query"):
         model.encode(["fine", query], Side.QUERY, 16)
+
+
+@pytest.mark.parametrize(("texts", "words"), [
+    ([], "no query to encode"), (["fine", None], "query 2 is NoneType, not a string"),
+    ([b"cat"], "query is bytes"), (["cat \ud800"], "half of a UTF-16 surrogate pair")])
+def test_what_no_tokenizer_takes_is_one_line(tiny_bert: Path, texts: list, words: str) -> None:
+    """Before: an IndexError, a TypeError or an AttributeError from inside the tokenizer."""
+    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").eval()
+    with pytest.raises(UserError, match=re.escape(words)):
+        model.encode_query(texts)
+
+
+def test_the_default_score_names_vectors_it_lacks(tiny_bert: Path) -> None:
+    from pyserini_moe.modeling.base import Encoded
+
+    model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").eval()
+    queries = model.encode_query(["a cat"])
+    with pytest.raises(UserError, match="the passages given hold none"):
+        model.score(queries, Encoded(sparse=torch.ones(1, 4)))
 
 
 def test_a_query_with_one_visible_character_is_not_blank() -> None:
@@ -46,7 +65,7 @@ def test_damaged_saved_arguments_name_the_model_file(tiny_bert, tmp_path: Path, 
 
     from pyserini_moe.errors import UserError
     from pyserini_moe.modeling import SiameseBiEncoder
-    from pyserini_moe.modeling.base import MODEL_FILE, load_model
+    from pyserini_moe.modeling.folder import MODEL_FILE, load_model
 
     folder = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(tmp_path / "m")
     meta = json.loads((folder / MODEL_FILE).read_text())
@@ -63,7 +82,7 @@ def test_a_training_folder_named_as_a_model_points_at_its_best(ws, tmp_path) -> 
     import shutil
 
     from pyserini_moe.modeling.backbone import resolve_backbone
-    from pyserini_moe.modeling.base import load_model
+    from pyserini_moe.modeling.folder import load_model
 
     run = tmp_path / "run"
     shutil.copytree(ws["model"], run / "best")

@@ -178,3 +178,32 @@ def test_automodel_refuses_each_moe_folder_naming_how_to_load_it(saved) -> None:
         AutoModel.from_pretrained(saved)
     assert "pyserini_moe.load_model" in str(refused.value)
     assert not (saved / AUTOMODEL_REFUSAL).exists()
+
+
+def test_a_sentence_transformers_model_saved_over_ours_is_two_models(tiny_bert, tmp_path) -> None:
+    """SentenceTransformer.save of a plain model into a TASER folder left TASER's files beside
+    the new ones: sentence-transformers loaded the one, load_model the other, in silence."""
+    from sentence_transformers import SentenceTransformer
+
+    from pyserini_moe.errors import UserError
+
+    folder = TaserEncoder.from_backbone(tiny_bert, every=1, device="cpu").save(tmp_path / "m")
+    plain = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu").save(tmp_path / "plain")
+    SentenceTransformer(str(plain), device="cpu").save(str(folder))
+    with pytest.raises(UserError, match="holds two models"):
+        load_model(folder, device="cpu")
+
+
+def test_sentence_transformers_save_into_an_index_is_refused(tiny_bert, tiny_corpus,
+                                                             tmp_path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    import pyserini_moe as pm
+
+    folder = TaserEncoder.from_backbone(tiny_bert, every=1, device="cpu").save(tmp_path / "m")
+    index = pm.build_index("dense", corpus=tiny_corpus, encoder=folder, index=tmp_path / "i")
+    before = sorted(p.name for p in index.iterdir())
+    st = SentenceTransformer(str(folder), device="cpu", trust_remote_code=True)
+    with pytest.raises(FileExistsError, match="is an index, not a model"):
+        st.save(str(index))
+    assert sorted(p.name for p in index.iterdir()) == before

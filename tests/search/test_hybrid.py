@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pyserini_moe.search.hybrid import hybrid, search_alpha
+from pyserini_moe.search.hybrid import hybrid_fusion, search_alpha
 
 DENSE = {"q1": {"d1": 0.9, "d2": 0.7, "d3": 0.2}}
 SPARSE = {"q1": {"d2": 12.0, "d4": 8.0, "d5": 5.0, "d1": 3.0}, "q2": {"d6": 4.0, "d7": 2.0}}
@@ -30,25 +30,25 @@ def hits(scores):
 
 def test_hand_computed():
     # Sparse min 3.0, dense min 0.2 fill the gaps. Default: .1 * sparse + dense.
-    assert hybrid(DENSE, SPARSE, 0.1)["q1"] == pytest.approx(
+    assert hybrid_fusion(DENSE, SPARSE, 0.1)["q1"] == pytest.approx(
         {"d1": 0.3 + 0.9, "d2": 1.2 + 0.7, "d3": 0.3 + 0.2, "d4": 0.8 + 0.2, "d5": 0.5 + 0.2})
     # weight_on_dense: sparse + .1 * dense.
-    assert hybrid(DENSE, SPARSE, 0.1, weight_on_dense=True)["q1"] == pytest.approx(
+    assert hybrid_fusion(DENSE, SPARSE, 0.1, weight_on_dense=True)["q1"] == pytest.approx(
         {"d1": 3.09, "d2": 12.07, "d3": 3.02, "d4": 8.02, "d5": 5.02})
     # Normalised (s - mid) / range. Dense mid .55, range .7: d1 .5, d2 3/14, d3/d4/d5 -.5.
     # Sparse mid 7.5, range 9: d2 .5, d4 1/18, d5 -5/18, d1/d3 -.5. alpha = 1: plain sum.
-    assert hybrid(DENSE, SPARSE, 1.0, normalization=True)["q1"] == pytest.approx(
+    assert hybrid_fusion(DENSE, SPARSE, 1.0, normalization=True)["q1"] == pytest.approx(
         {"d1": 0.0, "d2": 5 / 7, "d3": -1.0, "d4": -4 / 9, "d5": -7 / 9})
 
 
 def test_top_k():
-    assert hybrid(DENSE, SPARSE, 0.1, k=2)["q1"] == pytest.approx({"d2": 1.9, "d1": 1.2})
+    assert hybrid_fusion(DENSE, SPARSE, 0.1, k=2)["q1"] == pytest.approx({"d2": 1.9, "d1": 1.2})
 
 
 @pytest.mark.parametrize("alpha,normalization,weight_on_dense,k", list(itertools.product(
     [0.1, 0.5, 1.3], [False, True], [False, True], [3, 10])))
 def test_matches_pyserini(pyserini_hybrid, alpha, normalization, weight_on_dense, k):
-    ours = hybrid(DENSE, SPARSE, alpha, normalization, weight_on_dense, k)
+    ours = hybrid_fusion(DENSE, SPARSE, alpha, normalization, weight_on_dense, k)
     for qid in SPARSE:  # q2 has no dense hits: Pyserini's empty-list defaults apply
         theirs = pyserini_hybrid(hits(DENSE.get(qid, {})), hits(SPARSE[qid]), alpha, k,
                                  normalization, weight_on_dense)
@@ -57,7 +57,7 @@ def test_matches_pyserini(pyserini_hybrid, alpha, normalization, weight_on_dense
 
 def test_single_score_list_normalises_to_zero():
     # Pyserini divides by zero here; a list with one distinct score normalises to 0 instead.
-    fused = hybrid({"q": {"a": 2.0}}, {"q": {"a": 5.0, "b": 1.0}}, 1.0, normalization=True)
+    fused = hybrid_fusion({"q": {"a": 2.0}}, {"q": {"a": 5.0, "b": 1.0}}, 1.0, normalization=True)
     assert fused["q"] == pytest.approx({"a": 0.0 + 0.5, "b": 0.0 - 0.5})
 
 

@@ -411,7 +411,7 @@ def test_packing_defers_a_clashing_pair_to_the_front_of_the_next_batch():
     import random
     from collections import deque
 
-    from pyserini_moe.train.data import _pack
+    from pyserini_moe.train.data import pack_batches
 
     def reference(pairs, rng, size):
         pending, batches = deque(rng.sample(pairs, len(pairs))), []
@@ -431,7 +431,7 @@ def test_packing_defers_a_clashing_pair_to_the_front_of_the_next_batch():
 
     rng = random.Random(5)
     pairs = [(f"q{rng.randrange(60)}", f"d{rng.randrange(40)}") for _ in range(500)]
-    packed = _pack(pairs, random.Random(1), 8)
+    packed = pack_batches(pairs, random.Random(1), 8)
     assert packed == reference(pairs, random.Random(1), 8)
     assert sorted(p for b in packed for p in b) == sorted(pairs)
     assert all(len({q for q, _ in b}) == len(b) == len({d for _, d in b}) for b in packed)

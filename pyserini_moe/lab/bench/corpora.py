@@ -8,7 +8,7 @@ import json
 import random
 from pathlib import Path
 
-from pyserini_moe.data.beir import BeirCollection
+from pyserini_moe.data import BeirCollection
 from pyserini_moe.io import atomic_path
 
 

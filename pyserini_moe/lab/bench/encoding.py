@@ -10,13 +10,11 @@ from typing import Any
 import torch
 from transformers import BertForMaskedLM
 
-from pyserini_moe.data.topics import load_qrels
-from pyserini_moe.eval.metrics import evaluate
+from pyserini_moe.data import load_qrels
+from pyserini_moe.eval import evaluate
 from pyserini_moe.lab.bench.processes import Indexes, folder_mb, onnx_export, run_process
 from pyserini_moe.lab.bench.report import Report
-from pyserini_moe.modeling.auto import load_encoder
-from pyserini_moe.modeling.base import Side
-from pyserini_moe.modeling.folder import load_model
+from pyserini_moe.modeling import Side, load_encoder, load_model
 from pyserini_moe.runs import read_trec_run
 
 # The targets of the performance issue: (description, ratio or value, threshold, higher is better)

@@ -29,13 +29,10 @@ from typing import Any
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
-from pyserini_moe.data.beir import BeirCollection, local_collections
-from pyserini_moe.encode.pipeline import encode_stream
+from pyserini_moe.data import BeirCollection, local_collections
+from pyserini_moe.encode import encode_stream
 from pyserini_moe.lab.bench.report import Report
-from pyserini_moe.modeling.auto import load_encoder
-from pyserini_moe.modeling.backbone import resolve_backbone
-from pyserini_moe.modeling.base import Encoded, Side
-from pyserini_moe.modeling.registry import model_class
+from pyserini_moe.modeling import Encoded, Side, load_encoder, model_class, resolve_backbone
 
 # Targets (CPU): the host pipeline's cost over the tokenizer alone, its scaling.
 HOST_OVERHEAD, HOST_SCALING = 1.10, 1.7

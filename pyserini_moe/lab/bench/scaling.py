@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.data.topics import load_topics
+from pyserini_moe.data import load_topics
 from pyserini_moe.errors import UserError
 from pyserini_moe.lab.bench.corpora import num_docs, pooled_corpus, subset
 from pyserini_moe.lab.bench.processes import Indexes, folder_mb

@@ -12,15 +12,12 @@ from typing import Any
 import faiss
 import numpy as np
 
-from pyserini_moe.data.topics import load_topics
-from pyserini_moe.index.meta import read_meta
+from pyserini_moe.data import load_topics
+from pyserini_moe.index import read_meta
 from pyserini_moe.lab.bench.corpora import subset
 from pyserini_moe.lab.bench.processes import Indexes, folder_mb, onnx_export
 from pyserini_moe.lab.bench.report import Report, percentile
-from pyserini_moe.search.dispatch import SearchSettings, open_any
-from pyserini_moe.search.encoded import SEARCHERS
-from pyserini_moe.search.experts import ExpertFusionSearcher
-from pyserini_moe.search.hybrid import hybrid
+from pyserini_moe.search import SEARCHERS, ExpertFusionSearcher, SearchSettings, hybrid_fusion, open_any
 
 
 def bench_latency(report: Report, work: Path, indexes: Indexes, paths: dict[str, str],
@@ -56,7 +53,7 @@ def bench_latency(report: Report, work: Path, indexes: Indexes, paths: dict[str,
     searchers: dict[str, Callable[[dict[str, str], int], Any]] = {
         kind: lambda t, b, s=searcher: s.search(t, hits=100, batch_size=b, progress=False)
         for kind, searcher in opened.items()}
-    searchers["dense+bm25"] = lambda t, b: hybrid(searchers["dense"](t, b),
+    searchers["dense+bm25"] = lambda t, b: hybrid_fusion(searchers["dense"](t, b),
                                                   searchers["bm25"](t, b), 1.0, True, k=100)
     fused = ExpertFusionSearcher([built[f"latency-came-{e}"] for e in came], device=args.device)
     searchers["came-fused"] = lambda t, b: fused.search(t, hits=100, candidates=100,
@@ -155,7 +152,7 @@ def bench_approximate(report: Report, work: Path, indexes: Indexes, paths: dict[
                       args: Any) -> None:
     """Approximate indexes against exact search: recall of the true top-100."""
 
-    from pyserini_moe.encode.adapters import DenseQueryEncoder
+    from pyserini_moe.encode import DenseQueryEncoder  # noqa: PLC0415 - starts the JVM
 
     [dense], _ = indexes.build(("dense",), args.corpus, paths["siamese"],
                                [f"{Path(args.corpus).name}-pytorch"])

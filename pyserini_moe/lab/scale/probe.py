@@ -19,8 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.train.config import DataConfig, load_config
-from pyserini_moe.train.data import CandidateBuilder, TrainingData, _pack, load_training_data
+from pyserini_moe.train import (
+    CandidateBuilder,
+    DataConfig,
+    TrainingData,
+    load_config,
+    load_training_data,
+    pack_batches,
+)
 
 
 def memory() -> tuple[int, int]:
@@ -48,7 +54,7 @@ def example_seconds(data: TrainingData, batch_size: int,
     """Seconds to build one example of the first epoch, for queries with and without
     hard-negative candidates (a sample's queries have them, the others get random passages):
     what projects the epoch's batches to every query having its candidates."""
-    packed = _pack(data._epoch_pairs(data.train_pairs, 0), data._rng(0), batch_size)  # noqa: SLF001
+    packed = pack_batches(data._epoch_pairs(data.train_pairs, 0), data._rng(0), batch_size)  # noqa: SLF001
     chosen: dict[bool, list[tuple[str, str, Any]]] = {True: [], False: []}
     for batch in packed:
         excluded = data.excluded(batch)

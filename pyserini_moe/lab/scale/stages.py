@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pyserini_moe.data.beir import BeirCollection
+from pyserini_moe.data import BeirCollection
 from pyserini_moe.lab.regress import REPO_ROOT, expand, load_regression
 from pyserini_moe.lab.scale.measure import Measurement, run_measured
 from pyserini_moe.lab.scale.synth import (
@@ -28,8 +28,7 @@ from pyserini_moe.lab.scale.synth import (
     write_pseudo_queries,
 )
 from pyserini_moe.lab.smoke import put, put_setting, smoke_argv, tiny_backbone
-from pyserini_moe.train.config import load_config
-from pyserini_moe.train.data import bm25_index_dir
+from pyserini_moe.train import bm25_index_dir, load_config
 
 MINING_SAMPLE = 2_000  # training queries searched at depth 1000 to project the mining
 TRAIN_STEPS = 2
