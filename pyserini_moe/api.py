@@ -41,6 +41,7 @@ from pyserini_moe.search.dispatch import SearchSettings, TopicSearcher, recorded
 log = logging.getLogger(__name__)
 
 INDEX_KINDS = ("bm25", *MODEL_INDEX_KINDS)  # what build_index builds (as `index --retriever`)
+METRICS = ("ndcg@10", "recall@100")  # what evaluate reports unless told
 
 
 def load_model(name_or_path: str | os.PathLike, device: str | None = None,
@@ -49,7 +50,8 @@ def load_model(name_or_path: str | os.PathLike, device: str | None = None,
     zero-shot (``"all-minilm-l6-v2"`` is the packaged MiniLM), in eval mode; ``options`` are
     encode-time options (SB-MoE: ``inference="all"``)."""
 
-    return load_encoder(str(name_or_path), device=device, options=options or None).eval()
+    return load_encoder(str(_path(name_or_path, "model")), device=device,
+                        options=options or None).eval()
 
 
 def build_index(kind: str, corpus: str | os.PathLike, index: str | os.PathLike,
@@ -195,14 +197,15 @@ def open_searcher(index: str | os.PathLike | list[str | os.PathLike],
 
 
 def evaluate(run: Run | str | os.PathLike, qrels: str | os.PathLike | Mapping[str, Mapping[str, int]],
-             metrics: Iterable[str] = ("ndcg@10", "recall@100")) -> dict[str, float]:
+             metrics: Iterable[str] | str | None = METRICS) -> dict[str, float]:
     """The mean of each metric over the judged queries (ranx; ``trec_eval -c``'s convention:
     a judged query the run misses counts 0). ``run``: ``{qid: {docid: score}}`` or a TREC run
     file; ``qrels``: a name (``"scifact:test"``), a qrels file, or ``{qid: {docid: grade}}``."""
 
     run = read_trec_run(run) if isinstance(run, (str, os.PathLike)) else check_run(run)
     qrels = load_qrels(qrels) if isinstance(qrels, (str, os.PathLike)) else _qrels(qrels)
-    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    metrics = ([metrics] if isinstance(metrics, str) else
+               list(METRICS if metrics is None else metrics))
     check_coverage({"run": run}, qrels)
     return _evaluate(run, qrels, metrics)
 

@@ -210,6 +210,8 @@ def iter_run(path: str | os.PathLike) -> Iterator[tuple[str, str, float, int]]:
     query) is the reader's to check: a streaming reader keeps no per-query sets. A missing
     file is refused when this is called, not when its lines are first asked for."""
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder, not a run file")
     if not path.is_file():
         raise FileNotFoundError(f"run file not found: {path}")
     return _run_lines(path)

@@ -161,3 +161,20 @@ def test_evaluate_takes_one_metric_as_a_string_and_says_what_is_missing(capsys) 
     assert pm.evaluate(RUN, QRELS, "ndcg@10") == pm.evaluate(RUN, QRELS, ["ndcg@10"])
     pm.evaluate({"q0": {"d0": 1.0}}, QRELS, ["ndcg@10"])
     assert "1 of 2 judged queries have no results" in capsys.readouterr().err
+
+
+def test_evaluate_with_no_metrics_named_reports_its_default(tmp_path) -> None:
+    assert set(pm.evaluate(RUN, QRELS, None)) == {"ndcg@10", "recall@100"}
+    with pytest.raises(IsADirectoryError, match="is a folder, not a run file"):
+        pm.evaluate(tmp_path, QRELS)
+
+
+@pytest.mark.parametrize("name", [None, "", 5, b"model"])
+def test_load_model_names_a_folder_or_a_backbone(name) -> None:
+    with pytest.raises(UserError, match="give a folder path"):
+        pm.load_model(name)
+
+
+def test_a_model_given_as_an_index_is_named_a_model(indexes) -> None:
+    with pytest.raises(UserError, match="it looks like a model: build an index with it first"):
+        pm.open_searcher(indexes["model"])

@@ -77,6 +77,9 @@ def _looks_like(folder: Path) -> str:
     ``search`` without ``--retriever`` takes for BM25."""
     if (folder / "corpus.jsonl").is_file() or (folder / "corpus.jsonl.gz").is_file():
         return " (it looks like a collection)"
+    if (folder / "pyserini_moe.json").is_file() or (folder / "config.json").is_file():
+        return (" (it looks like a model: build an index with it first, python -m "
+                "pyserini_moe.index --encoder MODEL)")
     if (folder / "index").is_file() and (folder / "docid").is_file():
         return (" (it looks like a Faiss index: search it with --retriever dense --encoder "
                 "MODEL)")
