@@ -34,7 +34,15 @@ from pyserini_moe.io import refuse_input_as_output
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.base import TextEncoder, check_text
 from pyserini_moe.representation import INDEX_KINDS as MODEL_INDEX_KINDS
-from pyserini_moe.runs import JAVA_INT_MAX, Run, check_id, check_run, ranked, read_trec_run
+from pyserini_moe.runs import (
+    JAVA_INT_MAX,
+    Run,
+    check_id,
+    check_run,
+    check_table,
+    ranked,
+    read_trec_run,
+)
 from pyserini_moe.search.base import Hit
 from pyserini_moe.search.dispatch import SearchSettings, TopicSearcher, recorded_retriever
 
@@ -212,19 +220,8 @@ def evaluate(run: Run | str | os.PathLike, qrels: str | os.PathLike | Mapping[st
 
 def _qrels(qrels: object) -> dict[str, dict[str, int]]:
     """``{qid: {docid: grade}}`` with string ids and whole-number grades, else one line."""
-    if not isinstance(qrels, Mapping):
-        raise UserError(f"qrels is {type(qrels).__name__}: give {{qid: {{docid: grade}}}}, a "
-                        "qrels file or a name such as 'scifact:test'")
-    checked = {}
-    for qid, judged in qrels.items():
-        check_id(qid, "qrels: query id")
-        if not isinstance(judged, Mapping):
-            raise UserError(f"qrels: query {qid!r} holds {type(judged).__name__}, not "
-                            "{docid: grade}")
-        for docid, grade in judged.items():
-            check_id(docid, f"qrels: query {qid!r}: document id")
-            if isinstance(grade, bool) or not isinstance(grade, numbers.Integral):
-                raise UserError(f"qrels: query {qid!r}, document {docid!r}: grade {grade!r} is "
-                                "not a whole number")
-        checked[qid] = {docid: int(grade) for docid, grade in judged.items()}
-    return checked
+    checked = check_table(qrels, "qrels", "grade", "a whole number",
+                          "{qid: {docid: grade}}, a qrels file or a name such as 'scifact:test'",
+                          lambda v: isinstance(v, numbers.Integral))
+    return {qid: {docid: int(grade) for docid, grade in judged.items()}
+            for qid, judged in checked.items()}

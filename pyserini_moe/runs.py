@@ -12,6 +12,7 @@ import numbers
 import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from pyserini_moe.errors import DataFormatError, UserError
 from pyserini_moe.io import atomic_path, iter_lines, open_text_output
@@ -44,25 +45,33 @@ def check_id(value: object, what: str) -> str:
     return value
 
 
-def check_run(run: object, what: str = "run") -> Run:
+def check_run(run: object) -> Run:
     """``run`` if it is ``{qid: {docid: score}}`` with one-word string ids and finite numeric
     scores (a NaN ranks anywhere; a string score sorts as text): else one line naming the first
     entry that is not."""
-    if not isinstance(run, Mapping):
-        raise UserError(f"the {what} is {type(run).__name__}: give {{qid: {{docid: score}}}} or "
-                        "a run file")
-    for qid, hits in run.items():
-        check_id(qid, "query id")
-        if not isinstance(hits, Mapping):
-            raise UserError(f"{what}: query {qid!r} holds {type(hits).__name__}, not "
-                            "{docid: score}")
-        for docid, score in hits.items():
+    return check_table(run, "the run", "score", "a finite number",
+                       "{qid: {docid: score}} or a run file",
+                       lambda v: isinstance(v, numbers.Real) and math.isfinite(v))
+
+
+def check_table(table: object, what: str, value: str, kind: str, give: str,
+                valid: Callable[[object], bool]) -> Any:
+    """``table`` if it is ``{qid: {docid: value}}`` (a run, qrels) with one-word string ids and
+    values ``valid`` says are ``kind`` (a bool is none: it is a mistake, not a number); else one
+    line naming the first entry that is not."""
+    if not isinstance(table, Mapping):
+        raise UserError(f"{what} is {type(table).__name__}: give {give}")
+    for qid, row in table.items():
+        check_id(qid, f"{what}: query id")
+        if not isinstance(row, Mapping):
+            raise UserError(f"{what}: query {qid!r} holds {type(row).__name__}, not "
+                            f"{{docid: {value}}}")
+        for docid, v in row.items():
             check_id(docid, f"{what}: query {qid!r}: document id")
-            if isinstance(score, bool) or not isinstance(score, numbers.Real) \
-                    or not math.isfinite(score):
-                raise UserError(f"{what}: query {qid!r}, document {docid!r}: score {score!r} is "
-                                "not a finite number")
-    return run  # type: ignore[return-value]
+            if isinstance(v, bool) or not valid(v):
+                raise UserError(f"{what}: query {qid!r}, document {docid!r}: {value} {v!r} is "
+                                f"not {kind}")
+    return table
 
 
 def check_depth(hits: object) -> int | None:
