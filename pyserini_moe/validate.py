@@ -180,7 +180,8 @@ def check_types(settings: Any) -> None:
     ``settings`` holds its type, as a recipe's would (:func:`convert`; a number written as text
     becomes the number): settings built in Python rather than by a command's parser
     (``open_searcher(alpha="1.0")``, ``build_index(batch_size=2.5)``) are checked as the
-    parser checks them. Said with the field's flag, ``--batch-size``."""
+    parser checks them. Said with the field's flag, ``--batch-size``. Only the type: the
+    settings' own checks say what a value of the right type may not be (infinite, empty)."""
     hints = typing.get_type_hints(type(settings))
     for f in dataclasses.fields(settings):
         hint, value = hints[f.name], getattr(settings, f.name)
@@ -189,8 +190,12 @@ def check_types(settings: Any) -> None:
             if value is None:
                 continue
             hint = next(a for a in options if a is not type(None))
-        if hint in (int, float, bool, str):
-            flag = "--" + f.name.replace("_", "-")
+        flag = "--" + f.name.replace("_", "-")
+        if hint is float and is_number(value):
+            object.__setattr__(settings, f.name, float(value))  # finite or not: its own check
+        elif hint is str and not isinstance(value, str):
+            fail("", flag, f"expected a string, found {value!r}")  # empty or not: its own check
+        elif hint in (int, float, bool):
             object.__setattr__(settings, f.name, convert(hint, value, flag, ""))
 
 

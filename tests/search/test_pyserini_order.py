@@ -122,10 +122,18 @@ def test_max_passage_ranks_documents_as_pyserini(tmp_path) -> None:
 
 @pytest.mark.parametrize("flags, said", [
     (["--max-passage-hits", "5"], "--max-passage-hits: not used without --max-passage"),
-    (["--max-passage", "--max-passage-delimiter", ""], "--max-passage-delimiter must not be empty"),
 ])
 def test_max_passage_flags_are_checked(tmp_path, capsys, flags, said) -> None:
     assert run_main(search_cli.main, ["--retriever", "bm25", "--index", str(tmp_path / "i"),
                                       "--topics", "q\ttext", "--output",
                                       str(tmp_path / "r.trec"), *flags]) == 2
     assert said in capsys.readouterr().err
+
+
+def test_an_empty_max_passage_delimiter_is_refused() -> None:
+    """The command line refuses any empty value; settings built in Python say why."""
+    from pyserini_moe.errors import UserError
+    from pyserini_moe.search import SearchSettings
+
+    with pytest.raises(UserError, match="--max-passage-delimiter must not be empty"):
+        SearchSettings(retriever="bm25", index="i", max_passage=True, max_passage_delimiter="")
