@@ -75,6 +75,7 @@ from pyserini_moe.train.distributed import (
 )
 from pyserini_moe.train.grad_cache import cached_pass, encode_chunked
 from pyserini_moe.train.loop import OptimizerLoop, TrainingDiverged, set_seed
+from pyserini_moe.train.measured import measured_rows
 
 log = logging.getLogger(__name__)
 
@@ -705,6 +706,13 @@ class Trainer:
                    f"x {self.cfg.grad_accumulation}, learning rate {self.cfg.learning_rate:g}, "
                    f"{metrics['train_seconds']:.0f} s on {metrics['device']}",
                    f"- this folder ({which}) holds {chosen}"]
+        rows = measured_rows(Path(self.config.source)) if self.config.source else []
+        if rows:
+            section += ["", "## Measured with this recipe", "",
+                        "Rows of this repository's regression files that train this recipe: "
+                        "means over each row's seeds, on the device its source line names "
+                        "(this folder is one training of it; its own seed is in the recipe).",
+                        "", *rows]
         with atomic_path(card) as tmp:
             tmp.write_text(card.read_text() + "\n".join(section) + "\n")
 
