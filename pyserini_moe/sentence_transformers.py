@@ -10,6 +10,7 @@ their ``modules.json`` (see :meth:`~pyserini_moe.modeling.folder.FolderFormat.sa
 
 from __future__ import annotations
 
+import inspect
 import logging
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import torch
 from sentence_transformers.base.modules.module import Module
 
 from pyserini_moe.modeling.base import Side
-from pyserini_moe.modeling.folder import load_model
+from pyserini_moe.modeling.folder import ST_MODEL_TYPES, load_model
 from pyserini_moe.modeling.lengths import encode_length
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,39 @@ class MoeRetriever(Module):
     def load(cls, model_name_or_path: str, subfolder: str = "", **kwargs: Any) -> MoeRetriever:
         path = Path(model_name_or_path) / subfolder if subfolder else Path(model_name_or_path)
         model = load_model(path, device="cpu")
+        refuse_other_container(model, path)
         if model.dense_alone:  # never one expert of a fusion in silence
             log.warning("%s: a %s model in sentence-transformers: %s", path, model.model_type,
                         model.dense_alone)
         return cls(model)
+
+
+def refuse_other_container(model: Any, path: Path) -> None:
+    """A folder loads in the sentence-transformers class it was saved for (``SentenceTransformer``
+    for a dense vector, ``SparseEncoder`` / ``MultiVectorEncoder`` for a term-weight or per-token
+    model alone). Another class converts it by stacking its own untrained head on our module
+    (``SparseEncoder`` adds a randomly initialised sparse autoencoder and encodes without an
+    error), so the load is refused naming the class to use."""
+    container = _loading_container()
+    own = ST_MODEL_TYPES.get(tuple(model.representations), "SentenceTransformer")
+    if container is None or container.model_type == own:
+        return
+    sparse = (" (its term weights: pyserini_moe.load_model(folder).encode(texts, side)"
+              ".sparse)" if "sparse" in model.representations else "")
+    raise ValueError(f"{path}: a {model.model_type} model loads in sentence-transformers as "
+                     f"{own}(folder, trust_remote_code=True); {container.model_type} would "
+                     f"convert it, adding layers no training set{sparse}")
+
+
+def _loading_container() -> Any:
+    """The sentence-transformers model whose loading called this module's ``load``: the loader
+    passes modules no handle on it, so it is found up the call stack."""
+    from sentence_transformers.base.model import BaseModel
+
+    frame = inspect.currentframe()
+    while frame is not None:
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, BaseModel):
+            return candidate
+        frame = frame.f_back
+    return None

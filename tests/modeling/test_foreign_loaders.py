@@ -207,3 +207,19 @@ def test_sentence_transformers_save_into_an_index_is_refused(tiny_bert, tiny_cor
     with pytest.raises(FileExistsError, match="is an index, not a model"):
         st.save(str(index))
     assert sorted(p.name for p in index.iterdir()) == before
+
+
+@pytest.mark.parametrize("loader", ["SparseEncoder", "MultiVectorEncoder"])
+def test_a_dense_folder_is_refused_by_another_sentence_transformers_class(loader, tiny_mlm,
+                                                                          tmp_path) -> None:
+    """SparseEncoder would convert a dense MoE folder by stacking an untrained sparse head on
+    our module, and encode without an error: the load is refused naming the class to use (and,
+    for a model with term weights, how to get them)."""
+    import sentence_transformers
+
+    from pyserini_moe.modeling import CotMoteEncoder
+
+    folder = CotMoteEncoder.from_backbone(tiny_mlm, device="cpu").save(tmp_path / "cotmote")
+    with pytest.raises(ValueError, match=r"as SentenceTransformer\(folder.*\.sparse"):
+        getattr(sentence_transformers, loader)(str(folder), device="cpu",
+                                               trust_remote_code=True)
