@@ -164,11 +164,6 @@ def test_every_door_is_thin() -> None:
         assert imported_modules == {"pyserini_moe.cli", f"pyserini_moe.cli.{name}"}, name
 
 
-# Commands whose library needs torch for their options themselves (model sizes, index merging,
-# the benchmark's sections).
-TORCH_AT_START = {"pyserini_moe.cli.bench"}  # the lab's benchmark: torch is what it measures
-
-
 def test_commands_start_without_torch() -> None:
     """The command layer imports the library when a command runs (the library imports at the
     top): importing every other command leaves torch, transformers and the JVM unloaded, so
@@ -179,7 +174,7 @@ def test_commands_start_without_torch() -> None:
     commands = sorted(f"pyserini_moe.cli.{p.stem}" for p in (PACKAGE / "cli").glob("*.py")
                       if p.stem != "__init__") + ["pyserini_moe.cli"]
     code = ("import importlib, sys\n"
-            f"for m in {sorted(set(commands) - TORCH_AT_START)!r}: importlib.import_module(m)\n"
+            f"for m in {commands!r}: importlib.import_module(m)\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & "
             "{'torch', 'transformers', 'pyserini', 'jnius', 'ranx'}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

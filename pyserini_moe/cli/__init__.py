@@ -88,12 +88,17 @@ class _Store(argparse._StoreAction):
     """argparse's ``store``, but a flag given twice is refused where argparse would keep the
     last value and drop the first without a word: a list flag (``nargs`` + or *) always
     (``--runs A --runs B`` fused B alone), any other flag when the two values differ
-    (``--hits 3 --hits 5``); an empty value too (an empty path is the current folder)."""
+    (``--hits 3 --hits 5``); an empty value too (an empty path is the current folder), and one
+    holding a line break (an output named so breaks every listing of its folder)."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
-        if "" in (values if isinstance(values, list) else [values]):  # `--index ''` meant "."
+        given = values if isinstance(values, list) else [values]
+        if "" in given:  # `--index ''` meant "."
             parser.error(f"{option_string or self.dest} is given an empty value: give one")
+        if any(isinstance(v, str) and ("\n" in v or "\r" in v) for v in given):
+            parser.error(f"{option_string or self.dest} is given a value with a line break "
+                         "(a pasted command?): no file name or value here holds one")
         if option_string and self.nargs in ("+", "*"):
             if getattr(namespace, f"_listed_{self.dest}", False):
                 parser.error(f"{option_string} is given twice: give all its values after one "

@@ -7,10 +7,7 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
-
-import torch
 
 from pyserini_moe.cli import ArgumentParser, HelpFormatter, positive_int
 from pyserini_moe.cli.args import add_device_arg
@@ -18,51 +15,9 @@ from pyserini_moe.data.beir import BeirCollection
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import atomic_path, refuse_one_file_twice
 from pyserini_moe.lab.bench import __doc__ as PACKAGE_DOC
-from pyserini_moe.lab.bench import pipeline
 from pyserini_moe.lab.bench.processes import Indexes
 from pyserini_moe.lab.bench.report import Report, cpu_description, device_name
 from pyserini_moe.lab.bench.scaling import SCALED, bench_scaling, earlier_scaling, scaling_size
-from pyserini_moe.modeling.auto import load_encoder
-from pyserini_moe.modeling.backbone import load_config
-from pyserini_moe.modeling.base import check_device
-from pyserini_moe.modeling.colbert import ColbertArgs
-from pyserini_moe.modeling.registry import model_class, model_types
-from pyserini_moe.modeling.taser import TaserArgs
-
-
-def build_models(backbone: str, out: Path) -> dict[str, str]:
-    """An untrained model of every registered type, saved (index processes load it)."""
-
-    paths = {}
-    for model_type in model_types():
-        path = out / model_type
-        if not path.exists():
-            torch.manual_seed(0)
-            try:
-                model = model_class(model_type).from_backbone(backbone, device="cpu")
-            except UserError as e:
-                # the model's own words name its arguments, which bench has no flags for
-                raise UserError(f"--backbone {backbone}: bench builds an untrained model of "
-                                f"every type from it, and its {model_type} model cannot be "
-                                f"built ({e}); give another backbone") from None
-            model.save(path)
-        paths[model_type] = str(path)
-    return paths
-
-
-def check_backbone(backbone: str) -> None:
-    """Refuse, before anything is built, a backbone too shallow for the models bench builds from
-    it: TASER's default block pattern (a specialised block after every ``every`` shared ones)
-    needs ``every`` + 1 layers; bench has no flag for ``every``, so the message says the depth."""
-
-    layers = getattr(load_config(backbone), "num_hidden_layers", None)
-    every = TaserArgs().every
-    if isinstance(layers, int) and layers < every + 1:
-        raise UserError(f"--backbone {backbone} has {layers} layer(s): bench builds an untrained "
-                        f"model of every type from it, TASER among them (a specialised block "
-                        f"after every {every} shared ones), which needs a backbone of at least "
-                        f"{every + 1} layers")
-
 
 SECTIONS = ("encoding", "pipeline", "onnx", "latency", "scaling", "approximate")
 # The scaling corpora's default pool: the collections of the measured sittings (docs/performance.md,
@@ -197,6 +152,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                      f"2 x --batch-size = {2 * args.batch_size} passages (a pipeline's rate is "
                      "timed from its first batch on, so it needs a second batch)")
     check_multivector_settings(args)
+    from pyserini_moe.modeling.base import check_device  # noqa: PLC0415 - torch: not for --help
+
     if args.scaling_pool is None:
         args.scaling_pool = [name for name in SCALING_POOL if name != args.corpus]
     # one error line when CUDA is asked for and absent; "auto" becomes the device it means, and
@@ -263,6 +220,8 @@ def check_multivector_settings(args: argparse.Namespace) -> None:
     slice and the indexes before it were built. Only for the sections that run (Faiss is imported
     here: a GPU node running the pipeline section alone may lack it)."""
 
+    from pyserini_moe.modeling.colbert import ColbertArgs  # noqa: PLC0415 - torch
+
     dim = ColbertArgs().dim  # bench's models are built with their default arguments
     running = set(args.sections)
     spec = args.multivector_compression
@@ -301,6 +260,11 @@ def check_multivector_settings(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     earlier = {path: earlier_scaling(path) for path in args.scaling_from}  # bad files fail first
+    # torch and the models after the flags: --help answers at once
+    from pyserini_moe.lab.bench.models import build_models, check_backbone  # noqa: PLC0415
+    from pyserini_moe.lab.bench.pipeline import bench_section  # noqa: PLC0415
+    from pyserini_moe.modeling.auto import load_encoder  # noqa: PLC0415
+
     check_backbone(args.backbone)
 
     work = args.output_dir
@@ -330,8 +294,8 @@ def main(argv: list[str] | None = None) -> int:
         bench_encoding(report, models, texts, args.max_length, args.batch_size, args.repeats,
                        args.device)
     if "pipeline" in args.sections:
-        bench_pipeline(report, args, paths,
-                       on_model=lambda: save(report, work, args, started, complete=False))
+        bench_section(report, args, paths,
+                      on_model=lambda: save(report, work, args, started, complete=False))
     if "onnx" in args.sections and args.device == "cpu":
         bench_onnx(report, work, indexes, paths["siamese"], texts, args, came=paths["came"])
     if "latency" in args.sections:
@@ -343,25 +307,6 @@ def main(argv: list[str] | None = None) -> int:
         bench_approximate(report, work, indexes, paths, args)
     print(save(report, work, args, started, complete=True))
     return 0
-
-
-def bench_pipeline(report: Report, args: argparse.Namespace, paths: dict[str, str],
-                   on_model: Callable[[], object] = lambda: None) -> None:
-    """The pipeline section (see :mod:`pyserini_moe.lab.bench.pipeline`); ``on_model`` runs after
-    each part and each timed model, so a run stopped at a lent GPU's time limit keeps the rows it
-    measured (a GPU session lost a whole table that way)."""
-
-    corpus = [d.contents for _, d in zip(range(args.pipeline_docs),
-                                         BeirCollection.load(args.corpus).corpus())]
-    texts = (corpus * (args.pipeline_docs // len(corpus) + 1))[:args.pipeline_docs]
-    siamese = load_encoder(paths["siamese"], device="cpu")
-    pipeline.bench_host(report, siamese, texts, args.max_length, args.batch_size, args.repeats)
-    pipeline.bench_padding(report, siamese.tokenizer, args.max_length, args.batch_size)
-    on_model()
-    models = pipeline.throughput_models(args.backbone, paths, args.device)
-    pipeline.bench_throughput(report, models, texts, args.max_length, args.batch_size,
-                              args.repeats, args.device, args.tokenizer_workers,
-                              args.length_bucket, on_model=on_model)
 
 
 def save(report: Report, work: Path, args: argparse.Namespace, started: float, *,

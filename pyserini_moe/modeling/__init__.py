@@ -22,6 +22,6 @@ __all__, __getattr__, __dir__ = lazy_names(__name__, {
     "SpladeEncoder": "splade", "TaserEncoder": "taser", "TextEncoder": "base",
     "load_model": "folder", "is_saved_model": "folder", "fingerprint": "folder",
     "model_types": "registry", "model_class": "registry", "load_encoder": "auto",
-    "load_backbone": "backbone", "load_tokenizer": "backbone", "packaged_minilm": "backbone",
-    "resolve_backbone": "backbone",
+    "load_backbone": "backbone", "load_config": "backbone", "load_tokenizer": "backbone",
+    "packaged_minilm": "backbone", "resolve_backbone": "backbone",
 })

@@ -348,3 +348,20 @@ def test_export_over_a_file_and_metadata_that_disagrees_with_faiss(bm25_ws, tmp_
     refused(search_cli.main, ["--retriever", "dense", "--index", str(dense), "--topics",
                               f"{bm25_ws['corpus']}:test", "--output", str(tmp_path / "o.trec"),
                               "--device", "cpu"], "the metadata says", capsys)
+
+
+@pytest.mark.parametrize("argv", [["--output", "run\n.trec"], ["--runs", "a.trec", "b\r.trec"]])
+def test_a_flag_value_with_a_line_break_is_refused(argv, capsys) -> None:
+    """A pasted command put a newline into an output's name: the file was written so, and
+    breaks every listing of its folder."""
+    from pyserini_moe.cli import ArgumentParser
+
+    parser = ArgumentParser(prog="x")
+    parser.add_argument("--output")
+    parser.add_argument("--runs", nargs="+")
+    with pytest.raises(SystemExit) as exit_:
+        parser.parse_args(argv)
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().endswith(
+        f"error: {argv[0]} is given a value with a line break (a pasted command?): no file name "
+        "or value here holds one")

@@ -19,6 +19,7 @@ Three measurements, each side by side in one run:
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import tempfile
@@ -284,3 +285,22 @@ def _random_model(name: str, backbone: str, device: str, precision: str) -> Any:
     torch.manual_seed(0)
     model = model_class(name).from_backbone(backbone, device=device).eval()
     return model.set_precision(precision) if precision != "fp32" else model
+
+
+def bench_section(report: Report, args: argparse.Namespace, paths: dict[str, str],
+                  on_model: Callable[[], object] = lambda: None) -> None:
+    """The pipeline section, as bench's flags set it; ``on_model`` runs after
+    each part and each timed model, so a run stopped at a lent GPU's time limit keeps the rows it
+    measured (a GPU session lost a whole table that way)."""
+
+    corpus = [d.contents for _, d in zip(range(args.pipeline_docs),
+                                         BeirCollection.load(args.corpus).corpus())]
+    texts = (corpus * (args.pipeline_docs // len(corpus) + 1))[:args.pipeline_docs]
+    siamese = load_encoder(paths["siamese"], device="cpu")
+    bench_host(report, siamese, texts, args.max_length, args.batch_size, args.repeats)
+    bench_padding(report, siamese.tokenizer, args.max_length, args.batch_size)
+    on_model()
+    models = throughput_models(args.backbone, paths, args.device)
+    bench_throughput(report, models, texts, args.max_length, args.batch_size,
+                     args.repeats, args.device, args.tokenizer_workers,
+                     args.length_bucket, on_model=on_model)

@@ -7,8 +7,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-
 
 @dataclass
 class Report:
@@ -56,6 +54,8 @@ _ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_
 def device_name(device: str) -> str:
     """``cpu`` for every CPU spelling ``--device`` takes (``cpu``, ``cpu:N``: torch has one CPU
     device), else the CUDA device's name."""
+    import torch  # noqa: PLC0415 - the report is read by bench's flags: not for --help
+
     if torch.device(device).type == "cpu":
         return "cpu"
     return torch.cuda.get_device_name(torch.device(device))

@@ -15,7 +15,6 @@ from pyserini_moe.cli import HelpFormatter, run_main
 from pyserini_moe.cli.bench import (
     FLAG_SECTIONS,
     SECTIONS,
-    build_models,
     build_parser,
     main,
     parse,
@@ -23,6 +22,7 @@ from pyserini_moe.cli.bench import (
 from pyserini_moe.errors import UserError
 from pyserini_moe.lab.bench import pipeline
 from pyserini_moe.lab.bench.corpora import pooled_corpus, subset
+from pyserini_moe.lab.bench.models import build_models
 from pyserini_moe.lab.bench.processes import run_process
 from pyserini_moe.lab.bench.report import Report, cpu_description, device_name, percentile
 from pyserini_moe.lab.bench.scaling import affine, earlier_scaling, join_earlier, scaling_fit
@@ -345,7 +345,7 @@ def test_a_backbone_too_shallow_for_taser_is_refused_before_anything_is_built(
 
 def test_a_model_bench_cannot_build_is_named_with_the_backbone(tiny_bert, tmp_path,
                                                                monkeypatch) -> None:
-    import pyserini_moe.cli.bench as run
+    import pyserini_moe.lab.bench.models as run
 
     def refuse(model_type: str):
         raise UserError("every=2 leaves no specialised block in 2 layers")
