@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from sentence_transformers.base.model import BaseModel
 from sentence_transformers.base.modules.module import Module
 
 from pyserini_moe.modeling.base import Side
@@ -119,8 +120,6 @@ def refuse_other_container(model: Any, path: Path) -> None:
 def _loading_container() -> Any:
     """The sentence-transformers model whose loading called this module's ``load``: the loader
     passes modules no handle on it, so it is found up the call stack."""
-    from sentence_transformers.base.model import BaseModel
-
     frame = inspect.currentframe()
     while frame is not None:
         candidate = frame.f_locals.get("self")
