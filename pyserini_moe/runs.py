@@ -6,6 +6,7 @@ A run is ``{qid: {docid: score}}`` with string ids, the shape ranx and Pyserini'
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import numbers
@@ -118,8 +119,9 @@ def write_trec_run(run: Run, path: str | os.PathLike, tag: str = "pyserini-moe",
     """Write ``qid Q0 docid rank score tag`` lines, best first, atomically (gzipped for a
     ``.gz`` name). An existing file is replaced only with ``overwrite`` and only if it is a run
     (:func:`refuse_non_run_output`)."""
-    check_run_tag(tag)
-    return _write_ranked(run, path, hits, overwrite, _trec_format(tag))
+    with run_writer(path, tag, hits, overwrite=overwrite) as write:
+        write(run)
+    return Path(path)
 
 
 def trec_run_lines(run: Run, tag: str = "pyserini-moe") -> Iterator[str]:
@@ -136,7 +138,9 @@ def _trec_format(tag: str) -> Callable[[str, str, int, float], str]:
 def write_msmarco_run(run: Run, path: str | os.PathLike, hits: int | None = None) -> Path:
     """Write ``qid<TAB>docid<TAB>rank`` lines, best first (MS MARCO's run format, Pyserini's
     ``--output-format msmarco``), atomically, as :func:`write_trec_run`."""
-    return _write_ranked(run, path, hits, True, lambda q, d, r, s: f"{q}\t{d}\t{r}\n")
+    with run_writer(path, hits=hits, output_format="msmarco") as write:
+        write(run)
+    return Path(path)
 
 
 def refuse_non_run_output(path: str | os.PathLike) -> None:
@@ -159,17 +163,30 @@ def refuse_non_run_output(path: str | os.PathLike) -> None:
                         "an earlier run; name another output or move the file") from None
 
 
-def _write_ranked(run: Run, path: str | os.PathLike, hits: int | None, overwrite: bool,
-                  line: Callable[[str, str, int, float], str]) -> Path:
+@contextlib.contextmanager
+def run_writer(path: str | os.PathLike, tag: str = "pyserini-moe", hits: int | None = None,
+               output_format: str = "trec", *, overwrite: bool = True
+               ) -> Iterator[Callable[[Run], None]]:
+    """A run written a part at a time: each call of the function yielded writes one part's
+    queries (in the ``trec`` or ``msmarco`` format, as :func:`write_trec_run` /
+    :func:`write_msmarco_run`), and the file appears whole when the block ends, or not at all if
+    it raises. A search of 500k queries so never holds its whole run."""
+    line = _msmarco_format if output_format == "msmarco" else _trec_format(check_run_tag(tag))
     path = Path(path)
-    check_run(run)
     hits = check_depth(hits)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} already exists; pass --overwrite to replace it")
     refuse_non_run_output(path)
     with atomic_path(path, overwrite=overwrite) as tmp, open_text_output(tmp, path) as f:
-        f.writelines(_ranked_lines(run, hits, line))
-    return path
+        def write(part: Run) -> None:
+            check_run(part)
+            f.writelines(_ranked_lines(part, hits, line))
+
+        yield write
+
+
+def _msmarco_format(qid: str, docid: str, rank: int, score: float) -> str:
+    return f"{qid}\t{docid}\t{rank}\n"
 
 
 def _ranked_lines(run: Run, hits: int | None,

@@ -25,8 +25,10 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import sys
-from dataclasses import replace
+from collections.abc import Callable
 
 from pyserini_moe.cli import (
     ArgumentParser,
@@ -40,18 +42,14 @@ from pyserini_moe.cli.args import add_backend_arg, add_device_args, backend_enco
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import refuse_input_as_output
 from pyserini_moe.representation import INDEX_KINDS
-from pyserini_moe.runs import (
-    check_run_tag,
-    refuse_non_run_output,
-    write_msmarco_run,
-    write_trec_run,
-)
+from pyserini_moe.runs import Run, check_run_tag, refuse_non_run_output, run_writer
 from pyserini_moe.search.dispatch import (
     RETRIEVERS,
     SEARCH_FUSIONS,
+    Findings,
     SearchSettings,
+    TopicSearcher,
     recorded_retriever,
-    search_topics,
 )
 from pyserini_moe.search.hybrid import PYSERINI_ALPHA
 
@@ -309,21 +307,52 @@ def main(argv: list[str] | None = None) -> int:
 
     topics = load_topics(args.topics)
     if settings.backend != "torch":  # a model search (SearchSettings refuses it elsewhere)
-        settings = replace(settings, encoder=_backend_encoder(args))
-    outcome = search_topics(settings, topics)
-    run, elapsed = outcome.run, outcome.search_seconds
-    for kind, expert_run in outcome.expert_runs.items() if args.expert_runs else ():
-        write_trec_run(expert_run, f"{args.expert_runs}.{kind}.trec", tag=kind,
-                       hits=args.candidates)
-    if args.output_format == "msmarco":
-        write_msmarco_run(run, args.output, hits=args.hits)
-    else:
-        write_trec_run(run, args.output, tag=tag, hits=args.hits)
-    for notice in outcome.notices:
+        settings = dataclasses.replace(settings, encoder=_backend_encoder(args))
+    searched = search_in_parts(TopicSearcher(settings), topics, args, tag)
+    for notice in searched.findings.notices:
         print(notice, file=sys.stderr)
-    terms = "" if outcome.query_terms is None else f"; {outcome.query_terms:.1f} terms a query"
-    print(f"{len(run)} queries searched in {elapsed:.1f}s ({len(run) / max(elapsed, 1e-9):.1f} q/s; "
-          f"{outcome.open_seconds:.1f}s more to load the model and index{terms}); run written "
+    terms = "" if searched.query_terms is None else f"; {searched.query_terms:.1f} terms a query"
+    print(f"{searched.queries} queries searched in {searched.seconds:.1f}s "
+          f"({searched.queries / max(searched.seconds, 1e-9):.1f} q/s; "
+          f"{searched.open_seconds:.1f}s more to load the model and index{terms}); run written "
           f"to {args.output}", file=sys.stderr)
     return 0
 
+
+# Queries searched and written at a time: a mining search of 500k training queries 1000 deep
+# (500M hits) holds one part's run, not the whole.
+SEARCH_PART = 10_000
+
+
+@dataclasses.dataclass
+class Searched:
+    """What the command reports of a search written a part at a time."""
+
+    findings: Findings
+    queries: int = 0
+    seconds: float = 0.0
+    open_seconds: float = 0.0
+    query_terms: float | None = None
+
+
+def search_in_parts(searcher: TopicSearcher, topics: dict[str, str], args: argparse.Namespace,
+                    tag: str) -> Searched:
+    """Search ``topics`` :data:`SEARCH_PART` queries at a time, each part's run (and a fusion's
+    expert runs, ``--expert-runs``) appended to the outputs, which appear whole at the end or not
+    at all."""
+    searched = Searched(Findings(), open_seconds=searcher.open_seconds)
+    with contextlib.ExitStack() as outputs:
+        write = outputs.enter_context(run_writer(args.output, tag, args.hits, args.output_format))
+        experts: dict[str, Callable[[Run], None]] = {}
+        for outcome in searcher.search_parts(topics, SEARCH_PART):
+            write(outcome.run)
+            for kind, expert_run in outcome.expert_runs.items() if args.expert_runs else ():
+                if kind not in experts:
+                    experts[kind] = outputs.enter_context(run_writer(
+                        f"{args.expert_runs}.{kind}.trec", kind, args.candidates))
+                experts[kind](expert_run)
+            searched.findings += outcome.findings
+            searched.queries += len(outcome.run)
+            searched.seconds += outcome.search_seconds
+            searched.query_terms = outcome.query_terms  # the encoder's mean over every part
+    return searched

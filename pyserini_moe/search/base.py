@@ -98,13 +98,13 @@ def self_hits(run: Run) -> tuple[int, int]:
     return found, first
 
 
-def remove_query_notice(run: Run) -> str:
-    """One line saying what ``--remove-query`` drops from ``run`` (before it drops it)."""
-    found, first = self_hits(run)
+def remove_query_notice(found: int, first: int, queries: int) -> str:
+    """One line saying what ``--remove-query`` drops (:func:`self_hits`' counts: ``found`` of
+    ``queries`` retrieved their own id, ``first`` of them at rank 1)."""
     if not found:
         return "note: --remove-query dropped nothing: no query retrieved a document of its own id"
     line = (f"note: --remove-query dropped the document of the query's own id for {found} of "
-            f"{len(run)} queries ({first} of them ranked first)")
+            f"{queries} queries ({first} of them ranked first)")
     if first * 2 < found:
         line += ("; mostly not ranked first, so these look like other documents that share a "
                  "query's id (as in Cranfield or CISI), not the query itself: search without "
@@ -112,15 +112,15 @@ def remove_query_notice(run: Run) -> str:
     return line
 
 
-def no_hits_notice(run: Run, topics: dict[str, str]) -> str | None:
-    """A warning naming the queries that retrieved nothing (a BM25 query of stopwords only),
-    which evaluation counts as 0; None when every query has hits."""
-    empty = [qid for qid in topics if not run.get(qid)]
-    if not empty:
+def no_hits_notice(empty: int, queries: int, example: tuple[str, str] | None) -> str | None:
+    """A warning counting the queries that retrieved nothing (a BM25 query of stopwords only),
+    which evaluation counts as 0, with one ``(qid, text)`` as the example; None when every
+    query has hits."""
+    if not empty or example is None:
         return None
-    return (f"warning: {len(empty)} of {len(topics)} queries retrieved nothing (e.g. {empty[0]}: "
-            f"{topics[empty[0]][:60]!r}); the run has no line for them and evaluation counts "
-            "them as 0")
+    qid, text = example
+    return (f"warning: {empty} of {queries} queries retrieved nothing (e.g. {qid}: "
+            f"{text[:60]!r}); the run has no line for them and evaluation counts them as 0")
 
 
 def depth_for_remove_query(hits: int) -> int:

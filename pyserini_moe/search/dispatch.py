@@ -30,6 +30,7 @@ from pyserini_moe.search.base import (
     no_hits_notice,
     remove_query,
     remove_query_notice,
+    self_hits,
 )
 from pyserini_moe.search.bm25 import Bm25Searcher
 from pyserini_moe.search.fusion import FUSIONS
@@ -287,6 +288,46 @@ def _flags(names: list[str]) -> str:
 
 
 @dataclasses.dataclass
+class Findings:
+    """What a search found that its user must hear, kept as counts that add up over the parts of
+    a topic set searched a part at a time (:meth:`TopicSearcher.search_parts`: a mining search of
+    500k queries never holds its whole run), so the lines read the same either way; built once,
+    by :attr:`notices`."""
+
+    queries: int = 0
+    empty: int = 0  # queries that retrieved nothing
+    empty_example: tuple[str, str] | None = None  # (qid, text) of the first of them
+    self_hits: tuple[int, int] | None = None  # --remove-query: own id found, of those at rank 1
+    silent: list[str] | None = None  # a fusion's experts that retrieved nothing for any query
+    cut_lengths: set[int] = dataclasses.field(default_factory=set)  # query encoders' cuts
+    capacity: str | None = None  # hits asked beyond the index's documents: said first
+    short_hybrid: str | None = None  # a hybrid's candidates fewer than its hits
+
+    def __add__(self, other: Findings) -> Findings:
+        def pair_sum(a: tuple[int, int] | None, b: tuple[int, int] | None) -> tuple[int, int] | None:
+            return b if a is None else a if b is None else (a[0] + b[0], a[1] + b[1])
+
+        silent = (other.silent if self.silent is None else self.silent if other.silent is None
+                  else [e for e in self.silent if e in other.silent])
+        return Findings(self.queries + other.queries, self.empty + other.empty,
+                        self.empty_example or other.empty_example,
+                        pair_sum(self.self_hits, other.self_hits), silent,
+                        self.cut_lengths | other.cut_lengths, self.capacity or other.capacity,
+                        self.short_hybrid or other.short_hybrid)
+
+    @property
+    def notices(self) -> list[str]:
+        silent = (f"warning: the {' and the '.join(self.silent)} retrieved nothing for any "
+                  "query: the fused run comes from the other indexes alone") if self.silent \
+            else None
+        removed = (remove_query_notice(*self.self_hits, self.queries)
+                   if self.self_hits is not None else None)
+        return [n for n in [self.capacity, silent, self.short_hybrid,
+                            query_cut_notice(self.cut_lengths), removed,
+                            no_hits_notice(self.empty, self.queries, self.empty_example)] if n]
+
+
+@dataclasses.dataclass
 class SearchOutcome:
     """A search's run, each index's own run (``fused`` only) and where the time went: opening
     the searchers (loading the model, reading the index) vs searching."""
@@ -296,7 +337,12 @@ class SearchOutcome:
     open_seconds: float
     search_seconds: float
     query_terms: float | None = None  # impact searches: mean terms per query sent to Lucene
-    notices: list[str] = dataclasses.field(default_factory=list)  # what a user must hear about
+    findings: Findings = dataclasses.field(default_factory=Findings)
+
+    @property
+    def notices(self) -> list[str]:
+        """What a user must hear about (:class:`Findings`)."""
+        return self.findings.notices
 
 
 class TopicSearcher:
@@ -331,19 +377,21 @@ class TopicSearcher:
         clock = time.perf_counter()
         hits = depth_for_remove_query(s.hits) if s.remove_query else s.hits
         candidates = depth_for_remove_query(s.candidates) if s.remove_query else s.candidates
+        findings = Findings(queries=len(topics))
         with held_query_cuts() as cut_lengths:
             run, expert_runs = _search_main(s, main, topics, candidates if s.bm25_index
                                             else hits, candidates)
-            notices = [silent_experts(main, expert_runs)] if expert_runs else []
+            if expert_runs:
+                findings.silent = silent_experts(main, expert_runs)
             if bm25 is not None:
                 bm25_run = bm25.search(topics, hits=candidates, threads=s.threads,
                                        batch_size=s.batch_size, progress=not s.quiet)
                 run = hybrid_fusion(run, bm25_run, s.alpha, s.hybrid_normalize, s.weight_on_dense,
-                             k=hits)
-                notices.append(short_hybrid_notice(s.candidates, s.hits))
-        notices.append(query_cut_notice(cut_lengths))
+                                    k=hits)
+                findings.short_hybrid = short_hybrid_notice(s.candidates, s.hits)
+        findings.cut_lengths = set(cut_lengths)
         if s.remove_query:
-            notices.append(remove_query_notice(run))
+            findings.self_hits = self_hits(run)
             run = remove_query(run, s.hits)
             expert_runs = {kind: remove_query(r, s.candidates) for kind, r in expert_runs.items()}
         if s.max_passage:
@@ -351,11 +399,21 @@ class TopicSearcher:
         encoder = getattr(main, "query_encoder", None)
         terms = encoder.terms / encoder.queries if getattr(encoder, "queries", 0) else None
         if capped and asked != _DEFAULTS["hits"]:  # said of a depth asked for, not the default
-            notices.insert(0, f"note: the index holds {self.num_docs} documents: at most "
-                              f"{self.num_docs} hits a query (--hits {asked})")
-        notices = [n for n in [*notices, no_hits_notice(run, topics)] if n]
+            findings.capacity = (f"note: the index holds {self.num_docs} documents: at most "
+                                 f"{self.num_docs} hits a query (--hits {asked})")
+        empty = [qid for qid in topics if not run.get(qid)]
+        findings.empty = len(empty)
+        findings.empty_example = (empty[0], topics[empty[0]]) if empty else None
         return SearchOutcome(run, expert_runs, self.open_seconds,
-                             time.perf_counter() - clock, terms, notices)
+                             time.perf_counter() - clock, terms, findings)
+
+    def search_parts(self, topics: dict[str, str], part: int) -> Iterator[SearchOutcome]:
+        """:meth:`search` of ``part`` queries at a time, in the topics' order: a caller writes
+        each part's run and drops it, so memory holds one part (500k training queries mined
+        1000 deep are 500M hits); the parts' :class:`Findings` add up to the whole's."""
+        qids = list(topics)
+        for start in range(0, len(qids), part):
+            yield self.search({qid: topics[qid] for qid in qids[start:start + part]})
 
 
 def _num_docs(s: SearchSettings) -> int | None:
@@ -394,15 +452,11 @@ def _search_main(s: SearchSettings, main: Searcher | ExpertFusionSearcher,
                        progress=not s.quiet), {}
 
 
-def silent_experts(main: ExpertFusionSearcher, expert_runs: dict[str, Run]) -> str | None:
-    """A warning naming the experts of a fusion that retrieved nothing for any query (an impact
-    query cut to terms no document holds): the fused run is the other experts' alone."""
-    silent = [f"{searcher.kind} index {searcher.index}" for searcher in main.searchers
-              if not any(expert_runs.get(searcher.kind, {}).values())]
-    if not silent:
-        return None
-    return (f"warning: the {' and the '.join(silent)} retrieved nothing for any query: the "
-            "fused run comes from the other indexes alone")
+def silent_experts(main: ExpertFusionSearcher, expert_runs: dict[str, Run]) -> list[str]:
+    """The experts of a fusion that retrieved nothing for any query (an impact query cut to
+    terms no document holds), by kind and index: the fused run is the other experts' alone."""
+    return [f"{searcher.kind} index {searcher.index}" for searcher in main.searchers
+            if not any(expert_runs.get(searcher.kind, {}).values())]
 
 
 class _QueryCuts(logging.Filter):

@@ -151,11 +151,12 @@ def test_the_notice_says_what_remove_query_drops() -> None:
     arguana = {"d2": {"d2": 9.0, "a": 5.0}, "d7": {"d7": 8.0, "b": 1.0}, "d9": {"a": 1.0}}
     cranfield = {"1": {"9": 5.0, "1": 2.0}, "2": {"4": 3.0, "7": 2.5, "2": 1.0}, "3": {"3": 4.0}}
     assert self_hits(arguana) == (2, 2) and self_hits(cranfield) == (3, 1)
-    assert remove_query_notice(arguana) == ("note: --remove-query dropped the document of the "
-                                            "query's own id for 2 of 3 queries (2 of them ranked "
-                                            "first)")
-    assert "look like other documents that share a query's id" in remove_query_notice(cranfield)
-    assert "dropped nothing" in remove_query_notice({"q1": {"d1": 1.0}})
+    assert remove_query_notice(*self_hits(arguana), len(arguana)) == (
+        "note: --remove-query dropped the document of the query's own id for 2 of 3 queries (2 "
+        "of them ranked first)")
+    assert "look like other documents that share a query's id" in remove_query_notice(
+        *self_hits(cranfield), len(cranfield))
+    assert "dropped nothing" in remove_query_notice(*self_hits({"q1": {"d1": 1.0}}), 1)
 
 
 def test_a_search_says_what_it_dropped_and_which_queries_found_nothing(arguana_like, indexes,
