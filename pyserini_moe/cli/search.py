@@ -319,11 +319,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-# Queries searched and written at a time: a mining search of 500k training queries 1000 deep
-# (500M hits) holds one part's run, not the whole.
-SEARCH_PART = 10_000
-
-
 @dataclasses.dataclass
 class Searched:
     """What the command reports of a search written a part at a time."""
@@ -337,14 +332,14 @@ class Searched:
 
 def search_in_parts(searcher: TopicSearcher, topics: dict[str, str], args: argparse.Namespace,
                     tag: str) -> Searched:
-    """Search ``topics`` :data:`SEARCH_PART` queries at a time, each part's run (and a fusion's
-    expert runs, ``--expert-runs``) appended to the outputs, which appear whole at the end or not
-    at all."""
+    """Search ``topics`` a part at a time (:meth:`TopicSearcher.search_parts`), each part's run
+    (and a fusion's expert runs, ``--expert-runs``) appended to the outputs, which appear whole
+    at the end or not at all."""
     searched = Searched(Findings(), open_seconds=searcher.open_seconds)
     with contextlib.ExitStack() as outputs:
         write = outputs.enter_context(run_writer(args.output, tag, args.hits, args.output_format))
         experts: dict[str, Callable[[Run], None]] = {}
-        for outcome in searcher.search_parts(topics, SEARCH_PART):
+        for outcome in searcher.search_parts(topics):
             write(outcome.run)
             for kind, expert_run in outcome.expert_runs.items() if args.expert_runs else ():
                 if kind not in experts:

@@ -3,6 +3,7 @@
 from pyserini_moe._lazy import lazy_names
 
 __all__, __getattr__, __dir__ = lazy_names(__name__, {
+    "SEARCH_PART": "dispatch",
     "SearchSettings": "dispatch",
     "TopicSearcher": "dispatch",
     "held_query_cuts": "dispatch",

@@ -287,6 +287,11 @@ def _flags(names: list[str]) -> str:
     return ", ".join("--" + name.replace("_", "-") for name in names)
 
 
+# Queries searched at a time by :meth:`TopicSearcher.search_parts` (the search command): a mining
+# search of 500k training queries 1000 deep (500M hits) holds one part's run, not the whole.
+SEARCH_PART = 10_000
+
+
 @dataclasses.dataclass
 class Findings:
     """What a search found that its user must hear, kept as counts that add up over the parts of
@@ -407,10 +412,12 @@ class TopicSearcher:
         return SearchOutcome(run, expert_runs, self.open_seconds,
                              time.perf_counter() - clock, terms, findings)
 
-    def search_parts(self, topics: dict[str, str], part: int) -> Iterator[SearchOutcome]:
+    def search_parts(self, topics: dict[str, str], part: int | None = None
+                     ) -> Iterator[SearchOutcome]:
         """:meth:`search` of ``part`` queries at a time, in the topics' order: a caller writes
         each part's run and drops it, so memory holds one part (500k training queries mined
         1000 deep are 500M hits); the parts' :class:`Findings` add up to the whole's."""
+        part = part or SEARCH_PART
         qids = list(topics)
         for start in range(0, len(qids), part):
             yield self.search({qid: topics[qid] for qid in qids[start:start + part]})

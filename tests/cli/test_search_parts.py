@@ -8,6 +8,7 @@ import json
 import pytest
 
 from pyserini_moe.cli import search as search_cli
+from pyserini_moe.search import dispatch
 from pyserini_moe.search.dispatch import Findings, TopicSearcher
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -34,7 +35,7 @@ def test_a_search_in_parts_writes_the_run_and_notices_of_one(model_index_run, tm
     real = TopicSearcher.search
     monkeypatch.setattr(TopicSearcher, "search",
                         lambda self, t, hits=None: parts.append(len(t)) or real(self, t, hits))
-    monkeypatch.setattr(search_cli, "SEARCH_PART", 3)
+    monkeypatch.setattr(dispatch, "SEARCH_PART", 3)
     in_parts = _search(ws, topics, tmp_path / "parts.trec", capsys, *flags)
     assert parts == [3, 3, 1]
     assert (tmp_path / "parts.trec").read_bytes() == (tmp_path / "whole.trec").read_bytes()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -142,3 +143,39 @@ def test_stages_run_once_in_order_and_write_their_table(tmp_path: Path) -> None:
     assert "| generate | full size |" in text and "| train-sbmoe |" in text
     assert "Not measured yet: bm25-index" in text
     assert (tmp_path / "work" / "models").is_dir()  # the paper file's output folder, under root
+
+
+def test_the_fused_mining_runs_the_paper_files_steps_on_slices_and_projects_a_line(
+        toy: Path, tmp_path: Path, monkeypatch) -> None:
+    """The paper file's three index steps and fused search on each corpus slice (the sample of
+    training queries, this machine's threads), each command's figures projected by a line
+    through the two slices to the whole corpus, the search's time times its parts."""
+    from pyserini_moe.lab.scale import stages
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "msmarco").symlink_to(toy)
+    ctx = Context(root, FRACTION, threads=1)
+    monkeypatch.setattr(stages, "FUSED_SLICES", (1_000, 2_000))
+    monkeypatch.setattr(stages, "MINING_SAMPLE", 100)
+    ran = []
+
+    def run(self, name: str, argv: list[str], watch: list[Path]) -> Measurement:
+        ran.append((name, argv))
+        passages = int(name.rsplit("-", 1)[1])  # 1 s and 1 MB a thousand passages
+        return Measurement(passages / 1_000, passages * 1_000, passages * 10, 0)
+
+    monkeypatch.setattr(Context, "run", run)
+    result = stages.fused_mining(ctx)
+    assert [name for name, _ in ran] == [f"fused-mining-{kind}-{n}" for n in (1_000, 2_000)
+                                         for kind in ("impact", "multivector", "dense", "search")]
+    search = dict(ran)["fused-mining-search-2000"]
+    assert search[search.index("--topics") + 1] == str(ctx.sample_topics)
+    assert search[search.index("--threads") + 1] == "1"
+    assert str(root / "work" / "slice-2000" / "came-r1.dense") in search
+    assert (root / "work" / "slice-1000" / "corpus.jsonl").read_text().count("\n") == 1_000
+    full, parts = MSMARCO.scaled(FRACTION).passages, math.ceil(result["all_queries"] / 100)
+    assert result["commands"]["dense"]["projected_seconds"] == pytest.approx(full / 1_000, 0.01)
+    assert result["commands"]["search"]["projected_seconds"] == pytest.approx(
+        full / 1_000 * parts, 0.01)
+    assert result["projected_memory"] == pytest.approx(full * 1_000, 0.01)

@@ -10,15 +10,19 @@ in any order their inputs allow (:attr:`Stage.needs`).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
+import math
 import os
 import shlex
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pyserini_moe.data import BeirCollection
+from pyserini_moe.io import atomic_path
 from pyserini_moe.lab.regress import REPO_ROOT, expand, load_regression
 from pyserini_moe.lab.scale.measure import Measurement, run_measured
 from pyserini_moe.lab.scale.synth import (
@@ -28,9 +32,15 @@ from pyserini_moe.lab.scale.synth import (
     write_pseudo_queries,
 )
 from pyserini_moe.lab.smoke import put, put_setting, smoke_argv, tiny_backbone
+from pyserini_moe.search import SEARCH_PART
 from pyserini_moe.train import bm25_index_dir, load_config
 
-MINING_SAMPLE = 2_000  # training queries searched at depth 1000 to project the mining
+# Training queries searched to project a mining search to all of them: one part of the search
+# command, which holds one part's run at a time, so the sample's peak memory is the full run's.
+MINING_SAMPLE = SEARCH_PART
+# Corpus slices (passages) the fused round-2 mining is measured on: a line through both is
+# projected to the whole corpus.
+FUSED_SLICES = (50_000, 200_000)
 TRAIN_STEPS = 2
 # The paper files' first MS MARCO training of each model, as (file, the step's recipe); the
 # taser file trains on DPR's Wikipedia, which the synthetic collection does not stand for.
@@ -136,23 +146,104 @@ def bm25_index(ctx: Context) -> dict[str, Any]:
     return _figures(m, 1 / ctx.fraction)
 
 
+def _sample_topics(ctx: Context) -> tuple[Path, int]:
+    """:data:`MINING_SAMPLE` training queries, evenly spread, as a topics file (written once);
+    and how many training queries there are."""
+    collection = BeirCollection.load(ctx.collection)
+    train = sorted(collection.qrels("train"), key=int)
+    if not ctx.sample_topics.is_file():
+        step = max(1, len(train) // MINING_SAMPLE)
+        sample = train[::step][:MINING_SAMPLE]
+        queries = collection.queries()
+        ctx.sample_topics.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(ctx.sample_topics) as tmp:
+            tmp.write_text("".join(f"{q}\t{queries[q]}\n" for q in sample), encoding="utf-8")
+    return ctx.sample_topics, len(train)
+
+
 def bm25_mining(ctx: Context) -> dict[str, Any]:
     """CAME's round-1 negatives: BM25's top 1000 of a sample of training queries; time and run
     size projected to every training query."""
-    collection = BeirCollection.load(ctx.collection)
-    train = sorted(collection.qrels("train"), key=int)
-    step = max(1, len(train) // MINING_SAMPLE)
-    sample = train[::step][:MINING_SAMPLE]
-    queries = collection.queries()
-    ctx.sample_topics.parent.mkdir(parents=True, exist_ok=True)
-    ctx.sample_topics.write_text("".join(f"{q}\t{queries[q]}\n" for q in sample),
-                                 encoding="utf-8")
+    topics, train = _sample_topics(ctx)
     m = ctx.run("bm25-mining", _python(
         "pyserini_moe.search", "--retriever", "bm25", "--index", str(ctx.bm25_index),
-        "--topics", str(ctx.sample_topics), "--hits", "1000", "--threads", str(ctx.threads),
+        "--topics", str(topics), "--hits", "1000", "--threads", str(ctx.threads),
         "--output", str(ctx.sample_run), "--quiet"), [ctx.root / "runs"])
-    return {**_figures(m, len(train) / len(sample)), "queries": len(sample),
-            "all_queries": len(train)}
+    sampled = sum(1 for _ in topics.open(encoding="utf-8"))
+    return {**_figures(m, train / sampled), "queries": sampled, "all_queries": train}
+
+
+def _corpus_slice(ctx: Context, passages: int) -> Path:
+    """The first ``passages`` of the synthetic corpus as a collection of its own (written once;
+    the queries file beside it, as a BEIR folder has)."""
+    folder = ctx.root / "work" / f"slice-{passages}"
+    if not (folder / "corpus.jsonl").is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ctx.collection / "queries.jsonl", folder / "queries.jsonl")
+        with open(ctx.collection / "corpus.jsonl", encoding="utf-8") as src, \
+                atomic_path(folder / "corpus.jsonl") as tmp, open(tmp, "w", encoding="utf-8") as out:
+            out.writelines(itertools.islice(src, passages))
+    return folder
+
+
+def _fused_mining_steps(ctx: Context, folder: Path, topics: Path) -> list[tuple[str, list[str]]]:
+    """came-paper.yaml's round-1 index steps and the fused search of its round-2 negatives, as
+    the file runs them, on the corpus slice in ``folder``: the model is the train-came stage's
+    (the tiny BERT with CAME's heads), the topics the mining sample, the threads this machine's."""
+    reg = load_regression(REPO_ROOT / "regressions" / TRAININGS["came"][0])
+    indexes = str(ctx.root / "work" / "indexes")
+    steps = []
+    for step in reg.steps:
+        if "/indexes/came-r1." not in step:
+            continue
+        argv = [a.replace(str(ctx.collection), str(folder)).replace(indexes, str(folder))
+                for a in _expanded(ctx, shlex.split(step))]
+        put(argv, "--threads", str(ctx.threads), add=False)
+        if "pyserini_moe.search" in argv:
+            put(argv, "--topics", str(topics))
+            put(argv, "--output", str(folder / "union.trec"))
+            steps.append(("search", argv))
+        else:
+            steps.append((argv[argv.index("--retriever") + 1], argv))
+    return steps
+
+
+def fused_mining(ctx: Context) -> dict[str, Any]:
+    """CAME's round-2 mining (came-paper.yaml): the three expert indexes of round 1's model
+    (impact, IVF-PQ multi-vector, dense) and their fused search (came_sum, the union of each
+    expert's top 200) for one part of training queries, on two corpus slices. Each command's
+    time, memory and disk are projected to the whole corpus by a line through the two slices;
+    the search's time then times the parts of every training query."""
+    topics, train = _sample_topics(ctx)
+    sampled = sum(1 for _ in topics.open(encoding="utf-8"))
+    points: dict[str, list[tuple[int, Measurement]]] = {}
+    for passages in FUSED_SLICES:
+        folder = _corpus_slice(ctx, passages)
+        for name, argv in _fused_mining_steps(ctx, folder, topics):
+            m = ctx.run(f"fused-mining-{name}-{passages}", argv, [folder])
+            points.setdefault(name, []).append((passages, m))
+    full = ctx.shape.passages
+
+    def line(name: str, value: Callable[[Measurement], float]) -> float:
+        (n1, m1), (n2, m2) = points[name]
+        return value(m1) + (value(m2) - value(m1)) / (n2 - n1) * (full - n1)
+
+    parts = math.ceil(train / sampled)
+    commands = {name: {"projected_seconds": round(line(name, lambda m: m.seconds)
+                                                  * (parts if name == "search" else 1), 1),
+                       "projected_memory": int(line(name, lambda m: m.peak_memory)),
+                       "points": [{"passages": n, "seconds": round(m.seconds, 1),
+                                   "peak_memory": m.peak_memory, "peak_disk": m.peak_disk}
+                                  for n, m in points[name]]}
+                for name in points}
+    largest = [ms[-1][1] for ms in points.values()]
+    return {"seconds": round(sum(m.seconds for m in largest), 1),
+            "peak_memory": max(m.peak_memory for m in largest),
+            "peak_disk": max(m.peak_disk for m in largest),
+            "projected_seconds": round(sum(c["projected_seconds"] for c in commands.values()), 1),
+            "projected_memory": max(c["projected_memory"] for c in commands.values()),
+            "projected_disk": int(max(line(name, lambda m: m.peak_disk) for name in points)),
+            "queries": sampled, "all_queries": train, "commands": commands}
 
 
 def _paper_train_step(name: str) -> list[str]:
@@ -298,4 +389,9 @@ STAGES = [
     *(Stage(f"train-{name}", f"{name}: the paper file's train step, tiny BERT, "
             f"{TRAIN_STEPS} steps", _data_scope(name), training(name), _data_needs(name))
       for name in TRAININGS),
+    Stage("fused-mining", "came: round 1's three expert indexes and their fused search "
+          "(came_sum, each expert's top 200), train-came's model",
+          f"slices of {' and '.join(f'{n:,}' for n in FUSED_SLICES)} passages, "
+          f"{MINING_SAMPLE:,} queries; a line through both projected to all",
+          fused_mining, ("train-came",)),
 ]
