@@ -11,6 +11,7 @@ import io
 import json
 import os
 import pickle
+import re
 import shutil
 import stat
 import tempfile
@@ -569,3 +570,28 @@ def iter_lines(path: Path) -> Iterator[tuple[int, str]]:
                     yield lineno, line
         except (OSError, EOFError, zlib.error) as e:
             raise DataFormatError(path, f"unreadable or truncated file ({e})", lineno + 1) from e
+
+
+# A JSON escape of a UTF-16 surrogate (``\ud800``): alone, it decodes to half a character.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def json_record(path: str | os.PathLike, lineno: int | None, text: str) -> Any:
+    """One JSON value of a data file (a JSON-lines line), or one line naming file and line: the
+    JSON malformed, or a string holding half of a UTF-16 surrogate pair (a lone ``\\ud800``
+    escape), which no tokenizer, Lucene or UTF-8 writer takes (a traceback deep in indexing or
+    search). Lines without a surrogate escape are not checked again."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataFormatError(path, f"malformed JSON ({e.msg} at column {e.colno})",
+                              e.lineno if lineno is None else lineno) from None
+    if _SURROGATE_ESCAPE.search(text):
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise DataFormatError(path, f"holds {e.object[e.start]!r}, half of a UTF-16 surrogate "
+                                        "pair (a lone \\uXXXX escape), not a character: fix the "
+                                        "file's encoding", lineno) from None
+    return value
+

@@ -88,6 +88,10 @@ class _OutputKind(_Contents):
                 self, files=own.files, pattern=own.pattern, folders=own.folders), folder)
         return super().foreign(folder)
 
+    def holds(self, folder: Path) -> bool:
+        """Whether ``folder`` is an output of this kind, by its markers."""
+        return any((folder / marker).exists() for marker in self.markers)
+
     def recorded(self, folder: Path) -> _Contents | None:
         """What this folder's own record (its marker file) says it holds, when the kind keeps
         one; None: whatever any output of the kind may hold."""
@@ -147,6 +151,14 @@ class _IndexKind(_OutputKind):
     def recorded(self, folder: Path) -> _Contents | None:
         kind = (self._record(folder) or {}).get("kind")
         return _INDEX_FILES.get(kind) if isinstance(kind, str) else None
+
+    def holds(self, folder: Path) -> bool:
+        """The legacy marker ``pyserini_moe.json`` is a model's marker too: it names an index
+        only where it is not a model's (a model's records its ``model_type``)."""
+        if (folder / self.markers[0]).exists():
+            return True
+        return (folder / self.markers[1]).exists() and \
+            "model_type" not in (self._record(folder) or {})
 
 
 _INDEX = _IndexKind(what="an index",
@@ -237,9 +249,9 @@ def output_kind(folder: Path, named_only: bool = False) -> str | None:
     which may hold a user's own ``recipe.yaml`` or ``docs.jsonl``."""
     if not folder.is_dir():
         return None
-    return next((kind.what for kind in _OUTPUT_KINDS
-                 if any((folder / marker).exists() for marker in kind.markers
-                        if not named_only or marker.startswith("pyserini_moe"))), None)
+    return next((kind.what for kind in _OUTPUT_KINDS if kind.holds(folder) and (
+        not named_only or any(m.startswith("pyserini_moe") and (folder / m).exists()
+                              for m in kind.markers))), None)
 
 
 def marker_of(folder: Path) -> str:

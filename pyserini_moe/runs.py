@@ -11,7 +11,8 @@ import itertools
 import math
 import numbers
 import os
-from collections.abc import Callable, Iterator, Mapping
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,17 @@ def check_id(value: object, what: str) -> str:
                         "are text (e.g. str(id))")
     if value.split() != [value]:
         raise UserError(f"{what} {value!r}: an id is one word, without whitespace")
+    if _CONTROL.search(value):  # a NUL ends the id in trec_eval and Lucene
+        raise UserError(f"{what} {value!r}: an id holds no control characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UserError(f"{what} {value!r} holds half of a UTF-16 surrogate pair, not a "
+                        "character: fix the id's decoding") from None
     return value
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def check_run(run: object) -> Run:
@@ -131,8 +142,27 @@ def trec_run_lines(run: Run, tag: str = "pyserini-moe") -> Iterator[str]:
     return _ranked_lines(run, None, _trec_format(tag))
 
 
-def _trec_format(tag: str) -> Callable[[str, str, int, float], str]:
-    return lambda q, d, r, s: f"{q} Q0 {d} {r} {s:.6f} {tag}\n"
+# One query's lines from its ranked (docid, score) hits.
+QueryLines = Callable[[str, list[tuple[str, float]]], Iterable[str]]
+
+
+def _trec_format(tag: str) -> QueryLines:
+    def lines(qid: str, hits: list[tuple[str, float]]) -> list[str]:
+        texts = score_texts([score for _, score in hits])
+        return [f"{qid} Q0 {docid} {rank} {text} {tag}\n"
+                for rank, ((docid, _), text) in enumerate(zip(hits, texts), start=1)]
+    return lines
+
+
+def score_texts(scores: list[float]) -> list[str]:
+    """A query's scores, best first, as a TREC run writes them: six decimals (as Pyserini), or,
+    where two different scores would be written alike (2e-7 and 1e-7 are both 0.000000), every
+    score of the query in full, since trec_eval ranks by the written score and breaks the tie
+    by docid, reordering the ranking."""
+    texts = [f"{score:.6f}" for score in scores]
+    if any(a != b and ta == tb for a, b, ta, tb in zip(scores, scores[1:], texts, texts[1:])):
+        return [repr(float(score)) for score in scores]
+    return texts
 
 
 def write_msmarco_run(run: Run, path: str | os.PathLike, hits: int | None = None) -> Path:
@@ -185,15 +215,13 @@ def run_writer(path: str | os.PathLike, tag: str = "pyserini-moe", hits: int | N
         yield write
 
 
-def _msmarco_format(qid: str, docid: str, rank: int, score: float) -> str:
-    return f"{qid}\t{docid}\t{rank}\n"
+def _msmarco_format(qid: str, hits: list[tuple[str, float]]) -> list[str]:
+    return [f"{qid}\t{docid}\t{rank}\n" for rank, (docid, _) in enumerate(hits, start=1)]
 
 
-def _ranked_lines(run: Run, hits: int | None,
-                  line: Callable[[str, str, int, float], str]) -> Iterator[str]:
+def _ranked_lines(run: Run, hits: int | None, lines: QueryLines) -> Iterator[str]:
     for qid in run:
-        for rank, (docid, score) in enumerate(ranked(run[qid])[:hits], start=1):
-            yield line(qid, docid, rank, score)
+        yield from lines(qid, ranked(run[qid])[:hits])
 
 
 def read_trec_run(path: str | os.PathLike) -> Run:

@@ -81,3 +81,16 @@ def test_a_bad_msmarco_line_is_named(tmp_path, capsys, text, message) -> None:
     assert run_main(eval_cli.main, ["--run", str(tmp_path / "run.tsv"), "--qrels",
                                     str(tmp_path / "qrels.txt")]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: ")
+
+
+def test_scores_that_six_decimals_would_tie_are_written_in_full(tmp_path) -> None:
+    """2e-7 and 1e-7 were both written 0.000000, and trec_eval, ranking by the written score
+    and breaking the tie by docid, scored the run read back otherwise than the run written."""
+    from pyserini_moe.runs import read_trec_run, write_trec_run
+
+    tiny = {"a": {"d1": 2e-7, "d2": 1e-7}, "b": {"d1": 0.5, "d2": 0.25}}
+    path = write_trec_run(tiny, tmp_path / "tiny.trec")
+    lines = path.read_text().splitlines()
+    assert lines[0].split()[4] == "2e-07" and lines[1].split()[4] == "1e-07"
+    assert lines[2].split()[4] == "0.500000"  # the other query keeps six decimals, as Pyserini
+    assert read_trec_run(path) == tiny

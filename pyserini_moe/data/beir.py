@@ -6,7 +6,6 @@ a broken collection is caught when it is loaded, not as a silently wrong score a
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import unicodedata
@@ -22,7 +21,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from pyserini_moe.errors import DataFormatError, UserError
-from pyserini_moe.io import atomic_path, iter_lines
+from pyserini_moe.io import atomic_path, iter_lines, json_record
 from pyserini_moe.paths import shared_data_root
 
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
@@ -91,10 +90,7 @@ def check_id(path: Path, lineno: int, raw: object, kind: str) -> str:
 
 
 def _json_object(path: Path, lineno: int, line: str) -> dict[str, Any]:
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise DataFormatError(path, f"malformed JSON ({e.msg} at column {e.colno})", lineno) from e
+    obj = json_record(path, lineno, line)
     if not isinstance(obj, dict):
         raise DataFormatError(path, f"expected a JSON object, found {type(obj).__name__}", lineno)
     return obj

@@ -13,7 +13,6 @@ topics from anywhere, not trained on.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 from pyserini_moe.data.beir import BeirCollection, Document, check_id
 from pyserini_moe.data.car import read_car_paragraphs
 from pyserini_moe.errors import DataFormatError
-from pyserini_moe.io import iter_lines
+from pyserini_moe.io import iter_lines, json_record
 from pyserini_moe.representation import INDEX_META_FILE
 
 JSON_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
@@ -110,15 +109,8 @@ def _records(path: Path) -> Iterator[tuple[int, object]]:
     if first is None:
         return
     if first[1].lstrip().startswith("["):
-        text = "\n".join([first[1], *(line for _, line in lines)])
-        try:
-            records = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise DataFormatError(path, f"not valid JSON ({e.msg})", e.lineno) from None
+        records = json_record(path, None, "\n".join([first[1], *(line for _, line in lines)]))
         yield from enumerate(records, 1)
         return
     for lineno, line in [first, *lines]:
-        try:
-            yield lineno, json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataFormatError(path, f"not valid JSON ({e.msg})", lineno) from None
+        yield lineno, json_record(path, lineno, line)

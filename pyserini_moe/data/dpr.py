@@ -50,7 +50,7 @@ from tqdm import tqdm
 from pyserini_moe.data.beir import QRELS_HEADER, Document, check_id
 from pyserini_moe.data.export import write_topics_tsv
 from pyserini_moe.errors import DataFormatError, UserError
-from pyserini_moe.io import atomic_path, iter_lines, open_binary, open_text_output
+from pyserini_moe.io import atomic_path, iter_lines, json_record, open_binary, open_text_output
 from pyserini_moe.runs import Run, read_nonempty_run, write_trec_run
 
 WIKIPEDIA_PASSAGES = 21_015_324  # rows of psgs_w100.tsv: only sizes the progress bar
@@ -159,10 +159,7 @@ def passage_texts(source: str | os.PathLike, wanted: Iterable[str]) -> dict[str,
         return texts
     if path.name.endswith((".jsonl", ".jsonl.gz")):
         for lineno, line in iter_lines(path):
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataFormatError(path, f"malformed JSON ({e.msg})", lineno) from e
+            obj = json_record(path, lineno, line)
             if not isinstance(obj, dict) or "_id" not in obj:
                 raise DataFormatError(path, 'expected a JSON object with "_id"', lineno)
             if str(obj["_id"]) in wanted:
@@ -525,10 +522,7 @@ def read_answers_jsonl(path: str | os.PathLike) -> dict[str, tuple[str, list[str
     path = Path(path)
     out: dict[str, tuple[str, list[str]]] = {}
     for line, raw in iter_lines(path):
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise DataFormatError(path, f"malformed JSON ({e.msg})", line) from e
+        obj = json_record(path, line, raw)
         if not isinstance(obj, dict) or not {"_id", "text", "answers"} <= obj.keys():
             raise DataFormatError(path, 'expected {"_id", "text", "answers"}', line)
         answers = obj["answers"]

@@ -194,7 +194,17 @@ class RetrievalModel(nn.Module, FolderFormat, ABC):
         return next(self.parameters()).device
 
     def score(self, q: Encoded, p: Encoded) -> torch.Tensor:
-        """Similarity matrix [Bq, Bp]; default: dot product of dense vectors."""
+        """Similarity matrix [Bq, Bp] of what ``encode`` returned for queries and passages (the
+        model's own :meth:`similarity`); anything else is one line naming it."""
+        for side, encoded in (("queries", q), ("passages", p)):
+            if not isinstance(encoded, Encoded):
+                raise UserError(f"score takes what encode returned for the {side} (an Encoded), "
+                                f"got {type(encoded).__name__}")
+        return self.similarity(q, p)
+
+    def similarity(self, q: Encoded, p: Encoded) -> torch.Tensor:
+        """The model's similarity, the hook a model overrides; default: dot product of dense
+        vectors."""
         if q.dense is None or p.dense is None:
             raise UserError(f"{self.model_type} scores dense vectors, and the "
                             f"{'queries' if q.dense is None else 'passages'} given hold none: "

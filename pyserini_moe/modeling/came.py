@@ -258,7 +258,7 @@ class CameEncoder(SingleBackboneModel):
                    "global": lambda: q.dense @ p.dense.T}
         return {e: scorers[e]() for e in self.experts}
 
-    def score(self, q: Encoded, p: Encoded) -> torch.Tensor:
+    def similarity(self, q: Encoded, p: Encoded) -> torch.Tensor:
         """Sum of the raw expert scores (eq. 12, the paper's "Sum" fusion)."""
         return torch.stack(list(self.expert_scores(q, p).values())).sum(0)
 

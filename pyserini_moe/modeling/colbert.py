@@ -45,5 +45,5 @@ class ColbertEncoder(SingleBackboneModel):
         hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         return Encoded(multi=self.head(hidden), mask=attention_mask)
 
-    def score(self, q: Encoded, p: Encoded) -> torch.Tensor:
+    def similarity(self, q: Encoded, p: Encoded) -> torch.Tensor:
         return maxsim(q.multi, q.mask, p.multi, p.mask)

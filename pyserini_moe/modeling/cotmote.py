@@ -183,6 +183,6 @@ class CotMoteEncoder(RetrievalModel):
     def sparse_score(self, q: Encoded, p: Encoded) -> torch.Tensor:
         return q.sparse @ p.sparse.T
 
-    def score(self, q: Encoded, p: Encoded) -> torch.Tensor:
+    def similarity(self, q: Encoded, p: Encoded) -> torch.Tensor:
         """Hybrid similarity s_den + s_spr (eq. 13), what fine-tuning optimises."""
         return self.dense_score(q, p) + self.sparse_score(q, p)

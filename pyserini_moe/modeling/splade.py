@@ -76,5 +76,5 @@ class SpladeEncoder(RetrievalModel):
         hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         return Encoded(sparse=keep_top_k(self.head(hidden, attention_mask), self.top_k[side]))
 
-    def score(self, q: Encoded, p: Encoded) -> torch.Tensor:
+    def similarity(self, q: Encoded, p: Encoded) -> torch.Tensor:
         return q.sparse @ p.sparse.T

@@ -105,6 +105,10 @@ def test_missing_title_or_null_is_empty(tmp_path: Path) -> None:
     ('{"_id": "x", "title": "t"}', 'missing "text"'),
     ('{"_id": "x", "text": 5}', '"text" must be a string'),
     ('{"_id": "d1", "text": "again"}', r"duplicate document id 'd1' \(first seen at line 1\)"),
+    # a lone surrogate escape: a traceback in indexing (Lucene, the tokenizer, the docid file)
+    ('{"_id": "x", "text": "brain\\ud800 cell"}', "holds '\\\\ud800', half of a UTF-16 "
+                                                  "surrogate pair"),
+    ('{"_id": "x\\udc00", "text": "t"}', "holds '\\\\udc00', half of a UTF-16 surrogate pair"),
 ])
 def test_corpus_errors_name_file_and_line(tmp_path: Path, line2: str, message: str) -> None:
     c = write_corpus_lines(tmp_path, ['{"_id": "d1", "text": "ok"}', line2])

@@ -67,6 +67,8 @@ def test_tsv_gz_and_jsonl_topic_files(tmp_path: Path) -> None:
     ("1\tok\n1\tagain\n", 2, r"duplicate query id '1' \(first seen at line 1\)"),
     ('{"_id": "1", "text": "ok"}\n{"_id": "2", "text": ""}\n', 2, "empty text for query '2'"),
     ('{"_id": "1", "text": "ok"}\n{"_id": "2", "text": \n', 2, "malformed JSON"),
+    ('{"_id": "1", "text": "ok"}\n{"_id": "2", "text": "brain \\ud800"}\n', 2,
+     "holds '\\\\ud800', half of a UTF-16 surrogate pair"),
 ])
 def test_topic_file_errors(tmp_path: Path, content: str, line: int, message: str) -> None:
     path = tmp_path / "topics.txt"

@@ -50,6 +50,21 @@ def test_the_default_score_names_vectors_it_lacks(tiny_bert: Path) -> None:
         model.score(queries, Encoded(sparse=torch.ones(1, 4)))
 
 
+@pytest.mark.parametrize("model_type", ["siamese", "taser"])
+def test_score_names_what_is_not_an_encoding(tiny_bert: Path, model_type: str) -> None:
+    """Before: an AttributeError ('numpy.ndarray' object has no attribute 'dense')."""
+    from pyserini_moe.modeling import model_class
+
+    extra = {"every": 1} if model_type == "taser" else {}
+    model = model_class(model_type).from_backbone(tiny_bert, device="cpu", **extra).eval()
+    queries, passages = model.encode_query(["a"]), model.encode_document(["b"])
+    with pytest.raises(UserError, match="score takes what encode returned for the queries "
+                                        r"\(an Encoded\), got ndarray"):
+        model.score(queries.dense.numpy(), passages)
+    with pytest.raises(UserError, match="for the passages .* got NoneType"):
+        model.score(queries, None)
+
+
 def test_a_query_with_one_visible_character_is_not_blank() -> None:
     assert not is_blank("\u200bq") and not is_blank("é")
 

@@ -209,6 +209,26 @@ def test_sentence_transformers_save_into_an_index_is_refused(tiny_bert, tiny_cor
     assert sorted(p.name for p in index.iterdir()) == before
 
 
+def test_sentence_transformers_saves_again_over_its_own_model_folder(tiny_bert, tmp_path) -> None:
+    """A model folder (its marker is also the legacy index marker) was taken for an index: a
+    second save, or a save into the folder loaded, was refused and lost the configuration file
+    sentence-transformers had just written."""
+    from sentence_transformers import SentenceTransformer
+
+    from pyserini_moe.outputs import output_kind
+
+    model = TaserEncoder.from_backbone(tiny_bert, every=1, device="cpu").eval()
+    folder = model.save(tmp_path / "m")
+    assert output_kind(folder) == "a model"
+    st = SentenceTransformer(str(folder), device="cpu", trust_remote_code=True)
+    for target in (tmp_path / "copy", tmp_path / "copy", folder):
+        st.save(str(target))
+        assert (target / "config_sentence_transformers.json").is_file()
+        torch.testing.assert_close(load_model(target, device="cpu").encode(["a cat"],
+                                                                           Side.QUERY).dense,
+                                   model.encode(["a cat"], Side.QUERY).dense)
+
+
 @pytest.mark.parametrize("loader", ["SparseEncoder", "MultiVectorEncoder"])
 def test_a_dense_folder_is_refused_by_another_sentence_transformers_class(loader, tiny_mlm,
                                                                           tmp_path) -> None:
