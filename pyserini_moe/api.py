@@ -30,7 +30,7 @@ from pyserini_moe.eval.metrics import check_coverage
 from pyserini_moe.eval.metrics import evaluate as _evaluate
 from pyserini_moe.index.encoded import BuildSettings, build_indexes
 from pyserini_moe.index.lucene import build_bm25_index
-from pyserini_moe.io import refuse_input_as_output
+from pyserini_moe.io import check_path, refuse_input_as_output
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.base import TextEncoder, check_text
 from pyserini_moe.representation import INDEX_KINDS as MODEL_INDEX_KINDS
@@ -93,11 +93,7 @@ def build_index(kind: str, corpus: str | os.PathLike, index: str | os.PathLike,
 
 
 def _path(value: object, what: str) -> Path:
-    """A folder argument: a string or path naming something (``""`` would be the current
-    folder, ``b"x"`` or ``None`` would be their spelling)."""
-    if not isinstance(value, (str, os.PathLike)) or not str(value):
-        raise UserError(f"{what} {value!r}: give a folder path (a string or pathlib.Path)")
-    return Path(value)
+    return check_path(value, what, "folder")
 
 
 def _names(function: Any) -> set[str]:
@@ -160,8 +156,8 @@ class Searcher:
         if len(topics) != len(qids):
             raise UserError("qids repeat: give each query its own id")
         run = self.run(topics, k)
-        return {qid: [Hit(docid, score) for docid, score in ranked(run.get(qid, {}))]
-                for qid in qids}
+        return {str(qid): [Hit(docid, score) for docid, score in ranked(run.get(str(qid), {}))]
+                for qid in qids}  # numpy's strings as Python's, as in the run
 
     def run(self, topics: Mapping[str, str] | str | os.PathLike, k: int = 1000) -> Run:
         """``{qid: {docid: score}}`` of a topic set: ``{qid: text}``, or a name / file as the

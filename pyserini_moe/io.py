@@ -474,6 +474,8 @@ def read_yaml(path: str | os.PathLike, what: str, error: type[ValueError]) -> ob
     message naming ``what`` and the path."""
 
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder, not a {what}: name the YAML file")
     if not path.is_file():
         raise FileNotFoundError(f"{what} not found: {path}")
     try:
@@ -594,4 +596,12 @@ def json_record(path: str | os.PathLike, lineno: int | None, text: str) -> Any:
                                         "pair (a lone \\uXXXX escape), not a character: fix the "
                                         "file's encoding", lineno) from None
     return value
+
+
+def check_path(value: object, what: str, kind: str = "file") -> Path:
+    """A path argument of the Python API: a string or path naming something (``""`` would be the
+    current folder, ``b"x"`` or ``None`` would be their spelling), else one line naming it."""
+    if not isinstance(value, (str, os.PathLike)) or not str(value):
+        raise UserError(f"{what} {value!r}: give a {kind} path (a string or pathlib.Path)")
+    return Path(value)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pyserini_moe.errors import DataFormatError, UserError
-from pyserini_moe.io import atomic_path, iter_lines, open_text_output
+from pyserini_moe.io import atomic_path, check_path, iter_lines, open_text_output
 
 Run = dict[str, dict[str, float]]
 # The largest int the engines below take: Lucene's hit counts and impact weights (Java ints),
@@ -202,7 +202,7 @@ def run_writer(path: str | os.PathLike, tag: str = "pyserini-moe", hits: int | N
     :func:`write_msmarco_run`), and the file appears whole when the block ends, or not at all if
     it raises. A search of 500k queries so never holds its whole run."""
     line = _msmarco_format if output_format == "msmarco" else _trec_format(check_run_tag(tag))
-    path = Path(path)
+    path = check_path(path, "run path")
     hits = check_depth(hits)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} already exists; pass --overwrite to replace it")
@@ -263,7 +263,7 @@ def iter_run(path: str | os.PathLike) -> Iterator[tuple[str, str, float, int]]:
     one error naming file and line). What spans lines (a document or rank listed twice for a
     query) is the reader's to check: a streaming reader keeps no per-query sets. A missing
     file is refused when this is called, not when its lines are first asked for."""
-    path = Path(path)
+    path = check_path(path, "run path")
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a folder, not a run file")
     if not path.is_file():

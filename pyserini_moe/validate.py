@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import re
 import typing
 from collections.abc import Callable
@@ -147,8 +148,8 @@ def convert(hint: Any, value: Any, where: str, source: Path | str) -> Any:
         if isinstance(value, bool):
             return value
     elif hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            return int(value)  # numpy's integers too
     elif hint is float:
         if isinstance(value, str) and FLOAT_TEXT.fullmatch(value.strip()):
             value = float(value)
@@ -200,4 +201,5 @@ def check_types(settings: Any) -> None:
 
 
 def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """An int or a float, numpy's included; not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)

@@ -30,6 +30,17 @@ def test_a_negative_hybrid_weight_is_refused(tmp_path, capsys, alpha) -> None:
     assert not (f / "h.trec").exists()
 
 
+def test_hybrid_of_three_runs_is_refused_before_they_are_read(tmp_path, capsys) -> None:
+    """Its warnings about the runs' queries and "fusing 3 runs" came before the refusal."""
+    for name, qid in (("a", "q1"), ("b", "q2"), ("c", "q3")):
+        (tmp_path / f"{name}.trec").write_text(f"{qid} Q0 d1 1 3.0 t\n")
+    code = run_main(fuse.main, ["--runs", *(str(tmp_path / f"{n}.trec") for n in "abc"),
+                                "--method", "hybrid", "--output", str(tmp_path / "h.trec")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().splitlines() == [
+        "error: hybrid fuses exactly two runs: dense (or any model) first, sparse second"]
+
+
 @pytest.mark.parametrize("method", ["rrf", "came_sum", "norm_max", "hybrid", "combsum"])
 def test_an_empty_run_is_refused(tmp_path: Path, capsys, method: str) -> None:
     (tmp_path / "a.trec").write_text("q1 Q0 d1 1 3.0 t\nq1 Q0 d2 2 2.0 t\n")

@@ -76,6 +76,8 @@ def test_batch_search_takes_any_sequence(searcher) -> None:
         == expected
     assert searcher.batch_search(np.array(["cat sat", "sparse query"]), ["a", "b"], k=2) \
         == expected
+    by_numpy_ids = searcher.batch_search(["cat sat", "sparse query"], np.array(["a", "b"]), k=2)
+    assert by_numpy_ids == expected and all(type(q) is str for q in by_numpy_ids)
 
 
 def test_run_takes_a_mapping_a_name_or_a_path(searcher, tiny_corpus) -> None:
@@ -112,7 +114,9 @@ def test_a_number_written_as_text_is_read_as_the_parser_would(indexes) -> None:
     ("dense", {"max_lenght": 10}, "a dense build_index has no setting max_lenght"),
     ("bm25", {"k1": 2.0}, "a bm25 build_index has no setting k1"),
     ("dense", {"batch_size": 2.5}, "--batch-size: expected an integer"),
-    ("dense", {"index": None}, "index None: give a folder path")])
+    ("dense", {"index": None}, "index None: give a folder path"),
+    ("dense", {"batch_size": np.int64(2), "max_length": np.float64(1.5)},
+     "--max-length: expected an integer, found np.float64(1.5)")])
 def test_build_index_refuses_settings_it_cannot_use(indexes, tiny_corpus, tmp_path, kind,
                                                     settings, words) -> None:
     index = tiny_corpus / "idx" if settings.pop("inside", False) else tmp_path / "idx"
@@ -132,11 +136,21 @@ def test_build_index_refuses_settings_it_cannot_use(indexes, tiny_corpus, tmp_pa
     ({"q": ["d1"]}, None, "query 'q' holds list"),
     ([("q", "d1", 1.0)], None, "the run is list"),
     ({"q": {"d1": 1.0}}, -1, "hits -1"), ({"q": {"d1": 1.0}}, 0, "hits 0"),
-    ({"q": {"d1": 1.0}}, 1.5, "hits 1.5")])
+    ({"q": {"d1": 1.0}}, 1.5, "hits 1.5"),
+    ({"q": {"d\udc00": 1.0}}, None, "half of a UTF-16 surrogate pair"),
+    ({"q\x00": {"d1": 1.0}}, None, "an id holds no control characters")])
 def test_write_trec_run_writes_only_what_reads_back(tmp_path, run, hits, words) -> None:
     with pytest.raises(UserError, match=re.escape(words)):
         pm.write_trec_run(run, tmp_path / "run.trec", hits=hits)
     assert not (tmp_path / "run.trec").exists()
+
+
+@pytest.mark.parametrize("path", [b"run.trec", None, ""])
+def test_a_run_path_is_a_string_or_a_path(path) -> None:
+    for call in (lambda: pm.write_trec_run({"q": {"d": 1.0}}, path),
+                 lambda: pm.read_trec_run(path)):
+        with pytest.raises(UserError, match=re.escape(f"run path {path!r}: give a file path")):
+            call()
 
 
 RUN = {"q0": {"d0": 2.0, "d5": 1.0}, "q1": {"d3": 2.0, "d1": 1.0}}

@@ -348,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(f"--alpha must be >= 0 (the weight of the second run), got {args.alpha}")
     if len(args.runs) < 2:
         raise UserError("--runs needs at least two runs")
+    if args.method == "hybrid" and len(args.runs) != 2:  # before the runs are read
+        raise UserError("hybrid fuses exactly two runs: dense (or any model) first, sparse second")
     if args.dev_runs is not None and len(args.dev_runs) != len(args.runs):
         raise UserError("--dev-runs must list one run per --runs entry, in the same order")
     if args.weights is not None and len(args.weights) != len(args.runs):
@@ -380,8 +382,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.method == "hybrid":
         from pyserini_moe.search.hybrid import hybrid_fusion, search_alpha
 
-        if len(runs) != 2:
-            raise UserError("hybrid fuses exactly two runs: dense (or any model) first, sparse second")
         _say_if_hybrid_order_swapped(args.runs, "--runs")
         if args.dev_runs is not None:
             _say_if_hybrid_order_swapped(args.dev_runs, "--dev-runs")

@@ -272,6 +272,10 @@ def compare(runs: Mapping[str, Run], qrels: Qrels, metrics: Iterable[str] = DEFA
     specs = parse_metrics(metrics)
     ranx_qrels = _ranx_qrels(qrels)
     scores = {name: _per_query_arrays(ranx_qrels, run, qrels, specs) for name, run in runs.items()}
+    queries = len(next(iter(next(iter(scores.values())).values())))
+    if queries < 2:  # the tests are undefined (p = 1, numpy's divide-by-zero warnings)
+        raise UserError(f"a significance test needs at least 2 judged queries; these runs have "
+                        f"{queries}: evaluate them without a baseline")
     with _quiet_numba():
         tests = compute_statistical_significance(list(runs), scores, stat_test=stat_test,
                                                  max_p=max_p)

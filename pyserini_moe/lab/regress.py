@@ -390,12 +390,27 @@ def _plain_name(name: str, where: str) -> str:
     return name
 
 
+# What a regression file and each of its conditions may set: a misspelt key (``tolerence``)
+# was read as absent, its setting silently the default.
+FILE_KEYS = ("name", "description", "scale", "requires", "tolerance", "steps", "conditions")
+CONDITION_KEYS = ("name", "seeds", "steps", "run", "qrels", "answers", "passages", "regex",
+                  "tolerance", "metrics", "source")
+
+
+def _refuse_unknown_keys(doc: dict[str, Any], known: tuple[str, ...], where: str) -> None:
+    unknown = [str(key) for key in doc if key not in known]
+    if unknown:
+        raise RegressionSpecError(f"{where}: unknown key {', '.join(map(repr, unknown))} (it may "
+                                  f"have: {', '.join(known)})")
+
+
 def load_regression(path: str | os.PathLike) -> Regression:
     """Parse and validate a regression file (every error names the file and the field)."""
     path = Path(path)
     doc = read_yaml(path, "regression file", RegressionSpecError)
     if not isinstance(doc, dict):
         raise RegressionSpecError(f"{path}: top level must be a mapping")
+    _refuse_unknown_keys(doc, FILE_KEYS, str(path))
     name = _plain_name(_require(doc, "name", str(path), str), f"{path}: name")
     scale = doc.get("scale", "local")
     if scale not in SCALES:
@@ -415,6 +430,7 @@ def load_regression(path: str | os.PathLike) -> Regression:
             raise RegressionSpecError(f"{where}: must be a mapping")
         cname = _plain_name(_require(raw, "name", where, str), f"{where}: name")
         where = f"{path}: condition '{cname}'"
+        _refuse_unknown_keys(raw, CONDITION_KEYS, where)
         if cname in seen:
             raise RegressionSpecError(f"{where}: duplicate condition name")
         seen.add(cname)

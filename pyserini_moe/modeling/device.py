@@ -93,5 +93,12 @@ def check_parallelism(flag: str, count: int, processes: bool = False) -> None:
         raise UserError(f"{flag} {count}: at most {MAX_THREADS} threads (Java's limit); this "
                         f"machine has {cores} usable core(s)")
     if count > cores:
-        log.warning("%s %d is above the %d usable core(s): they contend for them; %d is the most "
-                    "that helps", flag, count, cores, cores)
+        _warn_contention(flag, count, cores)
+
+
+@functools.cache
+def _warn_contention(flag: str, count: int, cores: int) -> None:
+    """Said once a process: settings checked again (a search's settings copied for another
+    depth) said it twice."""
+    log.warning("%s %d is above the %d usable core(s): they contend for them; %d is the most "
+                "that helps", flag, count, cores, cores)

@@ -36,3 +36,12 @@ def test_a_metric_repeated_as_written_is_still_one_row() -> None:
     from pyserini_moe.eval.metrics import distinct_metrics
 
     assert [m.name for m in distinct_metrics(["ndcg@10", "ndcg@10", "map"])] == ["ndcg@10", "map"]
+
+
+def test_a_significance_test_over_one_query_is_refused() -> None:
+    """It reported p = 1.000 beside numpy's divide-by-zero warnings."""
+    from pyserini_moe.eval.metrics import compare
+
+    runs = {"a": {"q1": {"d1": 2.0, "d2": 1.0}}, "b": {"q1": {"d2": 2.0, "d1": 1.0}}}
+    with pytest.raises(UserError, match="needs at least 2 judged queries; these runs have 1"):
+        compare(runs, {"q1": {"d1": 1}}, ["ndcg@10"])

@@ -163,6 +163,18 @@ def test_a_misspelt_metric_key_is_refused_not_unset(tmp_path: Path) -> None:
         load_regression(path)
 
 
+def test_a_misspelt_file_or_condition_key_is_refused_not_ignored(tmp_path: Path) -> None:
+    """``tolerence: 0.05`` left the tolerance at its default without a word."""
+    path = regression_file(tmp_path, tolerence=0.05)
+    with pytest.raises(RegressionSpecError, match="condition 'c': unknown key 'tolerence' "
+                                                  r"\(it may have: name, seeds"):
+        load_regression(path)
+    path = regression_file(tmp_path)
+    path.write_text(path.read_text() + "bogus_key: 1\n")
+    with pytest.raises(RegressionSpecError, match="unknown key 'bogus_key'"):
+        load_regression(path)
+
+
 def test_a_misspelt_path_placeholder_is_refused_and_awk_braces_are_kept(tmp_path: Path) -> None:
     path = regression_file(tmp_path, run="{wrok}/copy.trec")
     with pytest.raises(RegressionSpecError, match=r"'\{wrok\}' in .* is no placeholder"):

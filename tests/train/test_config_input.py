@@ -189,3 +189,10 @@ def test_set_of_one_field_to_two_values_is_refused(siamese_recipe) -> None:
     with pytest.raises(ConfigError, match="^--set training.max_steps is given twice \\(1 and 2\\): "
                                           "give it once$"):
         siamese_recipe.with_settings(["training.max_steps=1", "training.max_steps=2"])
+
+
+def test_a_folder_given_as_the_recipe_is_named_a_folder(tmp_path: Path) -> None:
+    """It was "recipe not found", while the path exists."""
+    with pytest.raises(IsADirectoryError, match=f"{tmp_path} is a folder, not a recipe: name the "
+                                                "YAML file"):
+        load_config(tmp_path)
