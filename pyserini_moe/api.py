@@ -137,7 +137,18 @@ class Searcher:
 
     def __init__(self, settings: SearchSettings) -> None:
         self.settings = settings
-        self._searcher = TopicSearcher(settings)
+        self._searcher: TopicSearcher | None = TopicSearcher(settings)
+
+    def close(self) -> None:
+        """Let go of the model and the index (Pyserini's searchers' ``close``); a search after it
+        is refused. ``with open_searcher(...) as searcher:`` closes at the block's end."""
+        self._searcher = None
+
+    def __enter__(self) -> Searcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def search(self, q: str, k: int = 10) -> list[Hit]:
         """The top ``k`` hits of one query, best first."""
@@ -168,6 +179,8 @@ class Searcher:
         elif not isinstance(topics, Mapping):
             raise UserError(f"run takes {{qid: text}} or a topic set's name or file, got "
                             f"{type(topics).__name__}")
+        if self._searcher is None:
+            raise UserError("this searcher is closed: open another with open_searcher")
         outcome = self._searcher.search(_topics(topics), hits=_depth(k))
         for notice in outcome.notices:
             log.warning("%s", notice.removeprefix("warning: "))

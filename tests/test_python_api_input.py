@@ -192,3 +192,11 @@ def test_load_model_names_a_folder_or_a_backbone(name) -> None:
 def test_a_model_given_as_an_index_is_named_a_model(indexes) -> None:
     with pytest.raises(UserError, match="it looks like a model: build an index with it first"):
         pm.open_searcher(indexes["model"])
+
+
+def test_a_searcher_closes_and_refuses_to_search_after(indexes) -> None:
+    """Pyserini's searchers close; ours had no close and no ``with``."""
+    with pm.open_searcher(indexes["dense"]) as searcher:
+        assert searcher.search("cat", k=1)
+    with pytest.raises(UserError, match="this searcher is closed"):
+        searcher.search("cat")

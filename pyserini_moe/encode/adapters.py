@@ -90,7 +90,10 @@ class ModelQueryEncoder(ModelAdapter, QueryEncoder):
 
     def _count_cut(self, queries: list[str]) -> None:
         """Say (once per encoder, then keep counting) when a query is longer than max_length."""
-        lengths = self.model.tokenizer(queries)["input_ids"]
+        # one token past the cut tells a cut query (counting the whole of a 200k-character query
+        # was slow, and transformers warned of its length beside this notice)
+        lengths = self.model.tokenizer(queries, truncation=True,
+                                       max_length=self.max_length + 1)["input_ids"]
         cut = sum(len(ids) > self.max_length for ids in lengths)
         if cut and not self.queries_cut:
             log.warning("queries longer than %d tokens are cut (--query-max-length); the first "

@@ -307,6 +307,7 @@ class Findings:
     cut_lengths: set[int] = dataclasses.field(default_factory=set)  # query encoders' cuts
     capacity: str | None = None  # hits asked beyond the index's documents: said first
     short_hybrid: str | None = None  # a hybrid's candidates fewer than its hits
+    unsplit: str | None = None  # --max-passage's delimiter, where no hit's id holds it
 
     def __add__(self, other: Findings) -> Findings:
         def pair_sum(a: tuple[int, int] | None, b: tuple[int, int] | None) -> tuple[int, int] | None:
@@ -314,11 +315,14 @@ class Findings:
 
         silent = (other.silent if self.silent is None else self.silent if other.silent is None
                   else [e for e in self.silent if e in other.silent])
+        # unsplit in the whole only if in every part searched
+        unsplit = (other.unsplit if not self.queries else self.unsplit if not other.queries
+                   else self.unsplit if self.unsplit and other.unsplit else None)
         return Findings(self.queries + other.queries, self.empty + other.empty,
                         self.empty_example or other.empty_example,
                         pair_sum(self.self_hits, other.self_hits), silent,
                         self.cut_lengths | other.cut_lengths, self.capacity or other.capacity,
-                        self.short_hybrid or other.short_hybrid)
+                        self.short_hybrid or other.short_hybrid, unsplit)
 
     @property
     def notices(self) -> list[str]:
@@ -327,8 +331,11 @@ class Findings:
             else None
         removed = (remove_query_notice(*self.self_hits, self.queries)
                    if self.self_hits is not None else None)
+        unsplit = (f"warning: --max-passage: no hit's id holds {self.unsplit!r}, so each hit is "
+                   "a document of its own and the run is as searched (--max-passage-delimiter?)"
+                   ) if self.unsplit else None
         return [n for n in [self.capacity, silent, self.short_hybrid,
-                            query_cut_notice(self.cut_lengths), removed,
+                            query_cut_notice(self.cut_lengths), removed, unsplit,
                             no_hits_notice(self.empty, self.queries, self.empty_example)] if n]
 
 
@@ -400,6 +407,8 @@ class TopicSearcher:
             run = remove_query(run, s.hits)
             expert_runs = {kind: remove_query(r, s.candidates) for kind, r in expert_runs.items()}
         if s.max_passage:
+            if not any(s.max_passage_delimiter in docid for hits in run.values() for docid in hits):
+                findings.unsplit = s.max_passage_delimiter
             run = max_passage(run, s.max_passage_delimiter, s.max_passage_hits)
         encoder = getattr(main, "query_encoder", None)
         terms = encoder.terms / encoder.queries if getattr(encoder, "queries", 0) else None

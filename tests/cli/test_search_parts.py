@@ -64,3 +64,15 @@ def test_findings_add_up_over_parts() -> None:
         "warning: 2 of 5 queries retrieved nothing (e.g. q1: 'the of'); the run has no line for "
         "them and evaluation counts them as 0"]
     assert (Findings() + a).notices == a.notices
+
+
+def test_max_passage_over_ids_without_the_delimiter_is_said(model_index_run, tmp_path,
+                                                            capsys) -> None:
+    """Every hit was its own document and the run came out as searched, without a word."""
+    ws = model_index_run(tmp_path)
+    capsys.readouterr()
+    said = _search(ws, f"{ws['corpus']}:test", tmp_path / "r.trec", capsys, "--max-passage")
+    assert any("--max-passage: no hit's id holds '#'" in line for line in said), said
+    unsplit, split = Findings(queries=2, unsplit="#"), Findings(queries=1)
+    assert (unsplit + unsplit).unsplit == "#" and (Findings() + unsplit).unsplit == "#"
+    assert (unsplit + split).unsplit is None and (unsplit + Findings()).unsplit == "#"

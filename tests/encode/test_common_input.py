@@ -53,6 +53,19 @@ def test_queries_default_to_every_position_and_a_cut_is_said(tiny_bert, caplog) 
     assert short.queries_cut == 2
 
 
+def test_a_very_long_query_is_said_cut_once_not_by_transformers_too(caplog, capfd) -> None:
+    """Counting the tokens of a whole 200k-character query made transformers warn of its length
+    ("Token indices sequence length is longer ...") beside this notice."""
+    from pyserini_moe.modeling import packaged_minilm
+
+    model = SiameseBiEncoder.from_backbone(packaged_minilm(), device="cpu")  # 512 positions
+    with caplog.at_level("WARNING"):
+        DenseQueryEncoder(model, max_length=8).encode_batch(["cat sat " * 5_000])
+    said = [r.getMessage() for r in caplog.records] + capfd.readouterr().err.splitlines()
+    assert not [line for line in said if "Token indices sequence length" in line], said
+    assert any("queries longer than 8 tokens are cut" in line for line in said)
+
+
 def test_a_too_long_length_names_the_flag_of_its_side(tiny_bert) -> None:
     model = SiameseBiEncoder.from_backbone(tiny_bert, device="cpu")
     with pytest.raises(UserError, match=r"use --query-max-length 512 or less$"):
