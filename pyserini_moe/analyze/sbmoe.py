@@ -231,9 +231,11 @@ def run_experts(analysis: ExpertsAnalysis) -> int:
                                 else analysis.query_max_length,
                                 progress=not analysis.quiet) for side, items in texts.items()}
     name = Path(analysis.corpus or analysis.topics).name
+    share = (f"a share of {threshold:.2%}" if threshold <= 1
+             else "more than there are, so none can be")
     text = (f"Experts won at inference (the gate's argmax) by {analysis.model} "
             f"({model.n_experts} experts, {model.args['gate']} gate) on {name}; activated: {rule}"
-            f" (a share of {threshold:.2%}).\n\n{format_experts(stats, threshold, sizes)}\n")
+            f" ({share}).\n\n{format_experts(stats, threshold, sizes)}\n")
     if threshold > 1:
         text += (f"\nNo expert can be activated: the corpus is smaller than --min-docs "
                  f"{analysis.min_docs}; pass --threshold PCT (the paper's were 1.14% to 3.85%).\n")

@@ -229,3 +229,19 @@ def _interrupt(signum: int, frame: object) -> None:
     name = signal.Signals(signum).name
     note_termination(name)  # honoured before an output is committed, should this be swallowed
     raise Terminated(name)
+
+
+def refuse_inside_outputs(flag: str, folder: str | os.PathLike) -> None:
+    """An output folder inside one of the toolkit's outputs (an index, a model, a training run)
+    or a collection is refused: the outer folder would then hold files it did not write (and
+    ``--overwrite`` of it refuse them)."""
+    from pyserini_moe.data.beir import is_collection  # noqa: PLC0415 - light, but data's
+    from pyserini_moe.outputs import output_kind  # noqa: PLC0415
+
+    for place in Path(folder).resolve().parents:
+        kind = output_kind(place, named_only=True) or ("a collection" if is_collection(place)
+                                                      else None)
+        if kind is not None:
+            raise UserError(f"{flag} {folder} is inside {place}, {kind}: name a folder of its "
+                            "own (made if missing)")
+

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from pyserini_moe.cli import ArgumentParser, HelpFormatter, seed
+from pyserini_moe.cli import ArgumentParser, HelpFormatter, refuse_inside_outputs, seed
 from pyserini_moe.data.beir import is_collection
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import refuse_one_file_twice
@@ -230,13 +230,10 @@ def _check_folder(flag: str, folder: Path) -> None:
     then hold files it did not write."""
     if folder.exists() and not folder.is_dir():
         raise UserError(f"{flag} {folder} is a file: name a folder (made if missing)")
-    for place in (folder, *folder.parents):
-        kind = (output_kind(place, named_only=place != folder)
-                or ("a collection" if is_collection(place) else None))
-        if kind is not None:
-            what = kind if place == folder else f"inside {place}, {kind}"
-            raise UserError(f"{flag} {folder} is {what}: name a folder of its own (made if "
-                            "missing)")
+    kind = output_kind(folder) or ("a collection" if is_collection(folder) else None)
+    if kind is not None:
+        raise UserError(f"{flag} {folder} is {kind}: name a folder of its own (made if missing)")
+    refuse_inside_outputs(flag, folder)
 
 
 def _refuse_skipped_conditions(regressions: list[Regression],

@@ -15,7 +15,7 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
-from pyserini_moe.cli import ArgumentParser, positive_int, seed
+from pyserini_moe.cli import ArgumentParser, positive_int, refuse_inside_outputs, seed
 from pyserini_moe.cli.args import add_device_arg
 from pyserini_moe.errors import UserError
 from pyserini_moe.io import refuse_input_as_output
@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed).with_settings(args.set, flags)
     if config.output_dir.is_file():
         raise UserError(f"--output-dir {config.output_dir} is a file: name a folder")
+    refuse_inside_outputs("--output-dir", config.output_dir)
     refuse_input_as_output([str(config.output_dir)],
                            [args.config, config.model.backbone, config.data.collection,
                             str(config.data.negatives.run or ""),

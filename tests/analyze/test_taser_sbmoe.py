@@ -141,6 +141,7 @@ def test_experts_default_is_the_papers_100k_documents(tiny_bert, tmp_path, capsy
     text = capsys.readouterr().out
     assert "at least 100000 of 12 documents" in text and "| 4 | 0 (0.00%) |" in text
     assert "No expert can be activated" in text
+    assert "(more than there are, so none can be)" in text and "a share of" not in text
 
 
 def test_experts_refuses_other_models(tiny_bert, tmp_path, capsys):

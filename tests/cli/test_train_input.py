@@ -36,6 +36,21 @@ def test_a_training_refused_for_its_data_leaves_no_folder(tmp_path: Path, capsys
     assert not out.exists()
 
 
+def test_an_output_dir_inside_an_index_is_refused(tmp_path: Path, capsys) -> None:
+    """It was accepted; the index then held files its --overwrite refused to replace."""
+    from pyserini_moe.index.meta import write_meta
+
+    index = tmp_path / "index"
+    index.mkdir()
+    write_meta(index, "dense", encoder="/models/m", encoder_fingerprint="m")
+    assert run_main(train_main, ["--config", str(RECIPE), "--output-dir", str(index / "model"),
+                                 "--quiet"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: --output-dir {index / 'model'} is inside {index}, an index: name a folder of "
+        "its own (made if missing)")
+    assert not (index / "model").exists()
+
+
 # --- --set training.max_steps=1 --set training={} -------------------------------------------------
 
 
