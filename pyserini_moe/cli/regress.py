@@ -35,8 +35,11 @@ DEFAULT_WORK = REPO_ROOT / "work" / "regressions"
 
 def _refuse_unwritable(files: list[Path]) -> None:
     """``--record`` rewrites each file (a temporary beside it, renamed over it): a file or folder
-    this process cannot write is refused before anything runs."""
+    this process cannot write, or a link to one, is refused before anything runs."""
     for path in files:
+        if path.is_symlink():  # a rename over it would replace the link, not the file
+            raise UserError(f"--record rewrites {path}, a symbolic link: give the file it "
+                            f"points to ({path.resolve()}), or leave --record out")
         read_only = bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)  # root too
         if read_only or not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
             raise UserError(f"--record rewrites {path}, which cannot be written here (read-only "

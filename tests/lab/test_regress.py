@@ -499,3 +499,17 @@ def test_record_refuses_a_file_it_cannot_write_before_running(files, tmp_path, c
     assert run_main(main, [str(path), "--record", "--work-dir", str(tmp_path / "w")]) == 2
     assert "cannot be written here" in capsys.readouterr().err
     assert not (tmp_path / "w").exists()
+
+
+def test_record_through_a_link_is_refused_before_any_work(tmp_path, capsys, files) -> None:
+    """A file given through a symbolic link was refused by the atomic rewrite only after every
+    step had run."""
+    from pyserini_moe.cli import run_main
+    from pyserini_moe.cli.regress import main
+
+    path = write_yaml(tmp_path, {"name": "ln", "conditions": [condition(files, 0.5)]})
+    link = tmp_path / "link.yaml"
+    link.symlink_to(path)
+    assert run_main(main, [str(link), "--record", "--work-dir", str(tmp_path / "w")]) == 2
+    assert f"--record rewrites {link}, a symbolic link" in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()
