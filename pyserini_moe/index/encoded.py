@@ -315,6 +315,10 @@ def build_indexes(settings: BuildSettings) -> list[Path]:
     for folder in folders.values():
         refuse_to_rebuild(folder, s.overwrite, META_FILE)
     collection = open_corpus(s.corpus)
+    if shard is not None and shard.num > collection.num_docs():  # some shards would be empty
+        raise UserError(f"--shard-num {shard.num} is more shards than the "
+                        f"{collection.num_docs()} documents of collection {collection.name}: "
+                        f"use at most {collection.num_docs()}")
     model = load_encoder(s.encoder, s.device, options=s.options, precision=s.precision,
                          **(s.zero_shot or {}))
     adapters = {"dense": lambda: DensePassageEncoder(model, max_length=max_length),

@@ -135,6 +135,20 @@ def test_shards_that_do_not_belong_together_are_refused(tiny_corpus, models, tmp
     assert "go together" in capsys.readouterr().err
 
 
+def test_more_shards_than_documents_are_refused_for_every_shard(tiny_corpus, models, tmp_path,
+                                                                 capsys) -> None:
+    """Shard 0 of 100 over 30 documents was written and shard 50 refused as empty, so the
+    split could never be merged: refused for every shard, naming the most."""
+    for shard in ("0", "50"):
+        assert run_main(index_cli.main, [
+            "--retriever", "dense", "--corpus", str(tiny_corpus), "--index",
+            str(tmp_path / f"s{shard}"), "--encoder", models["dense"], "--device", "cpu",
+            "--shard-id", shard, "--shard-num", "100", "--quiet"]) == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
+            "error: --shard-num 100 is more shards than the 30 documents of collection")
+        assert not (tmp_path / f"s{shard}").exists()
+
+
 def test_searching_one_unmerged_shard_is_said(tiny_corpus, models, tmp_path, caplog) -> None:
     """H89: a shard's run covers its slice only; a forgotten merge is said, not silent."""
     import logging  # noqa: PLC0415
