@@ -135,6 +135,9 @@ def read_queries(path: Path) -> dict[str, str]:
     return queries
 
 
+MAX_GRADE = 2**31 - 1
+
+
 def add_judgment(qrels: dict[str, dict[str, int]], path: Path, lineno: int,
                  qid: str, docid: str, score: str) -> None:
     """Validate one qrels row and store it; shared by the BEIR-TSV and TREC qrels readers."""
@@ -144,6 +147,9 @@ def add_judgment(qrels: dict[str, dict[str, int]], path: Path, lineno: int,
         grade = int(score)
     except ValueError:
         raise DataFormatError(path, f"score must be an integer, found {score!r}", lineno) from None
+    if abs(grade) > MAX_GRADE:  # trec_eval reads grades as C ints: it fails on the file
+        raise DataFormatError(path, f"score {grade} is past what trec_eval reads (a 32-bit "
+                                    "integer); relevance grades are small integers", lineno)
     judged = qrels.setdefault(qid, {})
     if judged.get(docid, grade) != grade:
         raise DataFormatError(path, f"conflicting scores for query {qid!r}, document {docid!r}: "

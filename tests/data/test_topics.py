@@ -126,6 +126,7 @@ def test_qrels_files_in_both_formats(collection: Path, tmp_path: Path) -> None:
     ("1 0 d1 1\n1 0 d2\n", 2, "expected 4 whitespace-separated columns"),
     ("1 0 d1 1\n1 0 d2 1.5\n", 2, "score must be an integer, found '1.5'"),
     ("1 0 d1 1\n1 0 d1 2\n", 2, "conflicting scores for query '1', document 'd1'"),
+    ("1 0 d1 1\n1 0 d2 999999999999\n", 2, "score 999999999999 is past what trec_eval reads"),
 ])
 def test_trec_qrels_errors(tmp_path: Path, content: str, line: int, message: str) -> None:
     path = tmp_path / "qrels.txt"
