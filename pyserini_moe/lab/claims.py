@@ -49,6 +49,7 @@ class Claim:
     b: str
     qrels: str = "scifact:test"
     kind: str = "better"
+    file: str | None = None  # the regression file of both sides, when not the family's own
 
 
 # The CoT-MoTE paper's claims (docs/cotmote.md), at its protocol: every side has seeds 42-44 kept.
@@ -103,7 +104,25 @@ TASER = [
       for name, label in (("arguana", "ArguAna"), ("cranfield", "Cranfield"), ("cisi", "CISI"),
                           ("vaswani", "Vaswani"))],
 ]
-FAMILIES = {"cotmote-protocol": COTMOTE, "taser-protocol": TASER}
+# The CAME paper's claims (docs/came.md): tables 2 and 3 at its protocol (trained on a lent GPU,
+# no per-query values kept: pending until re-trained with them), table 4's fusions at the quick
+# recipe (came-scifact.yaml, three CPU seeds, one training read by each fusion).
+_SUM, _QUICK = "came-sum-last.scifact.test", "came-scifact"
+_QUICK_SUM = "came-exact-last-seeds.scifact.test"  # the exact came_sum over the three indexes
+CAME = [
+    *[Claim(f"the fused model beats its {expert} expert (table 3)", _SUM,
+            f"came-{expert}-expert-last.scifact.test") for expert in ("local", "lexical", "global")],
+    Claim("competitive learning beats the standardized stage alone (table 2)", _SUM,
+          "came-standardized-sum-last.scifact.test"),
+    *[Claim(f"{name} does not beat the plain sum (table 4)", _QUICK_SUM,
+            f"came-{fusion}-last-seeds.scifact.test", kind="no_worse", file=_QUICK)
+      for name, fusion in (("NormSum", "norm_sum"), ("a learned linear layer", "linear"))],
+    *[Claim(f"the plain sum beats {name} (table 4)", _QUICK_SUM,
+            f"came-{fusion}-last-seeds.scifact.test", file=_QUICK)
+      for name, fusion in (("NormMax", "norm_max"), ("MaxRR", "max_rr"),
+                           ("reciprocal-rank SumRR", "sum_rr"))],
+]
+FAMILIES = {"cotmote-protocol": COTMOTE, "taser-protocol": TASER, "came-protocol": CAME}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,11 +156,12 @@ def measure(file: str, kept: Path = KEPT_DIR) -> list[Row]:
     for claim in FAMILIES[file]:
         if claim.qrels not in qrels_of:
             qrels_of[claim.qrels] = load_qrels(claim.qrels)
-        if not (is_kept(file, claim.a, kept) and is_kept(file, claim.b, kept)):
+        where = claim.file or file
+        if not (is_kept(where, claim.a, kept) and is_kept(where, claim.b, kept)):
             rows.append(Row(claim, None, None, None))
             continue
-        a = scores(file, claim.a, qrels_of[claim.qrels], kept)
-        b = scores(file, claim.b, qrels_of[claim.qrels], kept)
+        a = scores(where, claim.a, qrels_of[claim.qrels], kept)
+        b = scores(where, claim.b, qrels_of[claim.qrels], kept)
         rows.append(Row(claim, a, b, compare_matched(a, b)))
     return rows
 
