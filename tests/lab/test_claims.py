@@ -61,3 +61,15 @@ def test_verdicts_read_the_adjusted_p() -> None:
     row = claims.Row(claims.COTMOTE[0], np.zeros((3, 2)), np.zeros((3, 2)), test)
     assert claims.verdict(row, 0.155) == "not shown"
     assert claims.verdict(row, 0.03) == "**held**"
+
+
+@pytest.mark.parametrize("family", sorted(claims.FAMILIES))
+def test_every_claim_names_conditions_of_its_regression_file(family) -> None:
+    """A pending claim waits for values of a condition that exists (a misspelt name would wait
+    for ever)."""
+    from pyserini_moe.lab.regress import load_regression
+
+    for claim in claims.FAMILIES[family]:
+        file = ROOT / "regressions" / f"{claim.file or family}.yaml"
+        names = {c.name for c in load_regression(file).conditions}
+        assert {claim.a, claim.b} <= names, (family, claim)
