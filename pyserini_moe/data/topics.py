@@ -8,6 +8,7 @@ directory or a public BEIR name, e.g. ``scifact:test``); or a Pyserini topics/qr
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import sys
@@ -27,6 +28,9 @@ from pyserini_moe.data.beir import (
 from pyserini_moe.data.export import write_trec_qrels
 from pyserini_moe.errors import DataFormatError, UserError
 from pyserini_moe.io import is_stream, iter_lines, read_once
+from pyserini_moe.paths import shared_data_root
+
+log = logging.getLogger(__name__)
 
 TOPICS_FORMS = (
     "accepted forms: COLLECTION:SPLIT (a local collection name or directory, or a public BEIR name; "
@@ -195,10 +199,25 @@ def _pyserini_topics(name: str) -> dict[str, str]:
     return topics
 
 
+def _say_if_also_a_split(text: str, path: Path) -> None:
+    """A file whose name is also a local collection's split (``scifact:test`` in the current
+    folder) is read as the file, and that choice is said."""
+    pair = _collection_split(text)
+    if pair is None or not path.is_file():
+        return
+    root = shared_data_root()
+    folder = Path(pair[0]).expanduser()
+    if folder.is_dir() or (root is not None and (root / pair[0]).is_dir()):
+        log.warning("%s is a file here and also collection %s's %s split: reading the file "
+                    "(give the collection's folder, or ./%s, to say which)", text, pair[0],
+                    pair[1], text)
+
+
 def load_topics(spec: str | os.PathLike) -> dict[str, str]:
     """``{qid: query text}`` for a topics spec (file, ``COLLECTION:SPLIT`` or Pyserini name)."""
     text = _as_local_beir(str(spec))
     path = Path(text).expanduser()
+    _say_if_also_a_split(text, path)
     if path.is_file() or is_stream(path):
         with read_once(path) as readable:
             return read_topics_file(readable)
@@ -261,6 +280,7 @@ def load_qrels(spec: str | os.PathLike) -> dict[str, dict[str, int]]:
     """``{qid: {docid: grade}}`` for a qrels spec (file, ``COLLECTION:SPLIT`` or Pyserini name)."""
     text = _as_local_beir(str(spec))
     path = Path(text).expanduser()
+    _say_if_also_a_split(text, path)
     if path.is_file() or is_stream(path):
         with read_once(path) as readable:
             return read_qrels_file(readable)

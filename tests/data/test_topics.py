@@ -196,3 +196,17 @@ def test_pyserini_beir_names_resolve_offline_to_local_collections() -> None:
     assert load_qrels("beir-v1.0.0-scifact-test") == load_qrels("scifact:test")
     assert qrels_file("beir-v1.0.0-scifact-test").read_text() == \
         qrels_file("scifact:test").read_text()
+
+
+def test_a_file_named_as_a_collection_split_is_read_and_said(tmp_path: Path, monkeypatch,
+                                                             caplog) -> None:
+    """``scifact:test`` as a file in the current folder was read instead of the collection's
+    split, without a word."""
+    import logging
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "scifact:test").write_text("1\tmine\n")
+    with caplog.at_level(logging.WARNING):
+        assert load_topics("scifact:test") == {"1": "mine"}
+    assert any("scifact:test is a file here and also collection scifact's test split: reading "
+               "the file" in r.getMessage() for r in caplog.records)
