@@ -289,7 +289,14 @@ def load_model(path: str | os.PathLike, device: str | torch.device | None = None
                         "damaged or incomplete: save or copy the model again") from None
     if cls.hf_prefix and not any(k.startswith(cls.hf_prefix) for k in weights):
         weights = {cls.hf_prefix + k: v for k, v in weights.items()}  # transformers' layout
-    missing, unexpected = model.load_state_dict(weights, strict=False)
+    try:
+        missing, unexpected = model.load_state_dict(weights, strict=False)
+    except RuntimeError as e:  # shapes that differ: torch lists every one, over many lines
+        first = next((line.strip() for line in str(e).splitlines() if "size mismatch" in line),
+                     " ".join(str(e).split())[:160])
+        raise UserError(f"{path}: weights do not fit the {model_type} model its {MODEL_FILE} and "
+                        f"config.json describe ({first[:200]}); one of them was changed: save "
+                        "or copy the model again") from None
     if missing or unexpected:
         raise UserError(f"{path}: weights do not match the {model_type} architecture "
                         f"(missing {missing[:5]}, unexpected {unexpected[:5]})")

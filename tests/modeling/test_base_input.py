@@ -107,3 +107,21 @@ def test_a_training_folder_named_as_a_model_points_at_its_best(ws, tmp_path) -> 
         load_model(run)
     with pytest.raises(ValueError, match=re.escape(said)):
         resolve_backbone(run)
+
+
+def test_weights_that_do_not_fit_the_recorded_arguments_are_one_line(tiny_bert: Path,
+                                                                       tmp_path: Path) -> None:
+    """A model folder whose pyserini_moe.json was edited (another expert count) was torch's
+    many-line size-mismatch error."""
+    import json
+
+    from pyserini_moe.modeling import SbMoeEncoder, load_model
+
+    folder = SbMoeEncoder.from_backbone(tiny_bert, n_experts=3, device="cpu").save(tmp_path / "m")
+    meta = json.loads((folder / "pyserini_moe.json").read_text())
+    meta["args"]["n_experts"] = 4
+    (folder / "pyserini_moe.json").write_text(json.dumps(meta))
+    with pytest.raises(UserError, match=r"weights do not fit the sbmoe model its "
+                                        r"pyserini_moe.json and config.json describe \(") as info:
+        load_model(folder, device="cpu")
+    assert "\n" not in str(info.value)
