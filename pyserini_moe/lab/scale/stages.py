@@ -67,7 +67,9 @@ class Context:
 
     @property
     def sample_topics(self) -> Path:
-        return self.root / "runs" / "mining-sample.tsv"
+        """The mining sample's queries, named by their count (a sample of another size is
+        another file)."""
+        return self.root / "runs" / f"mining-sample-{MINING_SAMPLE}.tsv"
 
     @property
     def sample_run(self) -> Path:
