@@ -40,7 +40,7 @@ from pyserini_moe.train import bm25_index_dir, load_config
 MINING_SAMPLE = SEARCH_PART
 # Corpus slices (passages) the fused round-2 mining is measured on: a line through both is
 # projected to the whole corpus.
-FUSED_SLICES = (50_000, 200_000)
+FUSED_SLICES = (25_000, 100_000)
 TRAIN_STEPS = 2
 # The paper files' first MS MARCO training of each model, as (file, the step's recipe); the
 # taser file trains on DPR's Wikipedia, which the synthetic collection does not stand for.
@@ -188,22 +188,28 @@ def _corpus_slice(ctx: Context, passages: int) -> Path:
     return folder
 
 
+def _slice_outputs(folder: Path) -> Path:
+    """Where a corpus slice's indexes and run go: beside it (an index inside the collection it
+    reads is refused)."""
+    return folder.with_name(f"{folder.name}-indexes")
+
+
 def _fused_mining_steps(ctx: Context, folder: Path, topics: Path) -> list[tuple[str, list[str]]]:
     """came-paper.yaml's round-1 index steps and the fused search of its round-2 negatives, as
     the file runs them, on the corpus slice in ``folder``: the model is the train-came stage's
     (the tiny BERT with CAME's heads), the topics the mining sample, the threads this machine's."""
     reg = load_regression(REPO_ROOT / "regressions" / TRAININGS["came"][0])
-    indexes = str(ctx.root / "work" / "indexes")
+    indexes, outputs = str(ctx.root / "work" / "indexes"), _slice_outputs(folder)
     steps = []
     for step in reg.steps:
         if "/indexes/came-r1." not in step:
             continue
-        argv = [a.replace(str(ctx.collection), str(folder)).replace(indexes, str(folder))
+        argv = [a.replace(str(ctx.collection), str(folder)).replace(indexes, str(outputs))
                 for a in _expanded(ctx, shlex.split(step))]
         put(argv, "--threads", str(ctx.threads), add=False)
         if "pyserini_moe.search" in argv:
             put(argv, "--topics", str(topics))
-            put(argv, "--output", str(folder / "union.trec"))
+            put(argv, "--output", str(outputs / "union.trec"))
             steps.append(("search", argv))
         else:
             steps.append((argv[argv.index("--retriever") + 1], argv))
@@ -222,7 +228,7 @@ def fused_mining(ctx: Context) -> dict[str, Any]:
     for passages in FUSED_SLICES:
         folder = _corpus_slice(ctx, passages)
         for name, argv in _fused_mining_steps(ctx, folder, topics):
-            m = ctx.run(f"fused-mining-{name}-{passages}", argv, [folder])
+            m = ctx.run(f"fused-mining-{name}-{passages}", argv, [_slice_outputs(folder)])
             points.setdefault(name, []).append((passages, m))
     full = ctx.shape.passages
 
