@@ -40,7 +40,7 @@ from pyserini_moe.train import bm25_index_dir, load_config
 MINING_SAMPLE = SEARCH_PART
 # Corpus slices (passages) the fused round-2 mining is measured on: a line through both is
 # projected to the whole corpus.
-FUSED_SLICES = (25_000, 100_000)
+FUSED_SLICES = (5_000, 20_000)
 TRAIN_STEPS = 2
 # The paper files' first MS MARCO training of each model, as (file, the step's recipe); the
 # taser file trains on DPR's Wikipedia, which the synthetic collection does not stand for.
