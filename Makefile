@@ -76,10 +76,11 @@ gpu-check: setup
 # The training side of the paper files at MS MARCO's size on a synthetic collection (about 3.5 GB
 # written once, then reused): each stage measured and projected to the full run; stages already
 # measured are skipped, so the check can be spread over sittings (STAGES="--stage bm25-index").
-# Writes $(WORK)/scale-check/ and the table docs/results/scale-check.md.
+# Writes $(WORK)/scale-check/, each stage's figures in docs/results/scale-check/ and their table
+# docs/results/scale-check.md.
 scale-check: setup
 	$(BIN)/python -m pyserini_moe.lab.scale --root $(WORK)/scale-check \
-		--table docs/results/scale-check.md $(STAGES)
+		--table docs/results/scale-check.md --results docs/results/scale-check $(STAGES)
 
 # The scaling section alone with its opt-in points, one sitting each, in either order: bench-scaling
 # measures 1k, 5k and ~20k documents (the local collections together), 58 min; bench-scaling-100k

@@ -179,3 +179,29 @@ def test_the_fused_mining_runs_the_paper_files_steps_on_slices_and_projects_a_li
     assert result["commands"]["search"]["projected_seconds"] == pytest.approx(
         full / 1_000 * parts, 0.01)
     assert result["projected_memory"] == pytest.approx(full * 1_000, 0.01)
+
+
+def test_the_table_joins_kept_figures_and_keeps_rows_it_has_no_figures_for(tmp_path: Path) -> None:
+    """A new machine's sitting adds its stages to the figures kept with the table; a stage whose
+    figures are in neither keeps the row the table file had, and its head line."""
+    from pyserini_moe.lab.scale.runner import measured
+
+    ctx, kept = Context(tmp_path / "root"), tmp_path / "kept"
+    figures = {"fraction": 1.0, "threads": 2, "cores": 2, "seconds": 60.0, "peak_memory": 2 ** 30,
+               "peak_disk": 0, "projected_seconds": 60.0, "projected_memory": 2 ** 30,
+               "projected_disk": 0}
+    kept.mkdir()
+    (kept / "generate.json").write_text(json.dumps(figures))
+    (ctx.root / "results").mkdir(parents=True)
+    (ctx.root / "results" / "bm25-index.json").write_text(json.dumps({**figures, "seconds": 900.0}))
+    earlier = ("Measured at full size, 4 Lucene threads, 8 cores; full run: projected to MS MARCO "
+               "on the same machine.\n\n| stage | scope |\n|---|---|\n"
+               "| generate | full size | 9 min | old |\n| train-sbmoe | kept as it was |\n")
+    assert set(measured(ctx, kept)) == {"generate", "bm25-index"}
+    text = table(ctx, kept, earlier)
+    assert "| generate | full size | 60 s | 1.00 GiB |" in text and "old" not in text
+    assert "| bm25-index | full size | 15 min |" in text
+    assert "| train-sbmoe | kept as it was |" in text
+    assert "4 Lucene threads, 8 cores" in text and "2 Lucene threads, 2 cores" in text
+    assert "examples-came" in text.split("Not measured yet:")[1]
+    assert text.index("| generate |") < text.index("| bm25-index |") < text.index("| train-sbmoe")
