@@ -205,3 +205,31 @@ def test_the_table_joins_kept_figures_and_keeps_rows_it_has_no_figures_for(tmp_p
     assert "4 Lucene threads, 8 cores" in text and "2 Lucene threads, 2 cores" in text
     assert "examples-came" in text.split("Not measured yet:")[1]
     assert text.index("| generate |") < text.index("| bm25-index |") < text.index("| train-sbmoe")
+
+
+def test_the_dpr_data_stages_run_the_paper_files_steps_on_two_slices(tmp_path: Path) -> None:
+    """DPR's files in their formats (read back by the toolkit's own readers), then the taser
+    file's ``dpr wiki``, ``dpr train`` and the trainer's data side on each slice, each projected
+    by a line to DPR's 21M passages."""
+    from pyserini_moe.data.dpr import iter_wikipedia, read_biencoder
+    from pyserini_moe.lab.scale.synth import DPR
+
+    ctx = Context(tmp_path, FRACTION, threads=1)
+    stages = ["dpr-generate", "dpr-wiki", "dpr-train", "dpr-examples-taser"]
+    assert run_stages(ctx, stages) == stages
+    source = tmp_path / "dpr-source"
+    small, large = (round(n * FRACTION) for n in (1_000_000, 5_000_000))
+    assert sum(1 for _ in iter_wikipedia(source / "psgs_w100.tsv")) == large
+    trivia = list(read_biencoder(source / "biencoder-trivia-train.json", "t"))  # psg_id
+    assert len(trivia) == dict(DPR.scaled(FRACTION).train)["trivia"]
+    assert all(int(p) <= small for ex in trivia for p in (*ex.positives, *ex.hard_negatives))
+    for passages in (small, large):
+        folder = tmp_path / "work" / f"dpr-{passages}"
+        assert (folder / "corpus.jsonl.gz").is_file() and (folder / "qrels" / "train.tsv").is_file()
+    result = json.loads((tmp_path / "results" / "dpr-examples-taser.json").read_text())
+    assert [p["passages"] for p in result["points"]] == [small, large]
+    assert result["projected_memory"] > 0 and result["probe"]["passages"] == large
+    negatives = sum(len(ex.hard_negatives) for name, _ in DPR.train
+                    for ex in read_biencoder(source / f"biencoder-{name}-train.json", name))
+    assert 0 < result["probe"]["candidates"] <= negatives  # DPR's BM25 negatives, as candidates
+    assert "| dpr-wiki | slices of 1,000,000 and 5,000,000 passages" in table(ctx)

@@ -117,7 +117,7 @@ def table(ctx: Context, kept: Path | None = None, earlier: str = "") -> str:
     settings = sorted({(r["fraction"], r["threads"], str(r.get("cores", "?")))
                        for r in results.values()})
     head = [f"Measured at {_size(f)}, {t} Lucene threads, {c} cores; full run: projected to MS "
-            "MARCO on the same machine." for f, t, c in settings]
+            "MARCO (the dpr- rows: DPR's Wikipedia) on the same machine." for f, t, c in settings]
     earlier_head, earlier_rows = _earlier_rows(earlier)
     carried = {s.name: earlier_rows[s.name] for s in STAGES
                if s.name not in results and s.name in earlier_rows}

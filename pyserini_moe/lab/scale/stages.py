@@ -26,6 +26,7 @@ from pyserini_moe.io import atomic_path
 from pyserini_moe.lab.regress import REPO_ROOT, expand, load_regression
 from pyserini_moe.lab.scale.measure import Measurement, run_measured
 from pyserini_moe.lab.scale.synth import (
+    DPR,
     MSMARCO,
     PSEUDO_QUERIES_PER_PASSAGE,
     Shape,
@@ -42,8 +43,12 @@ MINING_SAMPLE = SEARCH_PART
 # projected to the whole corpus.
 FUSED_SLICES = (5_000, 20_000)
 TRAIN_STEPS = 2
+# psgs_w100.tsv rows the DPR data stages are measured on: a line through both is projected to
+# DPR's 21M passages (the retriever files are written at full size; their passages all lie in the
+# smaller slice, so both slices hold every judged passage).
+DPR_SLICES = (1_000_000, 5_000_000)
 # The paper files' first MS MARCO training of each model, as (file, the step's recipe); the
-# taser file trains on DPR's Wikipedia, which the synthetic collection does not stand for.
+# taser file trains on DPR's Wikipedia (the dpr- stages).
 TRAININGS = {"came": ("came-paper.yaml", "came-bert-base.yaml"),
              "cotmote": ("cotmote-paper.yaml", "cotmote-bert-base.yaml"),
              "sbmoe": ("sbmoe-paper.yaml", "sbmoe-bert-base.yaml")}
@@ -125,6 +130,28 @@ def _figures(m: Measurement, scale: float = 1.0, memory_from: Measurement | None
     return {"seconds": round(m.seconds, 1), "peak_memory": m.peak_memory,
             "peak_disk": m.peak_disk, "projected_seconds": round(m.seconds * scale, 1),
             "projected_memory": int(memory), "projected_disk": int(m.peak_disk * scale)}
+
+
+Points = list[tuple[int, Measurement]]
+
+
+def _line(points: Points, full: int, value: Callable[[Measurement], float]) -> float:
+    """``value`` at ``full`` on the line through two measured points (size, measurement)."""
+    (n1, m1), (n2, m2) = points
+    return value(m1) + (value(m2) - value(m1)) / (n2 - n1) * (full - n1)
+
+
+def _line_figures(points: Points, full: int, unit: str) -> dict[str, Any]:
+    """The larger point's figures, each projected to ``full`` by the line through both points,
+    and the points themselves (their size under ``unit``)."""
+    m = points[-1][1]
+    return {"seconds": round(m.seconds, 1), "peak_memory": m.peak_memory,
+            "peak_disk": m.peak_disk,
+            "projected_seconds": round(_line(points, full, lambda x: x.seconds), 1),
+            "projected_memory": int(_line(points, full, lambda x: x.peak_memory)),
+            "projected_disk": int(_line(points, full, lambda x: x.peak_disk)),
+            "points": [{unit: n, "seconds": round(x.seconds, 1), "peak_memory": x.peak_memory,
+                        "peak_disk": x.peak_disk} for n, x in points]}
 
 
 def _python(*args: str) -> list[str]:
@@ -224,34 +251,117 @@ def fused_mining(ctx: Context) -> dict[str, Any]:
     the search's time then times the parts of every training query."""
     topics, train = _sample_topics(ctx)
     sampled = sum(1 for _ in topics.open(encoding="utf-8"))
-    points: dict[str, list[tuple[int, Measurement]]] = {}
+    points: dict[str, Points] = {}
     for passages in FUSED_SLICES:
         folder = _corpus_slice(ctx, passages)
         for name, argv in _fused_mining_steps(ctx, folder, topics):
             m = ctx.run(f"fused-mining-{name}-{passages}", argv, [_slice_outputs(folder)])
             points.setdefault(name, []).append((passages, m))
-    full = ctx.shape.passages
-
-    def line(name: str, value: Callable[[Measurement], float]) -> float:
-        (n1, m1), (n2, m2) = points[name]
-        return value(m1) + (value(m2) - value(m1)) / (n2 - n1) * (full - n1)
-
     parts = math.ceil(train / sampled)
-    commands = {name: {"projected_seconds": round(line(name, lambda m: m.seconds)
-                                                  * (parts if name == "search" else 1), 1),
-                       "projected_memory": int(line(name, lambda m: m.peak_memory)),
-                       "points": [{"passages": n, "seconds": round(m.seconds, 1),
-                                   "peak_memory": m.peak_memory, "peak_disk": m.peak_disk}
-                                  for n, m in points[name]]}
-                for name in points}
+    commands = {name: _line_figures(ms, ctx.shape.passages, "passages")
+                for name, ms in points.items()}
+    search = commands["search"]
+    search["projected_seconds"] = round(search["projected_seconds"] * parts, 1)
     largest = [ms[-1][1] for ms in points.values()]
     return {"seconds": round(sum(m.seconds for m in largest), 1),
             "peak_memory": max(m.peak_memory for m in largest),
             "peak_disk": max(m.peak_disk for m in largest),
             "projected_seconds": round(sum(c["projected_seconds"] for c in commands.values()), 1),
             "projected_memory": max(c["projected_memory"] for c in commands.values()),
-            "projected_disk": int(max(line(name, lambda m: m.peak_disk) for name in points)),
+            "projected_disk": max(c["projected_disk"] for c in commands.values()),
             "queries": sampled, "all_queries": train, "commands": commands}
+
+# ------------------------------------------------------------------------------- DPR's Wikipedia
+def _dpr_slices(ctx: Context) -> tuple[int, ...]:
+    return tuple(max(1, round(n * ctx.fraction)) for n in DPR_SLICES)
+
+
+def _dpr_source(ctx: Context) -> Path:
+    return ctx.root / "dpr-source"
+
+
+def _dpr_psgs(ctx: Context, passages: int) -> Path:
+    """The first ``passages`` rows of the synthetic psgs_w100.tsv (the whole file for the larger
+    slice; a copy of its head, written once, for the smaller)."""
+    source = _dpr_source(ctx) / "psgs_w100.tsv"
+    if passages == _dpr_slices(ctx)[-1]:
+        return source
+    target = ctx.root / "work" / f"psgs_w100-{passages}.tsv"
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(source, encoding="utf-8") as src, atomic_path(target) as tmp, \
+                open(tmp, "w", encoding="utf-8") as out:
+            out.writelines(itertools.islice(src, passages + 1))  # and the header
+    return target
+
+
+def _dpr_steps(ctx: Context, passages: int, command: str) -> list[list[str]]:
+    """taser-paper.yaml's steps running ``command`` (a module and its first word, as the file
+    spells it), on the slice of ``passages``: DPR's files from the synthetic source, the
+    collection folder ``{work}/dpr`` one per slice."""
+    reg = load_regression(REPO_ROOT / "regressions" / "taser-paper.yaml")
+    steps = [s for s in reg.steps if f"-m {command} " in s]
+    slice_steps = []
+    for step in steps:
+        step = step.replace("$DPR_DIR/psgs_w100.tsv", str(_dpr_psgs(ctx, passages)))
+        step = step.replace("$DPR_DIR", str(_dpr_source(ctx)))
+        step = step.replace("{work}/dpr", "{work}/dpr-" + str(passages))
+        slice_steps.append(_expanded(ctx, shlex.split(step)))
+    return slice_steps
+
+
+def _dpr_collection(ctx: Context, passages: int) -> Path:
+    return ctx.root / "work" / f"dpr-{passages}"
+
+
+def dpr_generate(ctx: Context) -> dict[str, Any]:
+    """Synthetic psgs_w100.tsv (the larger slice's rows) and DPR's five training and two dev
+    retriever files at full size (the questions of taser-paper.yaml's ``dpr train``)."""
+    slices = _dpr_slices(ctx)
+    m = ctx.run("dpr-generate", _python("pyserini_moe.lab.scale.synth", "--root", str(ctx.root),
+                                        "--fraction", str(ctx.fraction), "--quiet", "--dpr",
+                                        str(slices[-1]), str(slices[0])), [_dpr_source(ctx)])
+    return _figures(m)
+
+
+def _dpr_points(ctx: Context, name: str, argv: Callable[[int], list[str]]) -> dict[str, Any]:
+    """One command per slice, measured; the line through both projected to 21M passages."""
+    points = []
+    for passages in _dpr_slices(ctx):
+        folder = _dpr_collection(ctx, passages)
+        points.append((passages, ctx.run(f"{name}-{passages}", argv(passages), [folder])))
+    return _line_figures(points, round(DPR.passages * ctx.fraction), "passages")
+
+
+def dpr_wiki(ctx: Context) -> dict[str, Any]:
+    """``dpr wiki``: psgs_w100.tsv to the gzipped BEIR corpus, streamed (ids checked unique in
+    a set)."""
+    for passages in _dpr_slices(ctx):
+        shutil.rmtree(_dpr_collection(ctx, passages), ignore_errors=True)  # its output is new
+    return _dpr_points(ctx, "dpr-wiki",
+                       lambda n: _dpr_steps(ctx, n, "pyserini_moe.dpr wiki")[0])
+
+
+def dpr_train(ctx: Context) -> dict[str, Any]:
+    """``dpr train``: the five training and two dev files (full size) streamed into queries,
+    qrels, topics and DPR's BM25 negatives as a run, beside each slice's corpus."""
+    return _dpr_points(ctx, "dpr-train",
+                       lambda n: [*_dpr_steps(ctx, n, "pyserini_moe.dpr train")[0], "--overwrite"])
+
+
+def dpr_examples(ctx: Context) -> dict[str, Any]:
+    """The trainer's data side for taser-paper.yaml's round 1 (:mod:`.probe`): the corpus held,
+    DPR's BM25 negatives as candidates (every training question's, full size), batches."""
+    def argv(passages: int) -> list[str]:
+        step = _dpr_steps(ctx, passages, "pyserini_moe.train")[0]
+        settings = [a for i, a in enumerate(step) if step[i - 1] == "--set"]
+        workdir = ctx.root / "work" / f"probe-taser-{passages}"
+        return _python("pyserini_moe.lab.scale.probe",
+                       "--config", step[step.index("--config") + 1],
+                       *[x for s in settings for x in ("--set", s)], "--workdir", str(workdir))
+    figures = _dpr_points(ctx, "dpr-examples-taser", argv)
+    log = ctx.root / "logs" / f"dpr-examples-taser-{_dpr_slices(ctx)[-1]}.log"
+    return {**figures, "probe": json.loads(log.read_text(encoding="utf-8").strip().splitlines()[-1])}
 
 
 def _paper_train_step(name: str) -> list[str]:
@@ -357,17 +467,7 @@ def pretraining(ctx: Context) -> dict[str, Any]:
         put(argv, "--output-dir", str(output))
         points.append((passages * PSEUDO_QUERIES_PER_PASSAGE,
                        ctx.run(f"pretrain-{share:g}", [sys.executable, "-m", *argv], [output])))
-    (n1, m1), (n2, m2) = points
-    full = ctx.shape.passages * PSEUDO_QUERIES_PER_PASSAGE
-
-    def line(a: float, b: float) -> float:
-        return a + (b - a) / (n2 - n1) * (full - n1)
-    return {"seconds": round(m2.seconds, 1), "peak_memory": m2.peak_memory,
-            "peak_disk": m2.peak_disk, "projected_seconds": round(line(m1.seconds, m2.seconds), 1),
-            "projected_memory": int(line(m1.peak_memory, m2.peak_memory)),
-            "projected_disk": int(line(m1.peak_disk, m2.peak_disk)),
-            "points": [{"pairs": n, "seconds": round(m.seconds, 1), "peak_memory": m.peak_memory}
-                       for n, m in points]}
+    return _line_figures(points, ctx.shape.passages * PSEUDO_QUERIES_PER_PASSAGE, "pairs")
 
 
 def _has_negatives(name: str) -> bool:
@@ -402,4 +502,14 @@ STAGES = [
           f"slices of {' and '.join(f'{n:,}' for n in FUSED_SLICES)} passages, "
           f"{MINING_SAMPLE:,} queries; a line through both projected to all",
           fused_mining, ("train-came",)),
+    Stage("dpr-generate", "taser: synthetic psgs_w100.tsv and DPR's retriever files",
+          f"{DPR_SLICES[-1]:,} passages; the seven retriever files at full size", dpr_generate),
+    *(Stage(f"dpr-{name}", what, f"slices of {' and '.join(f'{n:,}' for n in DPR_SLICES)} "
+            "passages, a line through both projected to 21.0M", run, (needs,))
+      for name, what, run, needs in (
+          ("wiki", "taser: dpr wiki, psgs_w100.tsv to the BEIR corpus", dpr_wiki, "dpr-generate"),
+          ("train", "taser: dpr train, the retriever files to queries, qrels, negatives",
+           dpr_train, "dpr-wiki"),
+          ("examples-taser", "taser: the trainer's data side on DPR's collection (round 1, "
+           "DPR's BM25 negatives)", dpr_examples, "dpr-train"))),
 ]

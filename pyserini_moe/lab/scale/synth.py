@@ -1,4 +1,5 @@
-"""A synthetic MS MARCO passage collection at full size, in BEIR's layout.
+"""A synthetic MS MARCO passage collection at full size, in BEIR's layout (and DPR's Wikipedia
+and retriever files, :func:`generate_dpr`).
 
 What the training side of a paper file reads is BEIR's ``msmarco/`` folder: ``corpus.jsonl``
 (8,841,823 passages), ``queries.jsonl`` (509,962 queries), ``qrels/{train,dev,test}.tsv``. Sizes,
@@ -231,6 +232,113 @@ def write_pseudo_queries(target: Path, passages: int,
     return target
 
 
+# ------------------------------------------------------------------- DPR's Wikipedia and QA files
+@dataclasses.dataclass(frozen=True)
+class DprShape:
+    """What taser-paper.yaml's data steps read from DPR: ``psgs_w100.tsv`` and the retriever
+    files (``biencoder-<set>-{train,dev}.json``), questions per set and passages per question."""
+
+    passages: int
+    train: tuple[tuple[str, int], ...]  # (set, questions) as the file names spell the set
+    dev: tuple[tuple[str, int], ...]
+    positives: float  # mean positive_ctxs a question (DPR: "multiple", answer-string matches)
+    negatives: int  # negative_ctxs: random passages
+    hard_negatives: int  # hard_negative_ctxs: from BM25's top 30-50
+    passage_words: int
+    question_words: float
+
+    def scaled(self, fraction: float) -> DprShape:
+        """Passages and every set's questions times ``fraction`` (at least one)."""
+        def n(value: int) -> int:
+            return max(1, round(value * fraction))
+        return dataclasses.replace(self, passages=n(self.passages),
+                                   train=tuple((s, n(q)) for s, q in self.train),
+                                   dev=tuple((s, n(q)) for s, q in self.dev))
+
+
+# Questions: DPR's table 1 after its filtering (biencoder-nq-dev.json holds 6,515 of NQ dev's
+# 8,757); 50 random and 30 BM25 negatives a question as DPR's maintainers describe the files
+# (facebookresearch/DPR issues 42, 91); 3 positives a question is this check's assumption.
+DPR = DprShape(passages=21_015_324,
+               train=(("nq", 58_880), ("trivia", 60_413), ("webquestions", 2_474),
+                      ("curatedtrec", 1_125), ("squad1", 70_096)),
+               dev=(("nq", 6_515), ("trivia", 8_837)),
+               positives=3.0, negatives=50, hard_negatives=30, passage_words=100,
+               question_words=9.0)
+TEXT_POOL = 200_000  # distinct passage texts drawn from (far apart beyond gzip's 32 KB window)
+
+
+def _text_pool(rng: np.random.Generator, vocab: np.ndarray, cdf: np.ndarray, count: int,
+               words: int) -> list[str]:
+    """``count`` texts of ``words`` Zipf words each (drawing a passage's text from a pool keeps
+    21M passages' generation to minutes; sizes, not meanings, are what is measured)."""
+    ids = np.minimum(np.searchsorted(cdf, rng.random(count * words)), len(vocab) - 1)
+    flat = vocab[ids]
+    return [" ".join(flat[i * words:(i + 1) * words]) for i in range(count)]
+
+
+def generate_dpr(root: Path, passages: int, ids_within: int, seed: int = 0,
+                 shape: DprShape = DPR) -> Path:
+    """Write (or reuse) ``root/dpr-source``: ``psgs_w100.tsv`` with ``passages`` rows (DPR's
+    header and quoting) and every retriever file of ``shape`` at its full question count, their
+    passages numbered within the first ``ids_within`` rows (so a slice of the corpus holds every
+    judged passage). TriviaQA's files name a passage ``psg_id``, the others ``passage_id``."""
+    folder = Path(root) / "dpr-source"
+    stamp = {"shape": dataclasses.asdict(shape), "passages": passages, "ids_within": ids_within,
+             "seed": seed}
+    marker = folder / "shape.json"
+    if marker.is_file() and json.loads(marker.read_text()) == stamp:
+        return folder
+    if folder.exists():
+        if not marker.is_file():
+            raise FileExistsError(f"{folder} exists and is not synthetic DPR data: name another root")
+        shutil.rmtree(folder)
+    rng = np.random.default_rng(seed)
+    vocab = vocabulary(rng)
+    cdf = _zipf_cdf(len(vocab))
+    texts = _text_pool(rng, vocab, cdf, min(TEXT_POOL, passages), shape.passage_words)
+    titles = _text_pool(rng, vocab, cdf, min(TEXT_POOL, passages) // 4 + 1, 2)
+    with atomic_path(folder, directory=True) as tmp:
+        with open(tmp / "psgs_w100.tsv", "w", encoding="utf-8") as out:
+            out.write("id\ttext\ttitle\n")
+            for first in range(0, passages, CHUNK):
+                n = min(CHUNK, passages - first)
+                text_at = rng.integers(0, len(texts), size=n).tolist()
+                title_at = rng.integers(0, len(titles), size=n).tolist()
+                out.writelines(f'{first + i + 1}\t"{texts[t]}"\t{titles[u]}\n'
+                               for i, (t, u) in enumerate(zip(text_at, title_at)))
+        for split, sets in (("train", shape.train), ("dev", shape.dev)):
+            for name, questions in sets:
+                _write_biencoder(tmp / f"biencoder-{name}-{split}.json", rng, vocab, cdf, shape,
+                                 questions, ids_within, texts, titles,
+                                 "psg_id" if name == "trivia" else "passage_id")
+        (tmp / "shape.json").write_text(json.dumps(stamp, indent=1) + "\n")
+    return folder
+
+
+def _write_biencoder(target: Path, rng: np.random.Generator, vocab: np.ndarray, cdf: np.ndarray,
+                     shape: DprShape, questions: int, ids_within: int, texts: list[str],
+                     titles: list[str], id_key: str) -> None:
+    """One retriever file: a JSON array of questions with their answers and contexts."""
+    def ctxs(n: int, score: float) -> list[dict]:
+        ids = rng.integers(1, ids_within + 1, size=n).tolist()
+        return [{"title": titles[i % len(titles)], "text": texts[i % len(texts)],
+                 "score": score, "title_score": 0, id_key: str(i)} for i in ids]
+
+    lengths = _lengths(rng, questions, shape.question_words, 3, 30)
+    positives = np.maximum(1, rng.poisson(shape.positives, size=questions)).tolist()
+    with open(target, "w", encoding="utf-8") as out:
+        out.write("[\n")
+        for q, (length, n) in enumerate(zip(lengths.tolist(), positives)):
+            words = vocab[np.searchsorted(cdf, rng.random(length))]
+            example = {"dataset": target.stem, "question": " ".join(words),
+                       "answers": [str(words[-1])], "positive_ctxs": ctxs(n, 1000.0),
+                       "negative_ctxs": ctxs(shape.negatives, 0.0),
+                       "hard_negative_ctxs": ctxs(shape.hard_negatives, 10.0)}
+            out.write(("    " if q == 0 else ",\n    ") + json.dumps(example, indent=None))
+        out.write("\n]\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m pyserini_moe.lab.scale.synth",
@@ -240,11 +348,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fraction", type=float, default=1.0,
                         help="scale every count (default 1: 8,841,823 passages)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dpr", nargs=2, type=int, metavar=("PASSAGES", "IDS_WITHIN"),
+                        help="write DPR's psgs_w100.tsv of PASSAGES rows and its retriever files "
+                             "(questions times --fraction) into ROOT/dpr-source instead, their "
+                             "passages among the first IDS_WITHIN rows")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
     if not 0 < args.fraction <= 1:
         parser.error("--fraction must be in (0, 1]")
-    print(generate(args.root, args.fraction, args.seed, progress=not args.quiet))
+    if args.dpr:
+        print(generate_dpr(args.root, *args.dpr, args.seed, DPR.scaled(args.fraction)))
+    else:
+        print(generate(args.root, args.fraction, args.seed, progress=not args.quiet))
     return 0
 
 
