@@ -233,3 +233,41 @@ def test_the_dpr_data_stages_run_the_paper_files_steps_on_two_slices(tmp_path: P
                     for ex in read_biencoder(source / f"biencoder-{name}-train.json", name))
     assert 0 < result["probe"]["candidates"] <= negatives  # DPR's BM25 negatives, as candidates
     assert "| dpr-wiki | slices of 1,000,000 and 5,000,000 passages" in table(ctx)
+
+
+def test_sharded_encoding_runs_each_index_as_shards_then_merges(
+        toy: Path, tmp_path: Path, monkeypatch) -> None:
+    """Each round-1 index command as shards (their flags, their own folders) and one merge of
+    them; a kind's projection is its slowest shard's plus its merge's."""
+    from pyserini_moe.lab.scale import stages
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "msmarco").symlink_to(toy)
+    ctx = Context(root, FRACTION, threads=1)
+    monkeypatch.setattr(stages, "FUSED_SLICES", (1_000, 2_000))
+    monkeypatch.setattr(stages, "MINING_SAMPLE", 100)
+    ran = []
+
+    def run(self, name: str, argv: list[str], watch: list[Path]) -> Measurement:
+        ran.append((name, argv))
+        passages = int(name.rsplit("-", 1)[1])
+        shard = "-1-" in name  # the second shard is the slower
+        return Measurement(passages / 1_000 * (2 if shard else 1), passages, 0, 0)
+
+    monkeypatch.setattr(Context, "run", run)
+    result = stages.sharded_encoding(ctx)
+    names = [name for name, _ in ran]
+    assert names[:3] == ["sharded-impact-0-1000", "sharded-impact-1-1000",
+                         "sharded-impact-merge-1000"]
+    assert len(names) == 2 * 3 * (stages.SHARDS + 1)
+    shard = dict(ran)["sharded-dense-1-2000"]
+    assert shard[shard.index("--shard-id") + 1] == "1" and "--shard-num" in shard
+    assert shard[shard.index("--index") + 1].endswith("slice-2000-shards/dense-shard1")
+    merge = dict(ran)["sharded-dense-merge-2000"]
+    assert merge[merge.index("--shards") + 1].endswith("dense-shard0")
+    full = MSMARCO.scaled(FRACTION).passages
+    assert result["commands"]["dense-shard"]["projected_seconds"] == pytest.approx(
+        2 * full / 1_000, 0.01)
+    assert result["commands"]["dense-merge"]["projected_seconds"] == pytest.approx(
+        full / 1_000, 0.01)

@@ -43,6 +43,7 @@ MINING_SAMPLE = SEARCH_PART
 # projected to the whole corpus.
 FUSED_SLICES = (5_000, 20_000)
 TRAIN_STEPS = 2
+SHARDS = 2  # shards of each round-1 index in the sharded-encoding stage
 # psgs_w100.tsv rows the DPR data stages are measured on: a line through both is projected to
 # DPR's 21M passages (the retriever files are written at full size; their passages all lie in the
 # smaller slice, so both slices hold every judged passage).
@@ -271,6 +272,45 @@ def fused_mining(ctx: Context) -> dict[str, Any]:
             "projected_disk": max(c["projected_disk"] for c in commands.values()),
             "queries": sampled, "all_queries": train, "commands": commands}
 
+def sharded_encoding(ctx: Context) -> dict[str, Any]:
+    """came-paper.yaml's three round-1 index commands run as :data:`SHARDS` shards
+    (``--shard-id``/``--shard-num``, one process each, as GPUs would run them) and merged
+    (``merge``), on the fused-mining slices: each kind's slowest shard and its merge projected
+    to the whole corpus by a line through the two slices (the shards side by side, so a kind's
+    time is one shard's plus the merge's)."""
+    topics, _ = _sample_topics(ctx)
+    points: dict[str, Points] = {}
+    for passages in FUSED_SLICES:
+        folder = _corpus_slice(ctx, passages)
+        out = folder.with_name(f"{folder.name}-shards")
+        shutil.rmtree(out, ignore_errors=True)
+        for kind, argv in _fused_mining_steps(ctx, folder, topics):
+            if kind == "search":
+                continue
+            shards = []
+            for i in range(SHARDS):
+                shard = [*argv, "--shard-id", str(i), "--shard-num", str(SHARDS)]
+                put(shard, "--index", str(out / f"{kind}-shard{i}"))
+                shards.append(ctx.run(f"sharded-{kind}-{i}-{passages}", shard, [out]))
+            points.setdefault(f"{kind}-shard", []).append(
+                (passages, max(shards, key=lambda m: m.seconds)))
+            merge = _python("pyserini_moe.merge", "--shards",
+                            *[str(out / f"{kind}-shard{i}") for i in range(SHARDS)],
+                            "--index", str(out / kind), "--threads", str(ctx.threads), "--quiet")
+            points.setdefault(f"{kind}-merge", []).append(
+                (passages, ctx.run(f"sharded-{kind}-merge-{passages}", merge, [out])))
+    commands = {name: _line_figures(ms, ctx.shape.passages, "passages")
+                for name, ms in points.items()}
+    largest = [ms[-1][1] for ms in points.values()]
+    return {"seconds": round(sum(m.seconds for m in largest), 1),
+            "peak_memory": max(m.peak_memory for m in largest),
+            "peak_disk": max(m.peak_disk for m in largest),
+            "projected_seconds": round(sum(c["projected_seconds"] for c in commands.values()), 1),
+            "projected_memory": max(c["projected_memory"] for c in commands.values()),
+            "projected_disk": max(c["projected_disk"] for c in commands.values()),
+            "shards": SHARDS, "commands": commands}
+
+
 # ------------------------------------------------------------------------------- DPR's Wikipedia
 def _dpr_slices(ctx: Context) -> tuple[int, ...]:
     return tuple(max(1, round(n * ctx.fraction)) for n in DPR_SLICES)
@@ -483,6 +523,10 @@ def _data_needs(name: str) -> tuple[str, ...]:
     return ("bm25-mining",) if _has_negatives(name) else ("generate",)
 
 
+def _counts(values: tuple[int, ...]) -> str:
+    return " and ".join(f"{n:,}" for n in values)
+
+
 STAGES = [
     Stage("generate", "synthetic MS MARCO written (BEIR layout)", "full size", generate),
     Stage("bm25-index", "BM25 index of the corpus (bm25-paper.yaml's step)", "full size",
@@ -499,13 +543,16 @@ STAGES = [
       for name in TRAININGS),
     Stage("fused-mining", "came: round 1's three expert indexes and their fused search "
           "(came_sum, each expert's top 200), train-came's model",
-          f"slices of {' and '.join(f'{n:,}' for n in FUSED_SLICES)} passages, "
-          f"{MINING_SAMPLE:,} queries; a line through both projected to all",
+          f"slices of {_counts(FUSED_SLICES)} passages, {MINING_SAMPLE:,} queries; a line "
+          "through both projected to all",
           fused_mining, ("train-came",)),
+    Stage("sharded-encoding", f"came: round 1's three index commands as {SHARDS} shards each, "
+          "then merged, train-came's model", f"slices of {_counts(FUSED_SLICES)} passages; a "
+          "line through both projected to all", sharded_encoding, ("train-came",)),
     Stage("dpr-generate", "taser: synthetic psgs_w100.tsv and DPR's retriever files",
           f"{DPR_SLICES[-1]:,} passages; the seven retriever files at full size", dpr_generate),
-    *(Stage(f"dpr-{name}", what, f"slices of {' and '.join(f'{n:,}' for n in DPR_SLICES)} "
-            "passages, a line through both projected to 21.0M", run, (needs,))
+    *(Stage(f"dpr-{name}", what, f"slices of {_counts(DPR_SLICES)} passages, a line through "
+            "both projected to 21.0M", run, (needs,))
       for name, what, run, needs in (
           ("wiki", "taser: dpr wiki, psgs_w100.tsv to the BEIR corpus", dpr_wiki, "dpr-generate"),
           ("train", "taser: dpr train, the retriever files to queries, qrels, negatives",
