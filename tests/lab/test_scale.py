@@ -271,3 +271,30 @@ def test_sharded_encoding_runs_each_index_as_shards_then_merges(
         2 * full / 1_000, 0.01)
     assert result["commands"]["dense-merge"]["projected_seconds"] == pytest.approx(
         full / 1_000, 0.01)
+
+
+def test_the_multivector_build_runs_the_paper_files_compressed_index_on_slices(
+        toy: Path, tmp_path: Path, monkeypatch) -> None:
+    from pyserini_moe.lab.scale import stages
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "msmarco").symlink_to(toy)
+    ctx = Context(root, FRACTION, threads=1)
+    monkeypatch.setattr(stages, "MULTIVECTOR_SLICES", (1_000, 2_000))
+    monkeypatch.setattr(stages, "MINING_SAMPLE", 100)
+    ran = []
+
+    def run(self, name: str, argv: list[str], watch: list[Path]) -> Measurement:
+        ran.append((name, argv))
+        return Measurement(int(name.rsplit("-", 1)[1]) / 1_000, 1, 0, 0)
+
+    monkeypatch.setattr(Context, "run", run)
+    result = stages.multivector_build(ctx)
+    assert [name for name, _ in ran] == ["multivector-build-1000", "multivector-build-2000"]
+    argv = ran[1][1]
+    assert argv[argv.index("--retriever") + 1] == "multivector"
+    assert argv[argv.index("--faiss") + 1].startswith("ivf")  # the compressed build
+    assert str(root / "work" / "slice-2000") in argv
+    assert result["projected_seconds"] == pytest.approx(MSMARCO.scaled(FRACTION).passages / 1_000,
+                                                        0.01)

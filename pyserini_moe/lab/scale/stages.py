@@ -43,6 +43,8 @@ MINING_SAMPLE = SEARCH_PART
 # projected to the whole corpus.
 FUSED_SLICES = (5_000, 20_000)
 TRAIN_STEPS = 2
+# Corpus slices the compressed multi-vector build is measured on, up to 1M passages.
+MULTIVECTOR_SLICES = (250_000, 1_000_000)
 SHARDS = 2  # shards of each round-1 index in the sharded-encoding stage
 # psgs_w100.tsv rows the DPR data stages are measured on: a line through both is projected to
 # DPR's 21M passages (the retriever files are written at full size; their passages all lie in the
@@ -271,6 +273,21 @@ def fused_mining(ctx: Context) -> dict[str, Any]:
             "projected_memory": max(c["projected_memory"] for c in commands.values()),
             "projected_disk": max(c["projected_disk"] for c in commands.values()),
             "queries": sampled, "all_queries": train, "commands": commands}
+
+def multivector_build(ctx: Context) -> dict[str, Any]:
+    """came-paper.yaml's round-1 multi-vector index (IVF-PQ, its streaming build with bounded
+    scratch) on corpus slices up to 1M passages, train-came's model; a line through the two
+    projected to the whole corpus."""
+    topics, _ = _sample_topics(ctx)
+    points = []
+    for passages in MULTIVECTOR_SLICES:
+        folder = _corpus_slice(ctx, passages)
+        argv = next(a for kind, a in _fused_mining_steps(ctx, folder, topics)
+                    if kind == "multivector")
+        points.append((passages, ctx.run(f"multivector-build-{passages}", argv,
+                                         [_slice_outputs(folder)])))
+    return _line_figures(points, ctx.shape.passages, "passages")
+
 
 def sharded_encoding(ctx: Context) -> dict[str, Any]:
     """came-paper.yaml's three round-1 index commands run as :data:`SHARDS` shards
@@ -546,6 +563,9 @@ STAGES = [
           f"slices of {_counts(FUSED_SLICES)} passages, {MINING_SAMPLE:,} queries; a line "
           "through both projected to all",
           fused_mining, ("train-came",)),
+    Stage("multivector-build", "came: round 1's compressed multi-vector index (IVF-PQ), "
+          "train-came's model", f"slices of {_counts(MULTIVECTOR_SLICES)} passages; a line "
+          "through both projected to all", multivector_build, ("train-came",)),
     Stage("sharded-encoding", f"came: round 1's three index commands as {SHARDS} shards each, "
           "then merged, train-came's model", f"slices of {_counts(FUSED_SLICES)} passages; a "
           "line through both projected to all", sharded_encoding, ("train-came",)),
