@@ -119,24 +119,32 @@ def _rewrite_metrics(lines: list[str], name: str, entries: dict[str, str],
     indent = " " * (dash + 2)
     if rest.startswith("{"):  # flow style, possibly wrapped over several lines
         stop, trailing = _flow_end(lines, at, path, name)
+        if any(_comment(lines[i]) for i in range(at, stop)):
+            raise UserError(f"{path}: condition '{name}': a comment inside its metrics would be "
+                            "lost: move it above 'metrics:' or write the values by hand")
         text = ", ".join(f"{metric}: {value}" for metric, value in entries.items())
         return [*lines[:at], f"{indent}metrics: {{{text}}}{trailing}", *lines[stop + 1:]]
     if rest and not rest.startswith("#"):
         raise UserError(f"{path}: condition '{name}': its metrics are written in a form "
                         f"'--record' does not rewrite ({rest!r}): write its values by hand")
-    stop = at
+    stop, comments = at, {}
+    metric_line = re.compile(rf"^ {{{dash + 4}}}([^\s:#][^:]*):")
     for i in range(at + 1, end):
         text = lines[i]
         if not text.strip():
             continue
         if _indent(text) <= dash + 2:
             break
-        if text.lstrip().startswith("#"):
+        metric = metric_line.match(text)
+        if text.lstrip().startswith("#") or (_comment(text) and not metric):
             raise UserError(f"{path}: condition '{name}': a comment inside its metrics would be "
                             "lost: move it above 'metrics:' or write the values by hand")
+        if metric and _comment(text):  # a metric's own comment stays on its line
+            comments[metric[1].strip()] = _comment(text)
         stop = i
     inner = " " * (dash + 4)
-    block = [f"{inner}{metric}: {value}" for metric, value in entries.items()]
+    block = [f"{inner}{metric}: {value}{comments.get(metric, '')}"
+             for metric, value in entries.items()]
     return [*lines[:at + 1], *block, *lines[stop + 1:]]
 
 
@@ -155,6 +163,12 @@ def _condition_block(lines: list[str], name: str, path: Path) -> tuple[int, int]
                 _indent(text) < dash or (_indent(text) == dash and text.lstrip().startswith("- "))):
             return start, end
     return start, len(lines)
+
+
+def _comment(text: str) -> str:
+    """A line's trailing comment with the spaces before it (``"  # why"``), or ``""``."""
+    match = re.search(r"\s+#.*$", text)
+    return match[0] if match else ""
 
 
 def _indent(text: str) -> int:

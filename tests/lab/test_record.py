@@ -133,3 +133,22 @@ def test_the_command_line_records_and_refuses_what_measures_nothing(path, capsys
     assert regress.main([str(path), *work, "--evaluate-only"]) == 0
     with pytest.raises(UserError, match="cannot go with --dry-run"):
         regress.main([str(path), *work, "--record", "--dry-run"])
+
+
+def test_a_metric_s_own_comment_stays_on_its_line_and_one_inside_a_wrapped_value_is_refused(
+        path):
+    path.write_text(path.read_text().replace("      mrr@10: null\n",
+                                             "      mrr@10: null  # why null\n"))
+    reg = load_regression(path)
+    rows, _ = run_regression(reg, path.parent / "work", evaluate_only=True)
+    record(reg, rows)
+    assert "      mrr@10: 0.7500  # why null" in path.read_text().split("\n")
+    path.write_text(path.read_text().replace(
+        "{expected: 0.7500, sd: 0.3536, seeds: [0.5000, 1.0000], tolerance: 0.3}",
+        "{expected: 0.7500, sd: 0.3536,\n         seeds: [0.5000, 1.0000], tolerance: 0.3}  # why"))
+    text = path.read_text()
+    reg = load_regression(path)
+    rows, _ = run_regression(reg, path.parent / "work", evaluate_only=True)
+    with pytest.raises(UserError, match="'seeded': a comment inside its metrics would be lost"):
+        record(reg, rows)
+    assert path.read_text() == text
