@@ -29,6 +29,40 @@ def toy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return generate(tmp_path_factory.mktemp("synth"), FRACTION, progress=False)
 
 
+class Recorder:
+    """A scale-check context whose commands are recorded, not run; each is measured by
+    :meth:`measure` (1 s and 1 MB a thousand passages, the slice's size ending its name)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx, self.ran = ctx, []
+
+    @staticmethod
+    def measure(name: str) -> Measurement:
+        passages = int(name.rsplit("-", 1)[1])
+        return Measurement(passages / 1_000, passages * 1_000, passages * 10, 0)
+
+
+@pytest.fixture
+def recorder(toy: Path, tmp_path: Path, monkeypatch) -> Recorder:
+    """Slices of 1,000 and 2,000 passages of the toy collection, a mining sample of 100."""
+    from pyserini_moe.lab.scale import stages
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "msmarco").symlink_to(toy)
+    rec = Recorder(Context(root, FRACTION, threads=1))
+    for slices in ("FUSED_SLICES", "MULTIVECTOR_SLICES"):
+        monkeypatch.setattr(stages, slices, (1_000, 2_000))
+    monkeypatch.setattr(stages, "MINING_SAMPLE", 100)
+
+    def run(self, name: str, argv: list[str], watch: list[Path]) -> Measurement:
+        rec.ran.append((name, argv))
+        return rec.measure(name)
+
+    monkeypatch.setattr(Context, "run", run)
+    return rec
+
+
 def test_full_size_is_ms_marco_and_a_fraction_keeps_the_shape() -> None:
     assert MSMARCO.scaled(1.0) == MSMARCO
     assert MSMARCO.passages == 8_841_823
@@ -146,26 +180,13 @@ def test_stages_run_once_in_order_and_write_their_table(tmp_path: Path) -> None:
 
 
 def test_the_fused_mining_runs_the_paper_files_steps_on_slices_and_projects_a_line(
-        toy: Path, tmp_path: Path, monkeypatch) -> None:
+        recorder: Recorder) -> None:
     """The paper file's three index steps and fused search on each corpus slice (the sample of
     training queries, this machine's threads), each command's figures projected by a line
     through the two slices to the whole corpus, the search's time times its parts."""
     from pyserini_moe.lab.scale import stages
 
-    root = tmp_path / "root"
-    root.mkdir()
-    (root / "msmarco").symlink_to(toy)
-    ctx = Context(root, FRACTION, threads=1)
-    monkeypatch.setattr(stages, "FUSED_SLICES", (1_000, 2_000))
-    monkeypatch.setattr(stages, "MINING_SAMPLE", 100)
-    ran = []
-
-    def run(self, name: str, argv: list[str], watch: list[Path]) -> Measurement:
-        ran.append((name, argv))
-        passages = int(name.rsplit("-", 1)[1])  # 1 s and 1 MB a thousand passages
-        return Measurement(passages / 1_000, passages * 1_000, passages * 10, 0)
-
-    monkeypatch.setattr(Context, "run", run)
+    ctx, ran, root = recorder.ctx, recorder.ran, recorder.ctx.root
     result = stages.fused_mining(ctx)
     assert [name for name, _ in ran] == [f"fused-mining-{kind}-{n}" for n in (1_000, 2_000)
                                          for kind in ("impact", "multivector", "dense", "search")]
@@ -235,27 +256,15 @@ def test_the_dpr_data_stages_run_the_paper_files_steps_on_two_slices(tmp_path: P
     assert "| dpr-wiki | slices of 1,000,000 and 5,000,000 passages" in table(ctx)
 
 
-def test_sharded_encoding_runs_each_index_as_shards_then_merges(
-        toy: Path, tmp_path: Path, monkeypatch) -> None:
+def test_sharded_encoding_runs_each_index_as_shards_then_merges(recorder: Recorder) -> None:
     """Each round-1 index command as shards (their flags, their own folders) and one merge of
     them; a kind's projection is its slowest shard's plus its merge's."""
     from pyserini_moe.lab.scale import stages
 
-    root = tmp_path / "root"
-    root.mkdir()
-    (root / "msmarco").symlink_to(toy)
-    ctx = Context(root, FRACTION, threads=1)
-    monkeypatch.setattr(stages, "FUSED_SLICES", (1_000, 2_000))
-    monkeypatch.setattr(stages, "MINING_SAMPLE", 100)
-    ran = []
-
-    def run(self, name: str, argv: list[str], watch: list[Path]) -> Measurement:
-        ran.append((name, argv))
-        passages = int(name.rsplit("-", 1)[1])
-        shard = "-1-" in name  # the second shard is the slower
-        return Measurement(passages / 1_000 * (2 if shard else 1), passages, 0, 0)
-
-    monkeypatch.setattr(Context, "run", run)
+    ctx, ran = recorder.ctx, recorder.ran
+    # the second shard is the slower
+    recorder.measure = lambda name: Measurement(int(name.rsplit("-", 1)[1]) / 1_000
+                                                * (2 if "-1-" in name else 1), 1, 0, 0)
     result = stages.sharded_encoding(ctx)
     names = [name for name, _ in ran]
     assert names[:3] == ["sharded-impact-0-1000", "sharded-impact-1-1000",
@@ -274,22 +283,10 @@ def test_sharded_encoding_runs_each_index_as_shards_then_merges(
 
 
 def test_the_multivector_build_runs_the_paper_files_compressed_index_on_slices(
-        toy: Path, tmp_path: Path, monkeypatch) -> None:
+        recorder: Recorder) -> None:
     from pyserini_moe.lab.scale import stages
 
-    root = tmp_path / "root"
-    root.mkdir()
-    (root / "msmarco").symlink_to(toy)
-    ctx = Context(root, FRACTION, threads=1)
-    monkeypatch.setattr(stages, "MULTIVECTOR_SLICES", (1_000, 2_000))
-    monkeypatch.setattr(stages, "MINING_SAMPLE", 100)
-    ran = []
-
-    def run(self, name: str, argv: list[str], watch: list[Path]) -> Measurement:
-        ran.append((name, argv))
-        return Measurement(int(name.rsplit("-", 1)[1]) / 1_000, 1, 0, 0)
-
-    monkeypatch.setattr(Context, "run", run)
+    ctx, ran, root = recorder.ctx, recorder.ran, recorder.ctx.root
     result = stages.multivector_build(ctx)
     assert [name for name, _ in ran] == ["multivector-build-1000", "multivector-build-2000"]
     argv = ran[1][1]

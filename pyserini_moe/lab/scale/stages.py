@@ -260,19 +260,26 @@ def fused_mining(ctx: Context) -> dict[str, Any]:
         for name, argv in _fused_mining_steps(ctx, folder, topics):
             m = ctx.run(f"fused-mining-{name}-{passages}", argv, [_slice_outputs(folder)])
             points.setdefault(name, []).append((passages, m))
-    parts = math.ceil(train / sampled)
     commands = {name: _line_figures(ms, ctx.shape.passages, "passages")
                 for name, ms in points.items()}
     search = commands["search"]
-    search["projected_seconds"] = round(search["projected_seconds"] * parts, 1)
+    search["projected_seconds"] = round(search["projected_seconds"] * math.ceil(train / sampled), 1)
+    return {**_commands_figures(points, commands), "queries": sampled, "all_queries": train,
+            "commands": commands}
+
+
+def _commands_figures(points: dict[str, Points], commands: dict[str, dict[str, Any]]
+                      ) -> dict[str, Any]:
+    """A stage of several commands run one after the other: their times added, the largest
+    memory and disk, as measured on the larger slice and as projected."""
     largest = [ms[-1][1] for ms in points.values()]
     return {"seconds": round(sum(m.seconds for m in largest), 1),
             "peak_memory": max(m.peak_memory for m in largest),
             "peak_disk": max(m.peak_disk for m in largest),
             "projected_seconds": round(sum(c["projected_seconds"] for c in commands.values()), 1),
             "projected_memory": max(c["projected_memory"] for c in commands.values()),
-            "projected_disk": max(c["projected_disk"] for c in commands.values()),
-            "queries": sampled, "all_queries": train, "commands": commands}
+            "projected_disk": max(c["projected_disk"] for c in commands.values())}
+
 
 def multivector_build(ctx: Context) -> dict[str, Any]:
     """came-paper.yaml's round-1 multi-vector index (IVF-PQ, its streaming build with bounded
@@ -309,8 +316,10 @@ def sharded_encoding(ctx: Context) -> dict[str, Any]:
                 shard = [*argv, "--shard-id", str(i), "--shard-num", str(SHARDS)]
                 put(shard, "--index", str(out / f"{kind}-shard{i}"))
                 shards.append(ctx.run(f"sharded-{kind}-{i}-{passages}", shard, [out]))
-            points.setdefault(f"{kind}-shard", []).append(
-                (passages, max(shards, key=lambda m: m.seconds)))
+            slowest = Measurement(max(m.seconds for m in shards),  # side by side: the
+                                  max(m.peak_memory for m in shards),  # largest of each
+                                  max(m.peak_disk for m in shards), 0)
+            points.setdefault(f"{kind}-shard", []).append((passages, slowest))
             merge = _python("pyserini_moe.merge", "--shards",
                             *[str(out / f"{kind}-shard{i}") for i in range(SHARDS)],
                             "--index", str(out / kind), "--threads", str(ctx.threads), "--quiet")
@@ -318,14 +327,7 @@ def sharded_encoding(ctx: Context) -> dict[str, Any]:
                 (passages, ctx.run(f"sharded-{kind}-merge-{passages}", merge, [out])))
     commands = {name: _line_figures(ms, ctx.shape.passages, "passages")
                 for name, ms in points.items()}
-    largest = [ms[-1][1] for ms in points.values()]
-    return {"seconds": round(sum(m.seconds for m in largest), 1),
-            "peak_memory": max(m.peak_memory for m in largest),
-            "peak_disk": max(m.peak_disk for m in largest),
-            "projected_seconds": round(sum(c["projected_seconds"] for c in commands.values()), 1),
-            "projected_memory": max(c["projected_memory"] for c in commands.values()),
-            "projected_disk": max(c["projected_disk"] for c in commands.values()),
-            "shards": SHARDS, "commands": commands}
+    return {**_commands_figures(points, commands), "shards": SHARDS, "commands": commands}
 
 
 # ------------------------------------------------------------------------------- DPR's Wikipedia
