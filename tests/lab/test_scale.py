@@ -127,7 +127,22 @@ def test_a_measurement_sums_the_process_tree_and_watches_the_disk(tmp_path: Path
     assert m.returncode == 0
     assert m.peak_memory > 150 * 2**20  # the grandchild's block is counted
     assert 5 * 2**20 <= m.peak_disk < 6 * 2**20
+    assert m.cpu_seconds > 0  # the tree's, the grandchild's included
     assert run_measured([sys.executable, "-c", "raise SystemExit(3)"]).returncode == 3
+
+
+def test_the_disk_is_what_the_command_wrote_a_replaced_file_whole(tmp_path: Path) -> None:
+    """A file there before counts only if the command replaces or changes it: a re-run that
+    rewrites its output is measured at the output's size, not at the difference."""
+    (tmp_path / "old.bin").write_bytes(b"o" * 2**20)  # left alone: not counted
+    (tmp_path / "out.bin").write_bytes(b"x" * 2**20)  # the previous output, replaced
+    rewrite = (f"import os, pathlib; t = pathlib.Path({str(tmp_path / 'out.tmp')!r}); "
+               f"t.write_bytes(b'y' * 3 * 2**20); os.replace(t, {str(tmp_path / 'out.bin')!r})")
+    m = run_measured([sys.executable, "-c", rewrite], watch=[tmp_path])
+    assert 3 * 2**20 <= m.peak_disk < 4 * 2**20
+    spin = "import time; t = time.process_time(); exec('while time.process_time() - t < 0.5: pass')"
+    busy = run_measured([sys.executable, "-c", spin])
+    assert 0.5 <= busy.cpu_seconds <= busy.seconds + 0.1
 
 
 def test_the_candidates_projection_scales_the_negatives_part_only() -> None:

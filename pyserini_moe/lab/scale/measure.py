@@ -3,8 +3,11 @@
 Memory is the sum over the process and every descendant (tokenizer workers, the JVM inside the
 process) of the proportional set size (``Pss`` in ``/proc/<pid>/smaps_rollup``: pages shared by
 forked workers counted once), sampled every :data:`INTERVAL` seconds, so a peak shorter than
-that can be missed. Disk is the size of the given folders, sampled every :data:`DISK_EVERY`
-samples and once at the end.
+that can be missed. Disk is what the command wrote into the given folders: the files new or
+changed since it started (a file it replaces counts whole, one left alone not at all), sampled
+every :data:`DISK_EVERY` samples and once at the end. CPU time is the process tree's (user and
+system, from the kernel's accounting of the waited-for tree): against the wall time and the
+threads it says whether a command had its cores to itself.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class Measurement:
     peak_memory: int  # bytes, process tree
     peak_disk: int  # bytes, the watched folders
     returncode: int
+    cpu_seconds: float = 0.0  # user + system, the process tree
 
 
 def _children() -> dict[int, list[int]]:
@@ -72,23 +76,38 @@ def tree_memory(pid: int) -> int:
     return sum(_memory(p) for p in _descendants(pid))
 
 
-def folder_size(folder: Path) -> int:
-    """Bytes of the regular files under ``folder`` (0 when it does not exist)."""
-    total = 0
+Stamps = dict[str, tuple[int, int]]  # path -> (inode, mtime in ns)
+
+
+def _files(folder: Path) -> dict[str, os.stat_result]:
+    found = {}
     for dirpath, _, names in os.walk(folder):
         for name in names:
+            path = os.path.join(dirpath, name)
             try:
-                total += os.lstat(os.path.join(dirpath, name)).st_size
+                found[path] = os.lstat(path)
             except OSError:
-                continue
-    return total
+                continue  # gone meanwhile
+    return found
+
+
+def stamps(folders: Sequence[Path]) -> Stamps:
+    """Each file under ``folders`` as it is now: what a command found there before it ran."""
+    return {path: (st.st_ino, st.st_mtime_ns)
+            for folder in folders for path, st in _files(folder).items()}
+
+
+def written_size(folders: Sequence[Path], before: Stamps) -> int:
+    """Bytes of the files under ``folders`` that are new or changed since ``before``."""
+    return sum(st.st_size for folder in folders for path, st in _files(folder).items()
+               if before.get(path) != (st.st_ino, st.st_mtime_ns))
 
 
 def run_measured(argv: Sequence[str], *, watch: Sequence[Path] = (), env: dict[str, str] | None
                  = None, log: Path | None = None, cwd: Path | None = None) -> Measurement:
     """Run ``argv`` to completion, its output into ``log`` (else inherited), sampling as it
     runs."""
-    baseline = sum(folder_size(f) for f in watch)
+    before = stamps(watch)
     out = open(log, "w", encoding="utf-8") if log else None  # noqa: SIM115 (closed below)
     try:
         start = time.monotonic()
@@ -96,15 +115,20 @@ def run_measured(argv: Sequence[str], *, watch: Sequence[Path] = (), env: dict[s
                                    stderr=subprocess.STDOUT if out else None)
         peak_memory = peak_disk = 0
         samples = 0
-        while process.poll() is None:
+        while True:
+            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                break
             peak_memory = max(peak_memory, tree_memory(process.pid))
             if samples % DISK_EVERY == 0:
-                peak_disk = max(peak_disk, sum(folder_size(f) for f in watch) - baseline)
+                peak_disk = max(peak_disk, written_size(watch, before))
             samples += 1
             time.sleep(INTERVAL)
         seconds = time.monotonic() - start
+        process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
     finally:
         if out:
             out.close()
-    peak_disk = max(peak_disk, sum(folder_size(f) for f in watch) - baseline)
-    return Measurement(seconds, peak_memory, peak_disk, process.returncode)
+    peak_disk = max(peak_disk, written_size(watch, before))
+    return Measurement(seconds, peak_memory, peak_disk, process.returncode,
+                       usage.ru_utime + usage.ru_stime)

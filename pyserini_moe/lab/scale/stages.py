@@ -130,7 +130,8 @@ def _figures(m: Measurement, scale: float = 1.0, memory_from: Measurement | None
     if memory_from is not None:
         memory = memory_from.peak_memory + max(0, m.peak_memory - memory_from.peak_memory) \
             * memory_scale
-    return {"seconds": round(m.seconds, 1), "peak_memory": m.peak_memory,
+    return {"seconds": round(m.seconds, 1), "cpu_seconds": round(m.cpu_seconds, 1),
+            "peak_memory": m.peak_memory,
             "peak_disk": m.peak_disk, "projected_seconds": round(m.seconds * scale, 1),
             "projected_memory": int(memory), "projected_disk": int(m.peak_disk * scale)}
 
@@ -148,7 +149,8 @@ def _line_figures(points: Points, full: int, unit: str) -> dict[str, Any]:
     """The larger point's figures, each projected to ``full`` by the line through both points,
     and the points themselves (their size under ``unit``)."""
     m = points[-1][1]
-    return {"seconds": round(m.seconds, 1), "peak_memory": m.peak_memory,
+    return {"seconds": round(m.seconds, 1), "cpu_seconds": round(m.cpu_seconds, 1),
+            "peak_memory": m.peak_memory,
             "peak_disk": m.peak_disk,
             "projected_seconds": round(_line(points, full, lambda x: x.seconds), 1),
             "projected_memory": int(_line(points, full, lambda x: x.peak_memory)),
@@ -274,6 +276,7 @@ def _commands_figures(points: dict[str, Points], commands: dict[str, dict[str, A
     memory and disk, as measured on the larger slice and as projected."""
     largest = [ms[-1][1] for ms in points.values()]
     return {"seconds": round(sum(m.seconds for m in largest), 1),
+            "cpu_seconds": round(sum(m.cpu_seconds for m in largest), 1),
             "peak_memory": max(m.peak_memory for m in largest),
             "peak_disk": max(m.peak_disk for m in largest),
             "projected_seconds": round(sum(c["projected_seconds"] for c in commands.values()), 1),
@@ -318,7 +321,8 @@ def sharded_encoding(ctx: Context) -> dict[str, Any]:
                 shards.append(ctx.run(f"sharded-{kind}-{i}-{passages}", shard, [out]))
             slowest = Measurement(max(m.seconds for m in shards),  # side by side: the
                                   max(m.peak_memory for m in shards),  # largest of each
-                                  max(m.peak_disk for m in shards), 0)
+                                  max(m.peak_disk for m in shards), 0,
+                                  sum(m.cpu_seconds for m in shards))
             points.setdefault(f"{kind}-shard", []).append((passages, slowest))
             merge = _python("pyserini_moe.merge", "--shards",
                             *[str(out / f"{kind}-shard{i}") for i in range(SHARDS)],
