@@ -16,11 +16,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from pyserini_moe.data.beir import BeirCollection, Document, check_id
 from pyserini_moe.data.car import read_car_paragraphs
 from pyserini_moe.errors import DataFormatError
-from pyserini_moe.io import iter_lines, json_record
+from pyserini_moe.io import iter_lines, json_record, sha256_of_files
 from pyserini_moe.representation import INDEX_META_FILE
 
 JSON_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
@@ -75,6 +76,17 @@ def open_corpus(spec: str | os.PathLike) -> Corpus:
             raise DataFormatError(path, f"not a corpus: --corpus takes {FORMS}")
         return DocumentFiles(path, lambda: read_json_collection(files), files)
     return BeirCollection.load(spec)
+
+
+def corpus_identity(collection: Corpus) -> dict[str, Any]:
+    """What identifies a corpus exactly, recorded by every index built from it: its resolved
+    path (for the reader), its document count and the SHA-256 of its files' bytes, in reading
+    order (for a one-file corpus, what ``sha256sum`` prints). Two corpora can share a name
+    (``/a/scifact``, ``/b/scifact``): merging shards and searching indexes together compare the
+    digest. Hashing reads the files once, seconds per GB, next to any index build."""
+    files = [collection.corpus_path] if isinstance(collection, BeirCollection) else collection.files
+    return {"path": str(collection.root.resolve()), "documents": collection.num_docs(),
+            "sha256": sha256_of_files(files)}
 
 
 def read_json_collection(files: list[Path]) -> Iterator[Document]:

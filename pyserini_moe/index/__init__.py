@@ -5,7 +5,6 @@ from pyserini_moe._lazy import lazy_names
 __all__, __getattr__, __dir__ = lazy_names(__name__, {
     "BuildSettings": "encoded",
     "build_indexes": "encoded",
-    "corpus_identity": "encoded",
     "read_meta": "meta",
     "IndexMeta": "meta",
     "build_bm25_index": "lucene",

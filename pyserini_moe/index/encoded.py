@@ -27,8 +27,8 @@ import faiss
 import faiss as _faiss
 from tqdm import tqdm
 
-from pyserini_moe.data.beir import BeirCollection, Document
-from pyserini_moe.data.corpus import Corpus, open_corpus
+from pyserini_moe.data.beir import Document
+from pyserini_moe.data.corpus import Corpus, corpus_identity, open_corpus
 from pyserini_moe.encode.common import describe, first_non_finite
 from pyserini_moe.encode.dense import DensePassageEncoder
 from pyserini_moe.encode.impact import ImpactPassageEncoder
@@ -40,7 +40,7 @@ from pyserini_moe.index.lucene import run_index_collection
 from pyserini_moe.index.meta import META_FILE, write_meta
 from pyserini_moe.index.multivector import MultiVectorIndexWriter, faiss_factory_string
 from pyserini_moe.index.readers import READERS, unread_problem
-from pyserini_moe.io import atomic_path, sha256_of_files
+from pyserini_moe.io import atomic_path
 from pyserini_moe.modeling.auto import load_encoder
 from pyserini_moe.modeling.base import Encoded, Side
 from pyserini_moe.modeling.device import check_parallelism
@@ -331,7 +331,7 @@ def build_indexes(settings: BuildSettings) -> list[Path]:
     # One representation: the model computes only it; several: everything it produces.
     only = built[next(iter(built))].representation if len(built) == 1 else None
     fields = {"collection": collection.name, "max_length": max_length,
-              **_shard_field(shard, collection), **describe(model, s.encoder)}
+              **_corpus_fields(shard, collection), **describe(model, s.encoder)}
     # a compressed multi-vector build sizes its codec by the corpus (one count)
     docs = collection.num_docs() if "multivector" in folders and s.compressed else None
     with contextlib.ExitStack() as stack:
@@ -410,28 +410,13 @@ def _what(shard: Shard | None, collection: Corpus) -> str:
     return f"shard {shard.id} of {shard.num} ({collection.num_docs()} documents in all)"
 
 
-def _shard_field(shard: Shard | None, collection: Corpus) -> dict[str, Any]:
-    """A shard records its slice and the corpus it is a slice of: merging checks both, since
-    two corpora can share a name (``/a/scifact``, ``/b/scifact``)."""
-    if shard is None:
-        return {}
-    return {"shard": shard.describe(collection.num_docs()), "corpus": corpus_identity(collection)}
-
-
-def corpus_identity(collection: Corpus) -> dict[str, Any]:
-    """What identifies a corpus exactly: its resolved path (for the reader), its document count
-    and the SHA-256 of its files' bytes, in reading order (what merging compares: shards encoded
-    on two machines read one corpus from two paths; for a one-file corpus, what ``sha256sum``
-    prints). Hashing reads the files once, seconds per GB, next to the hours a shard's encoding
-    takes."""
-    return {"path": str(collection.root.resolve()), "documents": collection.num_docs(),
-            "sha256": sha256_of_files(_corpus_files(collection))}
-
-
-def _corpus_files(collection: Corpus) -> list[Path]:
-    """The files ``collection`` reads its documents from, in reading order (see
-    :func:`~pyserini_moe.data.corpus.open_corpus`)."""
-    return [collection.corpus_path] if isinstance(collection, BeirCollection) else collection.files
+def _corpus_fields(shard: Shard | None, collection: Corpus) -> dict[str, Any]:
+    """The corpus the index was built from (:func:`corpus_identity`) and, for a shard, which
+    slice of it the shard holds: merging checks both."""
+    fields = {"corpus": corpus_identity(collection)}
+    if shard is not None:
+        fields["shard"] = shard.describe(collection.num_docs())
+    return fields
 
 
 BUILDERS = {"dense": build_dense_index, "impact": build_impact_index,

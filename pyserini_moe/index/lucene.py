@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from pyserini_moe import _java
-from pyserini_moe.data.corpus import open_corpus
+from pyserini_moe.data.corpus import corpus_identity, open_corpus
 from pyserini_moe.data.export import write_json_collection
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.meta import META_FILE, write_meta
@@ -80,6 +80,6 @@ def build_bm25_index(corpus: str, index_dir: str | os.PathLike, threads: int = 1
                 *(["-fields", *fields] if fields else []),
             ])
             write_meta(out, "bm25", collection=collection.name, source=str(collection.root),
-                       num_docs=collection.num_docs(), layout=layout, contents=contents,
-                       fields=["contents", *fields])
+                       num_docs=collection.num_docs(), corpus=corpus_identity(collection),
+                       layout=layout, contents=contents, fields=["contents", *fields])
     return index_dir

@@ -54,6 +54,9 @@ class IndexMeta:
     num_docs: int | None = None
     #: The collection's name (a BEIR name, or the corpus folder's / file's name).
     collection: str | None = None
+    #: ``{"path", "documents", "sha256"}``: the corpus the index (or the shard: a slice of it) was
+    #: built from; searching indexes together and merging shards compare the digest.
+    corpus: dict[str, Any] | None = None
 
     # --- indexes built from a model (dense, impact, multivector) -----------------------------
     #: The model that encoded the documents: a backbone name or a model folder's absolute path.
@@ -100,9 +103,6 @@ class IndexMeta:
     # --- shards (``--shard-id`` / ``--shard-num``) --------------------------------------------
     #: ``{"id", "num", "start", "stop"}``: which slice of the corpus the shard holds.
     shard: dict[str, int] | None = None
-    #: ``{"path", "documents", "sha256"}``: the corpus the shard is a slice of (merging compares
-    #: documents and digest). A merged index keeps it.
-    corpus: dict[str, Any] | None = None
 
     # --- bm25 --------------------------------------------------------------------------------
     #: The collection's resolved folder.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import logging
 import math
 import os
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from pyserini_moe.encode import QUERIES_CUT_AT, QUERY_ENCODER_LOG
 from pyserini_moe.errors import UserError
-from pyserini_moe.index.meta import IndexMismatchError, read_meta
+from pyserini_moe.index.meta import IndexMeta, IndexMismatchError, read_meta
 from pyserini_moe.representation import INDEX_KINDS
 from pyserini_moe.runs import Run
 from pyserini_moe.search.base import (
@@ -561,19 +562,35 @@ def _open(s: SearchSettings) -> tuple[Searcher | ExpertFusionSearcher, Searcher 
 
 
 def _refuse_mixed_collections(indexes: list[str]) -> None:
-    """A hybrid or a fusion merges runs over one corpus: indexes that record different
-    collections would mix another corpus's documents into the run, silently. Indexes that
-    record none (built elsewhere, prebuilt names) are not compared."""
+    """A hybrid or a fusion merges runs over one corpus: indexes of different corpora would mix
+    another corpus's documents into the run, silently. Two corpora can share a name
+    (``/a/scifact``, ``/b/scifact``), so indexes are compared by the corpus digest they record,
+    and by name and document count where one records no digest (older indexes); indexes that
+    record nothing (built elsewhere, prebuilt names) are not compared."""
+    recorded = {index: meta for index in indexes
+                if (meta := read_meta(index) if os.path.isdir(index) else None) is not None}
+    for a, b in itertools.combinations(recorded, 2):
+        if not _one_corpus(recorded[a], recorded[b]):
+            listed = "; ".join(f"{index} ({_corpus_phrase(recorded[index])})"
+                               for index in (a, b))
+            raise UserError(f"these indexes hold different collections: {listed}; a hybrid or "
+                            "fused search needs indexes of one corpus")
 
-    named = {}
-    for index in indexes:
-        meta = read_meta(index) if os.path.isdir(index) else None
-        if meta is not None and meta.collection:
-            named[index] = meta.collection
-    if len(set(named.values())) > 1:
-        listed = ", ".join(f"{index} ({name})" for index, name in named.items())
-        raise UserError(f"these indexes hold different collections: {listed}; a hybrid or "
-                        "fused search needs indexes of one corpus")
+
+def _one_corpus(a: IndexMeta, b: IndexMeta) -> bool:
+    digests = [(m.corpus or {}).get("sha256") for m in (a, b)]
+    if all(digests):
+        return digests[0] == digests[1]
+    return all(x is None or y is None or x == y
+               for x, y in ((a.collection, b.collection), (a.num_docs, b.num_docs)))
+
+
+def _corpus_phrase(meta: IndexMeta) -> str:
+    digest = (meta.corpus or {}).get("sha256")
+    return ", ".join(str(part) for part in (
+        meta.collection or "no collection recorded",
+        f"{meta.num_docs} documents" if meta.num_docs is not None else None,
+        f"sha256 {digest[:12]}" if digest else None) if part)
 
 
 def open_any(s: SearchSettings) -> Searcher:

@@ -221,6 +221,31 @@ def test_a_hybrid_never_mixes_two_collections(ws, tmp_path, capsys) -> None:
     assert not (tmp_path / "h.trec").exists()
 
 
+def test_a_hybrid_compares_the_corpora_not_their_folder_names(ws, tmp_path, capsys) -> None:
+    """A corpus of the same name with other texts is refused (its digest differs); a copy of
+    the same corpus elsewhere is one corpus."""
+    corpus = Path(ws["corpus"])
+    changed, copied = tmp_path / "v2" / corpus.name, tmp_path / "copy" / corpus.name
+    shutil.copytree(corpus, copied)
+    shutil.copytree(corpus, changed)
+    (changed / "corpus.jsonl").write_text((corpus / "corpus.jsonl").read_text()
+                                          .replace('"text": "', '"text": "other '))
+    for folder in (changed, copied):
+        assert index_cli.main(["--retriever", "bm25", "--corpus", str(folder), "--index",
+                               str(folder.parent / "bm25"), "--quiet"]) == 0
+
+    def hybrid(bm25: Path) -> int:
+        return run_main(search_cli.main, ["--index", str(ws["index"]), "--bm25-index", str(bm25),
+                                          "--topics", f"{corpus}:test", "--output",
+                                          str(bm25.parent / "h.trec"), "--device", "cpu",
+                                          "--quiet"])
+    assert hybrid(changed.parent / "bm25") == 2
+    err = err_text(capsys)
+    assert "hold different collections" in err and "sha256" in err
+    assert not (changed.parent / "h.trec").exists()
+    assert hybrid(copied.parent / "bm25") == 0
+
+
 def _search(ws: dict[str, Path], tmp_path: Path, *extra: str, index: str | None = None) -> int:
     defaults = {"--topics": f"{ws['corpus']}:test", "--output": str(tmp_path / "run.trec")}
     argv = [arg for flag, value in defaults.items() if flag not in extra for arg in (flag, value)]
