@@ -225,6 +225,10 @@ def load_training_data(config: DataConfig, workdir: Path, reuse_mined: bool = Fa
     collection = BeirCollection.load(config.collection)
     qrels = collection.qrels(config.split)
     passages = {doc.id: doc.contents for doc in collection.corpus()}
+    if config.num_negatives >= len(passages):  # a step would hold batch x (1 + n) passages
+        raise UserError(f"data.num_negatives {config.num_negatives} is not below the "
+                        f"{len(passages)} passages of {collection.name}: a query has at most "
+                        f"{len(passages) - 1} negatives")
     ordered = _judged_positives(qrels, passages, f"{collection.name}:{config.split}")
     positives = {qid: frozenset(docs) for qid, docs in ordered.items()}
     if not positives:

@@ -59,11 +59,12 @@ from pyserini_moe.io import (
 )
 from pyserini_moe.modeling.base import Encoded, RetrievalModel, Side
 from pyserini_moe.modeling.folder import CARD_FILE
+from pyserini_moe.modeling.lengths import position_limit
 from pyserini_moe.modeling.losses import flops
 from pyserini_moe.modeling.registry import model_class
 from pyserini_moe.outputs import refuse_foreign_folder
 from pyserini_moe.train.collator import Batch, Collator
-from pyserini_moe.train.config import ModelConfig, TrainConfig, TrainingConfig
+from pyserini_moe.train.config import DataConfig, ModelConfig, TrainConfig, TrainingConfig
 from pyserini_moe.train.data import NEGATIVES_RUN, Example, TrainingData, load_training_data
 from pyserini_moe.train.distributed import (
     Ranks,
@@ -129,6 +130,18 @@ def parameter_groups(model: RetrievalModel, config: TrainingConfig) -> list[dict
     return [groups[key] for key in sorted(groups)]
 
 
+def _check_lengths(model: RetrievalModel, data: DataConfig) -> None:
+    """Before any work: the recipe's lengths fit the backbone's positions. A longer passage
+    length failed at the first long batch, after the mining; a longer query length was saved
+    with the model, and every search of its indexes was then refused."""
+    limit = position_limit(model)
+    for key in ("query_max_length", "passage_max_length"):
+        value = getattr(data, key)
+        if limit is not None and value > limit:
+            raise UserError(f"data.{key} {value} is above the {limit} token positions of the "
+                            f"{model.model_type} model's backbone: set it to {limit} or less")
+
+
 class Trainer:
     """Fine-tunes ``model`` (already on its device) with ``config``; ``data`` defaults to what
     ``config.data`` describes, loaded when training starts."""
@@ -141,6 +154,7 @@ class Trainer:
         self.data = data
         self.progress = progress
         self.out = Path(config.output_dir)
+        _check_lengths(model, config.data)
         self.collator = Collator(model, config.data.query_max_length,
                                  config.data.passage_max_length)
         # Saved with every checkpoint; indexes record it and search cuts queries as training did.

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pyserini_moe.errors import UserError
 from pyserini_moe.modeling.base import Side
 from pyserini_moe.train.collator import Collator
 from pyserini_moe.train.config import from_dict
@@ -435,3 +436,12 @@ def test_packing_defers_a_clashing_pair_to_the_front_of_the_next_batch():
     assert packed == reference(pairs, random.Random(1), 8)
     assert sorted(p for b in packed for p in b) == sorted(pairs)
     assert all(len({q for q, _ in b}) == len(b) == len({d for _, d in b}) for b in packed)
+
+
+def test_more_negatives_than_the_corpus_holds_are_refused_before_mining(collection, tmp_path):
+    """12 passages: at most 11 negatives a query (a step holds batch x (1 + n) passages)."""
+    cfg = config(collection, num_negatives=12)
+    with pytest.raises(UserError, match=r"data.num_negatives 12 is not below the 12 passages "
+                                        r"of .*: a query has at most 11 negatives"):
+        load_training_data(cfg, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

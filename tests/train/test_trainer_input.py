@@ -424,3 +424,15 @@ def test_a_replacement_with_a_checkpoint_is_the_run_kept(siamese_recipe, toy_dat
     assert progress["step"] == 2  # the new run's, which --resume continues
     assert "max_steps: 4" in (out / "recipe.yaml").read_text()
     assert not list(out.parent.glob(f".{out.name}.old-*"))
+
+
+@pytest.mark.parametrize("key", ["query_max_length", "passage_max_length"])
+def test_a_length_beyond_the_backbones_positions_is_refused_at_the_start(
+        key, siamese_recipe, toy_data, tiny_bert) -> None:
+    """The tiny BERT has BERT's 512 positions: a longer passage length failed at the first long
+    batch, a longer query length was saved with the model and refused at every search."""
+    config = siamese_recipe.with_settings([f"data.{key}=513"])
+    with pytest.raises(UserError, match=rf"^data.{key} 513 is above the 512 token positions of "
+                                        "the siamese model's backbone: set it to 512 or less$"):
+        _trainer(toy_data, tiny_bert, config)
+    assert not config.output_dir.exists()
