@@ -74,7 +74,7 @@ def build_index(kind: str, corpus: str | os.PathLike, index: str | os.PathLike,
         raise UserError(f"index kind {kind!r}: choose from {', '.join(INDEX_KINDS)}")
     index = _path(index, "index")
     refuse_input_as_output([str(index)], [str(_path(corpus, "corpus")),
-                                          None if encoder is None else str(encoder)])
+                                          None if encoder is None else str(_encoder(encoder))])
     if kind == "bm25":
         if encoder is not None:
             raise UserError("a BM25 index is built from the text: leave encoder out")
@@ -94,6 +94,16 @@ def build_index(kind: str, corpus: str | os.PathLike, index: str | os.PathLike,
 
 def _path(value: object, what: str) -> Path:
     return check_path(value, what, "folder")
+
+
+def _encoder(value: object) -> Path:
+    """A model folder or backbone name; a loaded model is saved first (the index records the
+    folder its queries are encoded with)."""
+    if isinstance(value, TextEncoder):
+        raise UserError(f"encoder: a loaded {type(value).__name__}; save it first "
+                        "(model.save(folder)) and give the folder: an index records the folder "
+                        "its queries are encoded with")
+    return _path(value, "encoder")
 
 
 def _names(function: Any) -> set[str]:
@@ -209,8 +219,9 @@ def open_searcher(index: str | os.PathLike | list[str | os.PathLike],
     settings.setdefault("quiet", True)
     return Searcher(SearchSettings(
         retriever=retriever, index=indexes if retriever == "fused" else indexes[0],
-        encoder=str(encoder) if encoder is not None else None,
-        bm25_index=str(bm25_index) if bm25_index is not None else None, **settings))
+        encoder=str(_encoder(encoder)) if encoder is not None else None,
+        bm25_index=str(_path(bm25_index, "bm25_index")) if bm25_index is not None else None,
+        **settings))
 
 
 def evaluate(run: Run | str | os.PathLike, qrels: str | os.PathLike | Mapping[str, Mapping[str, int]],

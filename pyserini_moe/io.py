@@ -602,6 +602,8 @@ def check_path(value: object, what: str, kind: str = "file") -> Path:
     """A path argument of the Python API: a string or path naming something (``""`` would be the
     current folder, ``b"x"`` or ``None`` would be their spelling), else one line naming it."""
     if not isinstance(value, (str, os.PathLike)) or not str(value):
-        raise UserError(f"{what} {value!r}: give a {kind} path (a string or pathlib.Path)")
+        given = repr(value) if isinstance(value, (str, bytes)) or value is None \
+            else f"(a {type(value).__name__})"  # a model's or a table's repr runs to KBs
+        raise UserError(f"{what} {given}: give a {kind} path (a string or pathlib.Path)")
     return Path(value)
 

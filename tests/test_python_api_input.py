@@ -200,3 +200,19 @@ def test_a_searcher_closes_and_refuses_to_search_after(indexes) -> None:
         assert searcher.search("cat", k=1)
     with pytest.raises(UserError, match="this searcher is closed"):
         searcher.search("cat")
+
+
+def test_a_loaded_model_as_encoder_says_to_save_it_and_odd_paths_are_named_short(
+        indexes, tiny_corpus, tmp_path) -> None:
+    """A model object's repr is kilobytes: it was read as a file name ("File name too long")."""
+    model = pm.load_model(indexes["model"])
+    with pytest.raises(UserError, match=r"^encoder: a loaded \w+; save it first"):
+        pm.build_index("dense", corpus=tiny_corpus, index=tmp_path / "i", encoder=model)
+    with pytest.raises(UserError, match=r"^encoder: a loaded \w+; save it first"):
+        pm.open_searcher(indexes["dense"], encoder=model)
+    with pytest.raises(UserError, match=r"^corpus \(a \w+\): give a folder path") as refused:
+        pm.build_index("dense", corpus=model, index=tmp_path / "i", encoder=indexes["model"])
+    assert len(str(refused.value)) < 200
+    with pytest.raises(UserError, match=r"^bm25_index \(a dict\): give a folder path"):
+        pm.open_searcher(indexes["dense"], bm25_index={"a": 1})
+    assert not (tmp_path / "i").exists()
