@@ -492,11 +492,23 @@ def read_yaml(path: str | os.PathLike, what: str, error: type[ValueError]) -> ob
         finally:
             loader.dispose()
     except yaml.YAMLError as e:
-        raise error(f"{path}: not valid YAML: {e}") from None
+        raise error(f"{path}: not valid YAML: {_yaml_problem(e)}") from None
     except UnicodeDecodeError as e:
         if path.read_bytes()[:2] == GZIP_MAGIC:
             raise error(f"{path}: gzip-compressed: gunzip the {what}") from None
         raise error(f"{path}: not UTF-8 text (byte {e.start}); save the {what} as UTF-8") from None
+
+
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """PyYAML's error in one line: what is wrong and where (its own text quotes the source over
+    several lines)."""
+    if not isinstance(e, yaml.MarkedYAMLError) or e.problem is None:
+        return " ".join(str(e).split())
+    where = f"line {e.problem_mark.line + 1}, column {e.problem_mark.column + 1}" \
+        if e.problem_mark is not None else ""
+    context = f" ({e.context} at line {e.context_mark.line + 1})" \
+        if e.context and e.context_mark is not None else ""
+    return f"{where}: {e.problem}{context}" if where else f"{e.problem}{context}"
 
 
 # --------------------------------------------------------------------------- line-level readers

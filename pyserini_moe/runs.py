@@ -129,7 +129,10 @@ def write_trec_run(run: Run, path: str | os.PathLike, tag: str = "pyserini-moe",
                    hits: int | None = None, *, overwrite: bool = True) -> Path:
     """Write ``qid Q0 docid rank score tag`` lines, best first, atomically (gzipped for a
     ``.gz`` name). An existing file is replaced only with ``overwrite`` and only if it is a run
-    (:func:`refuse_non_run_output`)."""
+    (:func:`refuse_non_run_output`). A run without a hit is refused, as every reader of runs
+    refuses it."""
+    if isinstance(run, Mapping) and not any(run.values()):
+        raise UserError(f"{path}: the run is empty (no query has a hit): nothing to write")
     with run_writer(path, tag, hits, overwrite=overwrite) as write:
         write(run)
     return Path(path)

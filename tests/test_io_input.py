@@ -92,6 +92,18 @@ def test_a_gzipped_yaml_is_named_gzip(tmp_path) -> None:
         read_yaml(recipe, "recipe", ValueError)
 
 
+@pytest.mark.parametrize(("text", "words"), [
+    ("model: a\nmodel: b\n", "line 2, column 1: the key 'model' is written twice in one mapping"),
+    ("model: [a\n", "line 2, column 1: expected ',' or ']', but got '<stream end>' (while "
+                    "parsing a flow sequence at line 1)")])
+def test_bad_yaml_is_one_line_saying_where(tmp_path, text, words) -> None:
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(text)
+    with pytest.raises(UserError) as refused:
+        read_yaml(recipe, "recipe", UserError)
+    assert str(refused.value) == f"{recipe}: not valid YAML: {words}"
+
+
 def test_a_recipe_in_another_encoding_is_one_line(tmp_path) -> None:
     recipe = tmp_path / "recipe.yaml"
     recipe.write_bytes("# caf\u00e9\noutput_dir: x\n".encode("latin-1"))

@@ -132,3 +132,11 @@ def test_a_run_output_replaces_a_run_but_not_another_file(tmp_path, name, text):
     earlier.write_text(RUN)
     write_trec_run({"q0": {"d0": 1.0}}, earlier)
     assert read_trec_run(earlier) == {"q0": {"d0": 1.0}}
+
+
+@pytest.mark.parametrize("run", [{}, {"q1": {}}])
+def test_a_run_without_a_hit_is_not_written(run, tmp_path) -> None:
+    """Every reader refuses an empty run ("the run is empty"), so the writer does too."""
+    with pytest.raises(UserError, match="the run is empty"):
+        write_trec_run(run, tmp_path / "r.trec")
+    assert not (tmp_path / "r.trec").exists()
