@@ -306,6 +306,10 @@ def _metric_check(metric: str, spec: Any, default_tol: float | str, n_seeds: int
                                   f"(known: {', '.join(sorted(METRIC_KEYS))})")
     expected = _expected(spec.get("expected"), f"{where}.expected")
     values = _seed_values(spec.get("seeds"), f"{where}.seeds")
+    for value in (expected, *values):
+        if value is not None and not 0 <= value <= 1:  # ranking metrics and top-k accuracy
+            raise RegressionSpecError(f"{where}: {value} is outside [0, 1], where every metric "
+                                      "a regression checks lies")
     if "sd" in spec and n_seeds == 0:  # it would be read nowhere
         raise RegressionSpecError(f"{where}.sd: only a condition with 'seeds' records an sd")
     if "sd" in spec and n_seeds == 1:  # eval's tables too give one seed no sd
