@@ -301,9 +301,11 @@ def refuse_to_rebuild(folder: Path, overwrite: bool, marker: str) -> None:
     holding other files), refused now rather than after the build."""
     if not folder.exists():
         return
+    if not folder.is_dir():  # --overwrite would not help: it replaces a folder
+        raise FileExistsError(f"{folder} is a file, not a folder: name a folder for the output")
     if not overwrite:
         raise FileExistsError(f"{folder} already exists; pass --overwrite to rebuild it")
-    if folder.is_dir() and not folder.is_symlink():
+    if not folder.is_symlink():
         refuse_foreign_folder(folder, marker)
 
 

@@ -455,3 +455,15 @@ def test_bad_device_and_faiss_form_are_refused_before_encoding(bm25_ws, tmp_path
     refused(index_cli.main, [*base, "--index", str(tmp_path / "b"), "--faiss", "hnswXYZ",
                              "--device", "cpu"], "unknown faiss index 'hnswXYZ'", capsys)
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+def test_an_index_named_as_an_existing_file_says_so_with_or_without_overwrite(
+        tiny_corpus, tmp_path, capsys, error_line, overwrite) -> None:
+    """"pass --overwrite" would lead into a second refusal: a file is not replaced by a folder."""
+    target = tmp_path / "run.trec"
+    target.write_text("kept\n")
+    error = error_line(index_cli.main, ["--retriever", "bm25", "--corpus", str(tiny_corpus),
+                                        "--index", str(target), *overwrite], capsys)
+    assert f"{target} is a file, not a folder" in error and "--overwrite" not in error
+    assert target.read_text() == "kept\n"
