@@ -117,6 +117,11 @@ def main(argv: list[str] | None = None) -> int:
         for key, count in stats.questions.items():
             print(f"{key}: {count} questions ({stats.skipped_without_positive[key]} without a "
                   "positive passage skipped)", file=sys.stderr)
+        if not stats.negatives:
+            print("warning: no training question has a hard negative (other than its "
+                  "positives): no bm25-negatives.train.trec is written; mine negatives "
+                  "(data.negatives.source: bm25) or train on in-batch negatives "
+                  "(data.num_negatives: 0)", file=sys.stderr)
     elif args.command == "qa":
         count = convert_qa(args.input, args.output, args.prefix, overwrite=args.overwrite)
         print(f"{count} questions written to {args.output}", file=sys.stderr)

@@ -99,6 +99,18 @@ def iter_wikipedia(path: str | os.PathLike) -> Iterator[Document]:
                        row[1].strip('"'))
 
 
+def _rows_with_id(path: Path, passage: str) -> tuple[int, int]:
+    """The lines of the first two rows of ``path`` with id ``passage``: read again on the error
+    path only (21M ids with their lines would double the memory the uniqueness check takes)."""
+    lines = []
+    for lineno, row in _csv_rows(path):
+        if row and row[0].strip() == passage:
+            lines.append(lineno)
+            if len(lines) == 2:
+                break
+    return lines[0], lines[-1]
+
+
 def check_corpus_output(target: Path) -> None:
     """``wiki`` writes a gzipped corpus, named so; beside a plain one of the same name
     (``corpus.jsonl`` in a BEIR folder) it would make a folder ``index`` refuses (which of the
@@ -131,7 +143,9 @@ def convert_wikipedia(source: str | os.PathLike, target: str | os.PathLike,
                  disable=not progress) as bar:
         for doc in iter_wikipedia(source):
             if doc.id in seen:
-                raise DataFormatError(source, f"duplicate passage id {doc.id!r}")
+                first, again = _rows_with_id(source, doc.id)
+                raise DataFormatError(source, f"duplicate passage id {doc.id!r} (first at line "
+                                              f"{first})", again)
             seen.add(doc.id)
             out.write(json.dumps({"_id": doc.id, "title": doc.title, "text": doc.text},
                                  ensure_ascii=False) + "\n")
@@ -307,6 +321,7 @@ class ConversionStats:
 
     questions: dict[str, int]
     skipped_without_positive: dict[str, int]
+    negatives: int = 0  # hard-negative lines written (none: no negatives run is written)
 
 
 def _checked_sets(files: Mapping[str, str | os.PathLike], what: str) -> dict[str, Path]:
@@ -442,6 +457,7 @@ def _write_training(splits: dict[str, dict[str, Path]], output: Path) -> Convers
     questions: dict[str, int] = {}
     skipped: dict[str, int] = {}
     topics: dict[str, dict[str, str]] = {}
+    written = 0
     with contextlib.ExitStack() as stack:
         def out(name: str) -> IO[str]:
             (output / name).parent.mkdir(parents=True, exist_ok=True)
@@ -469,15 +485,18 @@ def _write_training(splits: dict[str, dict[str, Path]], output: Path) -> Convers
                     qrels.writelines(f"{ex.qid}\t{doc}\t1\n" for doc in ex.positives)
                     if split == "train":
                         ranked_negs = [d for d in ex.hard_negatives if d not in ex.positives]
+                        written += len(ranked_negs)
                         negatives.writelines(
                             f"{ex.qid} Q0 {doc} {rank} {len(ranked_negs) - rank + 1} dpr-bm25\n"
                             for rank, doc in enumerate(ranked_negs, start=1))
                 if not kept:
                     raise DataFormatError(path, "no question with a positive passage")
                 questions[key] = kept
+    if not written:  # an empty run, which every reader of runs refuses
+        (output / "bm25-negatives.train.trec").unlink()
     for name, texts in topics.items():
         write_topics_tsv(texts, output / "topics" / f"{name}.tsv")
-    return ConversionStats(questions, skipped)
+    return ConversionStats(questions, skipped, written)
 
 
 # --------------------------------------------------------------------------- test questions, answers

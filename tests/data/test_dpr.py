@@ -68,7 +68,7 @@ def test_wikipedia_is_streamed_to_a_beir_corpus(tmp_path):
 
 @pytest.mark.parametrize("text, line, message", [
     ("id\ttext\ttitle\n1\tok\tT\n2\tonly two\n", 3, "expected 3 tab-separated columns"),
-    ("id\ttext\ttitle\n1\tok\tT\n1\tagain\tT\n", None, "duplicate passage id '1'"),
+    ("id\ttext\ttitle\n1\tok\tT\n1\tagain\tT\n", 3, r"duplicate passage id '1' \(first at line 2\)"),
     ("id\ttext\ttitle\n1\tok\tT\nbad id\tx\tT\n", 3, "invalid passage id"),
 ])
 def test_malformed_wikipedia_names_file_and_line(tmp_path, text, line, message):
@@ -216,3 +216,17 @@ def test_converted_collection_feeds_the_trainer(tmp_path, nq, trivia):
         "nq-train-0": ["3", "1"], "nq-train-2": [], "trivia-train-0": ["4"]}
     assert sorted(data.train_pairs) == [("nq-train-0", "2"), ("nq-train-2", "1"),
                                          ("trivia-train-0", "3")]
+
+
+def test_questions_without_any_hard_negative_write_no_empty_run(tmp_path, capsys):
+    """A negatives run with no line is refused by every reader: none is written, and why."""
+    from pyserini_moe.cli import dpr as dpr_cli
+
+    (tmp_path / "psgs_w100.tsv").write_text(WIKI)
+    train = tmp_path / "train.json"
+    train.write_text(json.dumps([{"question": "who?", "answers": ["a"],
+                                  "positive_ctxs": [{"passage_id": "1"}],
+                                  "hard_negative_ctxs": [{"passage_id": "1"}]}]))
+    assert dpr_cli.main(["train", "--train", f"nq={train}", "--output", str(tmp_path / "c")]) == 0
+    assert not (tmp_path / "c" / "bm25-negatives.train.trec").exists()
+    assert "no training question has a hard negative" in capsys.readouterr().err
