@@ -35,6 +35,11 @@ def quantize(weights: torch.Tensor, vocab: list[str], factor: int,
         raise UserError(f"--quantization {factor}: a term weight of {float(weights.max()):.4g} "
                         f"becomes {float(q.max()):.4g}, more than Lucene's int holds "
                         f"({JAVA_INT_MAX}); use a smaller factor")
+    totals = q.sum(dim=-1) if q.numel() else q
+    if totals.numel() and not float(totals.max()) <= JAVA_INT_MAX:  # Lucene's field length
+        raise UserError(f"--quantization {factor}: a text's quantised term weights add up to "
+                        f"{float(totals.max()):.4g}, more than Lucene's int holds for a field's "
+                        f"length ({JAVA_INT_MAX}); use a smaller factor")
     q = q.to(torch.int64)
     out = []
     for row in q:

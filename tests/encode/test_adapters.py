@@ -458,3 +458,14 @@ def test_streamed_query_batches_are_encode_batch_of_each_batch(models, kind):
             assert len(got) == len(expected)
             for a, b in zip(got, expected, strict=True):
                 np.testing.assert_array_equal(a, b)
+
+
+def test_quantised_weights_that_overflow_a_fields_length_are_refused_while_encoding() -> None:
+    """Each term fits Lucene's int but their sum (the field's length) does not: Anserini failed
+    after the whole encoding pass, naming neither the cause nor the flag."""
+    weights = torch.full((1, 4), 1.0)
+    factor = 600_000_000  # 4 x 6e8 > 2^31 - 1
+    assert quantize(weights[:, :3], ["a", "b", "c"], factor)  # 1.8e9 fits
+    with pytest.raises(UserError, match=r"^--quantization 600000000: a text's quantised term "
+                                        r"weights add up to 2\.4e\+09"):
+        quantize(weights, ["a", "b", "c", "d"], factor)
