@@ -416,6 +416,12 @@ def _came_report(analysis: CameAnalysis, experts: dict[str, str],
         wanted = {d for q, _ in cases for lst in lists.values() for d in lst.get(q, [])[:TOP_DOCS]}
         wanted |= {d for q, _ in cases for d in rel[q]}
         labels = _read_titles(analysis.corpus, wanted)
+        if not labels:  # the case study would show ids alone, as if no corpus were given
+            raise UserError(f"--corpus {analysis.corpus} holds none of the {len(wanted)} "
+                            "documents the case study shows: give the runs' corpus")
+    if analysis.topics and cases and not any(q in topics for q, _ in cases):
+        raise UserError(f"--topics {analysis.topics} holds none of the {len(cases)} queries the "
+                        "case study shows: give the runs' topics")
 
     names = list(experts)
     sections = [

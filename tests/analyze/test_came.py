@@ -315,3 +315,19 @@ def test_competition_cli_writes_table_and_png(tmp_path, capsys) -> None:
     assert run_main(analyze_main, ["came-competition", "--log",
                                    f"x={tmp_path / 'other.jsonl'}"]) != 0
     assert "not a CAME training log" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--corpus", "--topics"])
+def test_a_corpus_or_topics_of_other_documents_is_refused(toy, tmp_path, capsys, flag) -> None:
+    """The case study showed ids alone, as if no corpus or topics were given."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "corpus.jsonl").write_text(json.dumps({"_id": "z1", "text": "z"}) + "\n")
+    (other / "queries.jsonl").write_text(json.dumps({"_id": "z1", "text": "z"}) + "\n")
+    (other / "qrels").mkdir()
+    (other / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nz1\tz1\t1\n")
+    given = str(other) if flag == "--corpus" else f"{other}:test"
+    argv = ["came", "--expert-runs", f"lexical={toy['lexical']}", f"local={toy['local']}",
+            "--qrels", f"{toy['root']}:test", flag, given, "--cases", "2", "--quiet"]
+    assert run_main(analyze_main, argv) == 2
+    assert f"{flag} {given} holds none of the" in capsys.readouterr().err
