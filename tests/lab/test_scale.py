@@ -209,6 +209,8 @@ def test_the_fused_mining_runs_the_paper_files_steps_on_slices_and_projects_a_li
     assert search[search.index("--topics") + 1] == str(ctx.sample_topics)
     assert search[search.index("--threads") + 1] == "1"
     assert str(root / "work" / "slice-2000-indexes" / "came-r1.dense") in search
+    impact = dict(ran)["fused-mining-impact-2000"]  # a trained head's few hundred terms
+    assert impact[impact.index("--doc-max-terms") + 1] == str(stages.IMPACT_TERMS)
     assert (root / "work" / "slice-1000" / "corpus.jsonl").read_text().count("\n") == 1_000
     full, parts = MSMARCO.scaled(FRACTION).passages, math.ceil(result["all_queries"] / 100)
     assert result["commands"]["dense"]["projected_seconds"] == pytest.approx(full / 1_000, 0.01)

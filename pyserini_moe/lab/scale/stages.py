@@ -45,6 +45,11 @@ FUSED_SLICES = (5_000, 20_000)
 TRAIN_STEPS = 2
 # Corpus slices the compressed multi-vector build is measured on, up to 1M passages.
 MULTIVECTOR_SLICES = (250_000, 1_000_000)
+# Terms an impact passage keeps in the scale check. The tiny model's lexical head, two steps
+# from random, weighs nearly every term of its vocabulary in every passage (5,000 passages took
+# over 14 min to index); a trained sparse head keeps a few hundred a passage, the size its
+# postings and the projection stand for.
+IMPACT_TERMS = 256
 SHARDS = 2  # shards of each round-1 index in the sharded-encoding stage
 # psgs_w100.tsv rows the DPR data stages are measured on: a line through both is projected to
 # DPR's 21M passages (the retriever files are written at full size; their passages all lie in the
@@ -239,6 +244,8 @@ def _fused_mining_steps(ctx: Context, folder: Path, topics: Path) -> list[tuple[
         argv = [a.replace(str(ctx.collection), str(folder)).replace(indexes, str(outputs))
                 for a in _expanded(ctx, shlex.split(step))]
         put(argv, "--threads", str(ctx.threads), add=False)
+        if "impact" in argv:
+            put(argv, "--doc-max-terms", str(IMPACT_TERMS))
         if "pyserini_moe.search" in argv:
             put(argv, "--topics", str(topics))
             put(argv, "--output", str(outputs / "union.trec"))
