@@ -627,3 +627,17 @@ def test_fusion_parameters_that_invert_or_break_it(bm25_ws, tmp_path, capsys) ->
         fuse.main(["--runs", str(bm25_ws["run"]), str(bm25_ws["other"]), "--method", "rrf", "--norm",
                    "banana", "--output", str(out)])
     assert not out.exists()
+
+
+def test_a_fused_run_inside_an_index_or_a_model_is_refused(tmp_path, capsys) -> None:
+    """Accepted, it made the index hold a file its --overwrite then refused as not its own."""
+    from pyserini_moe.index.meta import write_meta
+
+    f = run_qrels_files(tmp_path)
+    index = tmp_path / "index"
+    index.mkdir()
+    write_meta(index, "dense", encoder="/models/m", encoder_fingerprint="m")
+    code = run_main(fuse.main, ["--runs", str(f / "run.trec"), str(f / "run.trec"), "--method",
+                                "rrf", "--output", str(index / "f.trec")])
+    assert code == 2 and f"is inside {index}, an index: write it elsewhere" in last_err_line(capsys)
+    assert not (index / "f.trec").exists()

@@ -231,17 +231,18 @@ def _interrupt(signum: int, frame: object) -> None:
     raise Terminated(name)
 
 
-def refuse_inside_outputs(flag: str, folder: str | os.PathLike) -> None:
-    """An output folder inside one of the toolkit's outputs (an index, a model, a training run)
-    or a collection is refused: the outer folder would then hold files it did not write (and
-    ``--overwrite`` of it refuse them)."""
+def refuse_inside_outputs(flag: str, output: str | os.PathLike, file: bool = False) -> None:
+    """An output folder (or ``file``) inside one of the toolkit's outputs (an index, a model, a
+    training run) is refused, and a folder inside a collection: the outer folder would then hold
+    files it did not write (and ``--overwrite`` of it refuse them). A file beside a collection's
+    (a run) is common, and kept."""
     from pyserini_moe.data.beir import is_collection  # noqa: PLC0415 - light, but data's
     from pyserini_moe.outputs import output_kind  # noqa: PLC0415
 
-    for place in Path(folder).resolve().parents:
-        kind = output_kind(place, named_only=True) or ("a collection" if is_collection(place)
-                                                      else None)
+    for place in Path(output).resolve().parents:
+        kind = output_kind(place, named_only=True) or (
+            "a collection" if not file and is_collection(place) else None)
         if kind is not None:
-            raise UserError(f"{flag} {folder} is inside {place}, {kind}: name a folder of its "
-                            "own (made if missing)")
+            advice = "write it elsewhere" if file else "name a folder of its own (made if missing)"
+            raise UserError(f"{flag} {output} is inside {place}, {kind}: {advice}")
 

@@ -29,6 +29,7 @@ from pyserini_moe.cli import (
     finite_float,
     output_file,
     positive_int,
+    refuse_inside_outputs,
 )
 from pyserini_moe.errors import UserError
 from pyserini_moe.eval.metrics import parse_metric
@@ -359,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     _refuse_rank_only_runs(args)
     refuse_input_as_output([args.output], [*args.runs, *(args.dev_runs or []), args.dev_qrels])
     refuse_non_run_output(args.output)
+    refuse_inside_outputs("--output", args.output, file=True)
     refuse_one_file_twice((f"--runs {path}", path) for path in args.runs)
     refuse_one_file_twice((f"--dev-runs {path}", path) for path in args.dev_runs or [])
     _refuse_tuning_on_the_fused_runs(args.runs, args.dev_runs or [])
