@@ -37,7 +37,11 @@ import faiss
 from pyserini_moe.errors import UserError, library_write
 from pyserini_moe.index.encoded import IMPACT_SHARD, IMPACT_VECTORS, faiss_index, lucene_impact_index
 from pyserini_moe.index.meta import META_FILE, IndexMeta, IndexMismatchError, read_meta
-from pyserini_moe.index.multivector import MultiVectorIndex, MultiVectorIndexWriter
+from pyserini_moe.index.multivector import (
+    MultiVectorIndex,
+    MultiVectorIndexWriter,
+    check_unique_ids,
+)
 from pyserini_moe.io import atomic_path, reading
 from pyserini_moe.outputs import refuse_to_rebuild
 
@@ -143,6 +147,9 @@ def _merge_dense(ordered: list[tuple[Path, IndexMeta]], index_dir: Path,
             with reading(folder / "docid", "shard's docid list", "encode the shard again"):
                 docids = (folder / "docid").read_text(encoding="utf-8")
             _check_count(folder / "docid", docids.count("\n"), meta, shard.ntotal)
+            # each line as Pyserini's FaissSearcher will read it from the merged index
+            check_unique_ids(folder / "docid", [line.rstrip() for line in docids.split("\n")[:-1]],
+                             "the shard is damaged: encode it again")
             merged.add(shard.reconstruct_n(0, shard.ntotal))
             ids.write(docids)
         ids.flush()

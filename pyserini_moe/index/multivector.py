@@ -36,6 +36,7 @@ import math
 import os
 import re
 from array import array
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
@@ -85,6 +86,32 @@ def default_nprobe(nlist: int) -> int:
     the usual Faiss starting point (64 of 4,096 lists). Faiss's own default, 1, scans 1/nlist of
     the tokens and silently loses most of the candidates MaxSim needs."""
     return max(1, math.ceil(math.sqrt(nlist)))
+
+
+def check_unique_ids(path: Path, ids: Sequence[str],
+                     damaged: str = "the index is damaged: rebuild it") -> None:
+    """Refuse an index's id list (one id a line, as read from ``path``) holding an id twice:
+    readers map each id to one row, so a repeat would silently hide a document from a search, or
+    fail deep in a re-scoring that looks an id up. ``damaged``: what it means and what to do. One
+    set, the usual case; the repeat's lines are found only when there is one."""
+    if len(set(ids)) == len(ids):
+        return
+    first: dict[str, int] = {}
+    for line, docid in enumerate(ids, start=1):
+        if docid in first:
+            raise IndexMismatchError(f"{path}: id {docid!r} repeated (lines {first[docid]} and "
+                                     f"{line}); {damaged}")
+        first[docid] = line
+
+
+def check_offsets(path: Path, offsets: np.ndarray, tokens: int) -> None:
+    """Refuse document offsets that do not start at 0, fall anywhere, or end elsewhere than at
+    the ``tokens`` token vectors: a well-formed file with such values would slice the wrong
+    tokens for a document and score silently wrong. One vectorised pass, cheap at load."""
+    if (offsets.ndim != 1 or offsets[0] != 0 or bool(np.any(np.diff(offsets) < 0))
+            or offsets[-1] != tokens):
+        raise IndexMismatchError(f"{path}: offsets out of order, or not from 0 to the {tokens} "
+                                 "token vectors; the index is damaged: rebuild it")
 
 
 def default_candidates_per_token(k: int) -> int:
@@ -436,13 +463,17 @@ class MultiVectorIndex:
         if not len(self.docids) + 1 == len(self.offsets) == meta.num_docs + 1:
             raise IndexMismatchError(f"{self.index_dir}: docids/offsets/metadata disagree on the "
                                      "number of documents; the index is corrupt")
+        check_unique_ids(self.index_dir / DOCIDS_FILE, self.docids)
         self.score_chunk_tokens = score_chunk_tokens
         self.compressed: CompressedSearch | None = None
         if meta.compression:
             self.compressed = CompressedSearch(self.index_dir, self.offsets)
             self._compressed_params = _compressed_params(faiss_params)
+            check_offsets(self.index_dir / OFFSETS_FILE, self.offsets,
+                          len(self.compressed.token_cids))
             return
         self.vectors = load_array(self.index_dir / VECTORS_FILE, mmap_mode="r")
+        check_offsets(self.index_dir / OFFSETS_FILE, self.offsets, len(self.vectors))
         self.token2doc = load_array(self.index_dir / TOKEN2DOC_FILE, mmap_mode="r")
         with reading(self.index_dir / FAISS_FILE, "index's Faiss file", REBUILD):
             self.index = faiss.read_index(str(self.index_dir / FAISS_FILE))

@@ -23,7 +23,7 @@ from pyserini_moe.encode.impact import DEFAULT_QUERY_MAX_TERMS
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.doc_vectors import DOC_VECTORS, DocVectors
 from pyserini_moe.index.meta import IndexMeta, IndexMismatchError, check_kind, meta_path
-from pyserini_moe.index.multivector import MultiVectorIndex
+from pyserini_moe.index.multivector import MultiVectorIndex, check_unique_ids
 from pyserini_moe.modeling.auto import is_backbone, load_encoder
 from pyserini_moe.modeling.folder import fingerprint
 from pyserini_moe.runs import Run
@@ -244,6 +244,8 @@ class DenseSearcher(_EncodedSearcher):
         except RuntimeError as e:  # Faiss could not read its file
             raise IndexMismatchError(f"{self.index}/index: Faiss cannot read it ({_first_line(e)})"
                                      "; the index is damaged: build it again") from None
+        # Pyserini reads the docid file itself; its list is what the hits and rescore() use
+        check_unique_ids(Path(self.index) / "docid", self.searcher.docids)
         queries = getattr(self.query_encoder, "vectors", None)  # encoded ahead of time
         dim = len(next(iter(queries.values()))) if queries else self.searcher.index.d
         if dim != self.searcher.index.d:
