@@ -156,6 +156,9 @@ class DivergenceAnalysis:
         _named(self.model)
         if self.sample < 0:
             raise UserError(f"--sample must be >= 0 (0 = all), got {self.sample}")
+        if self.sample == 1:  # the divergences compare each pair with the others
+            raise UserError("--sample 1 keeps fewer than two judged pairs: use --sample 2 or "
+                            "more (0 = every judged query)")
         refuse_unread_seed(self.seed, {"--sample N": self.sample > 0,
                                        "--plot (t-SNE)": bool(self.plot)})
 

@@ -73,5 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     out = encode_queries(args.index, meta.kind, topics, args.output, args.encoder,
                          args.device, args.query_max_length, args.batch_size, args.overwrite,
                          args.precision, args.query_max_terms)
-    print(f"{len(topics)} queries encoded for a {meta.kind} index into {out}", file=sys.stderr)
+    article = "an" if meta.kind[:1] in "aeiou" else "a"
+    print(f"{len(topics)} queries encoded for {article} {meta.kind} index into {out}",
+          file=sys.stderr)
     return 0

@@ -145,6 +145,7 @@ def run_groups(specs: list[str]) -> dict[str, list[str]]:
                                 "a run file: make the pattern match the runs only")
             if not files:
                 raise FileNotFoundError(f"--run {spec}: no run file matches {pattern}")
+            _refuse_one_seed_twice(name, files)
         if name in groups and groups[name] == files:
             raise UserError(f"--run {spec} is given twice: give each run once")
         if name in groups:
@@ -293,6 +294,23 @@ def seed_labels(files: list[str]) -> list[str] | None:
             return None
         labels.append(found[-1])
     return labels if len(set(labels)) == len(labels) else None
+
+
+def _refuse_one_seed_twice(name: str, files: list[str]) -> None:
+    """Two files of one condition that name the same seed (``b-s42.trec`` and ``b-s42x.trec``,
+    both matched by ``b-s42*``) are not two seeds: counted as two, they would narrow the interval
+    over seeds and, matched, pair by a label that is not unique."""
+    first: dict[str, str] = {}
+    for path in files:
+        found = _SEED_IN_NAME.findall(Path(path).name)
+        if not found:
+            continue
+        seed = found[-1]
+        if seed in first:
+            raise UserError(f"--run {name}: {first[seed]} and {path} both read as seed {seed}: "
+                            "give each seed of a condition once (make the pattern match one file "
+                            "per seed)")
+        first[seed] = path
 
 
 def seed_design(groups: dict[str, list[str]], baseline: str,

@@ -233,6 +233,11 @@ def _check_folder(flag: str, folder: Path) -> None:
     then hold files it did not write."""
     if folder.exists() and not folder.is_dir():
         raise UserError(f"{flag} {folder} is a file: name a folder (made if missing)")
+    # the folder is made with its parents: one of them a file would stop it at the first write
+    above = folder if folder.exists() else next(p for p in folder.parents if p.exists())
+    if not above.is_dir():
+        raise UserError(f"{flag} {folder}: {above} is a file, not a folder: name a folder "
+                        "(made if missing)")
     kind = output_kind(folder) or ("a collection" if is_collection(folder) else None)
     if kind is not None:
         raise UserError(f"{flag} {folder} is {kind}: name a folder of its own (made if missing)")

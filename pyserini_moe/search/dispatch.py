@@ -175,6 +175,10 @@ class SearchSettings:
                     f"{self.k1}, b {self.b}")
         if self.fields and not all(0 <= w < math.inf for w in self.fields.values()):
             return f"--fields weights must be >= 0 and finite, got {self.fields}"
+        if self.fields and not any(self.fields.values()):  # every field's score times 0
+            given = " ".join(f"{name}={weight:g}" for name, weight in self.fields.items())
+            return (f"--fields {given}: every weight is 0, so every document would score 0: "
+                    "give at least one field a weight above 0")
         if self.rm3 and self.rocchio:
             return "--rm3 and --rocchio are two query expansions: choose one"
         if self.qld and (self.k1, self.b) != (_BM25_K1, _BM25_B):

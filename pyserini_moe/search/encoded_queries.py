@@ -41,6 +41,8 @@ from pyserini_moe.search.encoded import open_searcher
 
 KINDS = ("dense", "impact")
 EMBEDDING_FILE = "embedding.pkl"
+# Suffixes that name a file: a dense output named with one is refused (a folder is written).
+_FILE_SUFFIXES = (".jsonl", ".json", ".pkl", ".tsv", ".txt", ".trec", ".gz")
 # Which encoder made the queries (modeling.folder.fingerprint): a dense table's ``attrs`` entry,
 # each impact record's key. Pyserini reads the columns / keys it knows and ignores it; search
 # --encoded-queries compares it with the index's, as it compares an --encoder's.
@@ -100,10 +102,8 @@ def _check_output(output: Path, kind: str, overwrite: bool) -> None:
     "a directory: name a file". A FIFO or device is refused
     before anything reads it (a read of a FIFO would wait for a writer)."""
     refuse_special_output(output)
-    if kind == "dense" and output.name.endswith((".gz", ".pkl")):  # else a folder of that name
-        raise UserError(f"--output {output}: a dense index's queries are a folder holding "
-                        f"{EMBEDDING_FILE} (Pyserini's form, never gzipped): name a folder, "
-                        f"e.g. {output.name.split('.')[0] or 'encoded'}")
+    if kind == "dense":
+        _refuse_file_name_for_folder(output)
     if not output.exists():
         return
     if kind == "impact" and output.is_dir():
@@ -123,6 +123,21 @@ def _check_output(output: Path, kind: str, overwrite: bool) -> None:
         raise FileExistsError(f"{output} already exists; pass --overwrite to replace it")
     if kind == "dense":  # encoded queries and nothing else: a user's notes put beside survive
         refuse_foreign_folder(output, EMBEDDING_FILE)
+
+
+def _refuse_file_name_for_folder(output: Path) -> None:
+    """A dense output named like a file (``x.jsonl``, ``q.pkl.gz``) would be written as a folder
+    of that name, which neither the user nor a reader of files expects: refuse it and offer the
+    name without its file suffixes."""
+    suffix = output.suffix.lower()
+    if suffix not in _FILE_SUFFIXES:
+        return
+    stem = output.name
+    while Path(stem).suffix.lower() in _FILE_SUFFIXES:
+        stem = Path(stem).stem
+    raise UserError(f"--output {output}: a dense index's queries are a folder holding "
+                    f"{EMBEDDING_FILE} (Pyserini's encoded-queries layout), not a {suffix} "
+                    f"file: name it without the suffix, e.g. {output.with_name(stem)}")
 
 
 _IMPACT_KEYS = ("id", "contents", "vector")  # one impact query's record, as encode_queries writes it

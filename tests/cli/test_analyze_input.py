@@ -534,3 +534,17 @@ def test_divergence_refuses_one_model_in_two_folders(tiny_bert, tiny_corpus, tmp
     assert error.startswith(f"error: --model a={best} and --model b={last} hold the same model "
                             "(fingerprint ")
     assert error.endswith("give models that differ")
+
+
+# --- divergence of one sampled pair -------------------------------------------------------------
+
+
+def test_a_divergence_sample_of_one_pair_is_refused_first(tiny_corpus, tmp_path, capsys,
+                                                         error_line) -> None:
+    """'--sample 1' was blamed on the topics, qrels and corpus not belonging together (they
+    do here; refused before the model, which is not there, is loaded)."""
+    argv = ["divergence", "--model", f"a={tmp_path / 'no-model'}", "--corpus", str(tiny_corpus),
+            "--topics", f"{tiny_corpus}:test", "--qrels", f"{tiny_corpus}:test", "--sample", "1"]
+    assert error_line(analyze_main, argv, capsys) == (
+        "error: --sample 1 keeps fewer than two judged pairs: use --sample 2 or more (0 = every "
+        "judged query)")

@@ -67,3 +67,33 @@ def test_encode_queries_overwrite_keeps_user_files_beside_the_queries(ws, tmp_pa
     assert "holds files this toolkit did not write (e.g. mine/), also notes.txt, sub/" \
         in err_text(capsys)
     assert kept(out) and (out / "embedding.pkl").is_file()
+
+
+@pytest.mark.parametrize("name", ["x.jsonl", "x.json", "x.pkl", "x.tsv", "x.txt", "x.trec",
+                                  "x.pkl.gz", "x.JSONL"])
+def test_dense_queries_named_like_a_file_are_refused(ws, tmp_path, capsys, name) -> None:
+    out = tmp_path / name
+    code, err = _encode_queries(ws["index"], ws["corpus"], out, capsys)
+    assert code == 2 and err == (
+        f"error: --output {out}: a dense index's queries are a folder holding embedding.pkl "
+        f"(Pyserini's encoded-queries layout), not a {out.suffix.lower()} file: name it without "
+        f"the suffix, e.g. {tmp_path / 'x'}")
+    assert not out.exists()
+
+
+def test_impact_queries_are_said_to_be_encoded_for_an_impact_index(tiny_bert, tiny_corpus,
+                                                                   tmp_path, capsys) -> None:
+    import torch
+
+    from pyserini_moe.cli import index as index_cli
+    from pyserini_moe.modeling import CotMoteEncoder
+
+    torch.manual_seed(0)
+    model = CotMoteEncoder.from_backbone(tiny_bert, sparse_top_k=12, device="cpu")
+    index = tmp_path / "impact"
+    assert index_cli.main(["--retriever", "impact", "--corpus", str(tiny_corpus), "--index",
+                           str(index), "--encoder", str(model.save(tmp_path / "model")),
+                           "--device", "cpu", "--quiet"]) == 0
+    out = tmp_path / "q.jsonl"
+    code, err = _encode_queries(index, tiny_corpus, out, capsys)
+    assert code == 0 and err == f"4 queries encoded for an impact index into {out}"

@@ -372,3 +372,15 @@ def test_a_seed_glob_that_matches_a_folder_says_so(tmp_path: Path, capsys) -> No
     (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
     refused(eval_main, ["--run", f"d={tmp_path}/d-s*.trec", "--qrels", str(tmp_path / "qrels.txt")],
             "matches the folder", capsys)
+
+
+def test_two_files_of_one_seed_are_refused(tmp_path: Path, capsys, error_line) -> None:
+    """'b=DIR/b-s42*.trec' matching b-s42.trec and b-s42x.trec was read as "b: 2 seeds"."""
+    for name in ("a-s1.trec", "a-s2.trec", "b-s42.trec", "b-s42x.trec"):
+        (tmp_path / name).write_text(SEED_RUN)
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\n")
+    argv = ["--run", f"a={tmp_path}/a-s*.trec", f"b={tmp_path}/b-s42*.trec", "--qrels",
+            str(tmp_path / "qrels.txt")]
+    assert error_line(eval_main, argv, capsys) == (
+        f"error: --run b: {tmp_path}/b-s42.trec and {tmp_path}/b-s42x.trec both read as seed 42: "
+        "give each seed of a condition once (make the pattern match one file per seed)")

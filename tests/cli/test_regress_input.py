@@ -301,3 +301,16 @@ def test_two_files_of_one_name_are_refused(tmp_path: Path) -> None:
     first, second = regression_file(tmp_path), regression_file(tmp_path)
     with pytest.raises(UserError, match="several files are named tiny"):
         regress_main([str(first), str(second), "--work-dir", str(tmp_path / "w")])
+
+
+@pytest.mark.parametrize("flag", ["--work-dir", "--results-dir"])
+def test_a_folder_under_a_file_is_refused(tmp_path: Path, capsys, error_line, flag) -> None:
+    """'--work-dir <file>/w' printed the file's banner, then "[Errno 20] Not a directory"."""
+    afile = tmp_path / "notes.txt"
+    afile.write_text("mine")
+    extra = [] if flag == "--work-dir" else ["--work-dir", str(tmp_path / "w")]
+    assert error_line(regress.main, ["regressions/bm25-scifact.yaml", flag, str(afile / "w"),
+                                     "--dry-run", *extra], capsys) == (
+        f"error: {flag} {afile / 'w'}: {afile} is a file, not a folder: name a folder (made if "
+        "missing)")
+    assert afile.read_text() == "mine" and not (tmp_path / "w").exists()

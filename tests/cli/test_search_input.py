@@ -581,3 +581,23 @@ def test_a_collection_or_a_damaged_index_as_index(bm25_ws, tmp_path, capsys) -> 
         segments.unlink()
     refused(search_cli.main, ["--index", str(broken), "--topics", f"{bm25_ws['corpus']}:test",
                               "--output", str(tmp_path / "o.trec")], "no segments file", capsys)
+
+
+# --- field weights that score nothing --------------------------------------------------------------
+
+
+def test_field_weights_that_are_all_zero_are_refused(tmp_path, capsys) -> None:
+    """'--fields contents=0' gave a run in which every score was 0."""
+    line = _error([*_base(tmp_path), "--fields", "contents=0", "title=0.0"], capsys)
+    assert line == ("error: --fields contents=0 title=0: every weight is 0, so every document "
+                    "would score 0: give at least one field a weight above 0")
+    assert not (tmp_path / "run.trec").exists()
+
+
+def test_a_negative_field_weight_is_refused(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit) as done:  # argparse refuses it before any work
+        run_main(search_cli.main, [*_base(tmp_path), "--fields", "contents=-1", "title=1"])
+    assert done.value.code == 2 and capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        "argument --fields: 'contents=-1': expected FIELD=WEIGHT with a weight >= 0, "
+        "e.g. title=1.0")
+    assert not (tmp_path / "run.trec").exists()
