@@ -36,6 +36,7 @@ from pyserini_moe.cli import (
     finite_float,
     output_file,
     positive_int,
+    refuse_inside_outputs,
     settings_from,
 )
 from pyserini_moe.cli.args import add_backend_arg, add_device_args, backend_encoder
@@ -303,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
                             args.encoded_queries])
     for output in [args.output, *expert_outputs]:  # before the search, not after it
         refuse_non_run_output(output)
+        refuse_inside_outputs("--output" if output == args.output else "--expert-runs", output,
+                              file=True)
     from pyserini_moe.data.topics import load_topics
 
     topics = load_topics(args.topics)

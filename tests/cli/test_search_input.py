@@ -601,3 +601,19 @@ def test_a_negative_field_weight_is_refused(tmp_path, capsys) -> None:
         "argument --fields: 'contents=-1': expected FIELD=WEIGHT with a weight >= 0, "
         "e.g. title=1.0")
     assert not (tmp_path / "run.trec").exists()
+
+
+def test_a_run_inside_an_index_or_a_model_folder_is_refused(ws, tmp_path, capsys,
+                                                           error_line) -> None:
+    """Accepted, the folder then held a run its --overwrite refused as not the toolkit's."""
+    from pyserini_moe.index.meta import write_meta
+
+    other = tmp_path / "other-index"
+    other.mkdir()
+    write_meta(other, "dense", encoder="/models/m", encoder_fingerprint="m")
+    for folder, kind in ((other, "an index"), (Path(ws["model"]), "a model")):
+        argv = ["--index", str(ws["index"]), "--topics", f"{ws['corpus']}:test", "--output",
+                str(folder / "run.trec"), "--device", "cpu", "--quiet"]
+        line = error_line(search_cli.main, argv, capsys)
+        assert f"is inside {folder.resolve()}, {kind}: write it elsewhere" in line
+        assert not (folder / "run.trec").exists()
