@@ -312,3 +312,12 @@ def test_the_multivector_build_runs_the_paper_files_compressed_index_on_slices(
     assert str(root / "work" / "slice-2000") in argv
     assert result["projected_seconds"] == pytest.approx(MSMARCO.scaled(FRACTION).passages / 1_000,
                                                         0.01)
+
+
+def test_table_only_runs_nothing_and_writes_the_table(tmp_path: Path) -> None:
+    from pyserini_moe.lab.scale.runner import main
+
+    target = tmp_path / "table.md"
+    assert main(["--root", str(tmp_path / "root"), "--table", str(target), "--table-only"]) == 0
+    assert "Not measured yet: generate" in target.read_text()
+    assert not (tmp_path / "root" / "msmarco").exists()

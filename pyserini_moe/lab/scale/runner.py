@@ -150,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
                              "by it")
     parser.add_argument("--threads", type=int, default=2, help="threads of the Lucene stages")
     parser.add_argument("--redo", action="store_true", help="measure named stages again")
+    parser.add_argument("--table-only", action="store_true",
+                        help="run nothing: write the table of the figures measured so far")
     parser.add_argument("--table", type=Path,
                         help="also write the table to this file (a stage with no figures keeps "
                              "the row this file had)")
@@ -161,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--fraction must be in (0, 1]")
     ctx = Context(args.root.resolve(), args.fraction, args.threads)
     try:
-        run_stages(ctx, args.stage, args.redo, args.results)
+        if not args.table_only:
+            run_stages(ctx, args.stage, args.redo, args.results)
     finally:
         earlier = args.table.read_text(encoding="utf-8") if args.table and args.table.is_file() \
             else ""
