@@ -28,7 +28,7 @@ from typing import BinaryIO
 import numpy as np
 
 from pyserini_moe.errors import UserError
-from pyserini_moe.index.meta import IndexMismatchError
+from pyserini_moe.index.meta import IndexMismatchError, check_unique_ids
 from pyserini_moe.io import read_json, reading
 
 DOC_VECTORS = "doc_vectors"
@@ -105,6 +105,7 @@ class DocVectors:
         self.folder = folder
         with reading(folder / "docids.txt", "index's docid list", "rebuild the index"):
             docids = (folder / "docids.txt").read_text(encoding="utf-8").split("\n")[:-1]
+        check_unique_ids(folder / "docids.txt", docids)
         self.rows = {d: i for i, d in enumerate(docids)}
         vocab = read_json(folder / "vocab.json", "index's vocabulary")
         if not isinstance(vocab, list):
@@ -112,8 +113,8 @@ class DocVectors:
                                      "is damaged: rebuild it")
         self.vocab = {t: i for i, t in enumerate(vocab)}
         self.indptr = _map(folder / "indptr.i64", "<i8")
-        if len(self.indptr) != len(docids) + 1 or len(self.rows) != len(docids):
-            raise IndexMismatchError(f"{folder}: {len(docids)} docids (some repeated?) for "
+        if len(self.indptr) != len(docids) + 1:
+            raise IndexMismatchError(f"{folder}: {len(docids)} docids for "
                                      f"{len(self.indptr) - 1} vectors; rebuild the index")
         self.terms = _map(folder / "terms.i32", "<i4")
         self.weights = _map(folder / "weights.i32", "<i4")

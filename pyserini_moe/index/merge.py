@@ -36,12 +36,14 @@ import faiss
 
 from pyserini_moe.errors import UserError, library_write
 from pyserini_moe.index.encoded import IMPACT_SHARD, IMPACT_VECTORS, faiss_index, lucene_impact_index
-from pyserini_moe.index.meta import META_FILE, IndexMeta, IndexMismatchError, read_meta
-from pyserini_moe.index.multivector import (
-    MultiVectorIndex,
-    MultiVectorIndexWriter,
+from pyserini_moe.index.meta import (
+    META_FILE,
+    IndexMeta,
+    IndexMismatchError,
     check_unique_ids,
+    read_meta,
 )
+from pyserini_moe.index.multivector import MultiVectorIndex, MultiVectorIndexWriter
 from pyserini_moe.io import atomic_path, reading
 from pyserini_moe.outputs import refuse_to_rebuild
 

@@ -21,6 +21,7 @@ import json
 import os
 import types
 import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -294,3 +295,19 @@ def _hint_name(hint: Any) -> str:
 def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def check_unique_ids(path: Path, ids: Sequence[str],
+                     damaged: str = "the index is damaged: rebuild it") -> None:
+    """Refuse an index's id list (one id a line, as read from ``path``) holding an id twice:
+    readers map each id to one row, so a repeat would silently hide a document from a search, or
+    fail deep in a re-scoring that looks an id up. ``damaged``: what it means and what to do. One
+    set, the usual case; the repeat's lines are found only when there is one."""
+    if len(set(ids)) == len(ids):
+        return
+    first: dict[str, int] = {}
+    for line, docid in enumerate(ids, start=1):
+        if docid in first:
+            raise IndexMismatchError(f"{path}: id {docid!r} repeated (lines {first[docid]} and "
+                                     f"{line}); {damaged}")
+        first[docid] = line

@@ -36,7 +36,6 @@ import math
 import os
 import re
 from array import array
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
@@ -47,7 +46,13 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from pyserini_moe.errors import UserError, library_write
-from pyserini_moe.index.meta import IndexMeta, IndexMismatchError, check_kind, write_meta
+from pyserini_moe.index.meta import (
+    IndexMeta,
+    IndexMismatchError,
+    check_kind,
+    check_unique_ids,
+    write_meta,
+)
 from pyserini_moe.index.residual import (
     CODES_FILE,
     LIST_DOCS_FILE,
@@ -86,22 +91,6 @@ def default_nprobe(nlist: int) -> int:
     the usual Faiss starting point (64 of 4,096 lists). Faiss's own default, 1, scans 1/nlist of
     the tokens and silently loses most of the candidates MaxSim needs."""
     return max(1, math.ceil(math.sqrt(nlist)))
-
-
-def check_unique_ids(path: Path, ids: Sequence[str],
-                     damaged: str = "the index is damaged: rebuild it") -> None:
-    """Refuse an index's id list (one id a line, as read from ``path``) holding an id twice:
-    readers map each id to one row, so a repeat would silently hide a document from a search, or
-    fail deep in a re-scoring that looks an id up. ``damaged``: what it means and what to do. One
-    set, the usual case; the repeat's lines are found only when there is one."""
-    if len(set(ids)) == len(ids):
-        return
-    first: dict[str, int] = {}
-    for line, docid in enumerate(ids, start=1):
-        if docid in first:
-            raise IndexMismatchError(f"{path}: id {docid!r} repeated (lines {first[docid]} and "
-                                     f"{line}); {damaged}")
-        first[docid] = line
 
 
 def check_offsets(path: Path, offsets: np.ndarray, tokens: int) -> None:

@@ -22,8 +22,14 @@ from pyserini_moe.encode.common import position_limit
 from pyserini_moe.encode.impact import DEFAULT_QUERY_MAX_TERMS
 from pyserini_moe.errors import UserError
 from pyserini_moe.index.doc_vectors import DOC_VECTORS, DocVectors
-from pyserini_moe.index.meta import IndexMeta, IndexMismatchError, check_kind, meta_path
-from pyserini_moe.index.multivector import MultiVectorIndex, check_unique_ids
+from pyserini_moe.index.meta import (
+    IndexMeta,
+    IndexMismatchError,
+    check_kind,
+    check_unique_ids,
+    meta_path,
+)
+from pyserini_moe.index.multivector import MultiVectorIndex
 from pyserini_moe.modeling.auto import is_backbone, load_encoder
 from pyserini_moe.modeling.folder import fingerprint
 from pyserini_moe.runs import Run
