@@ -12,6 +12,7 @@ __all__, __getattr__, __dir__ = lazy_names(__name__, {
     "BeirCollection": "beir",
     "KNOWN_COLLECTIONS": "beir",
     "local_collections": "beir",
+    "corpus_identity": "corpus",
     "open_corpus": "corpus",
     "load_answers": "dpr",
     "write_trec_qrels": "export",

@@ -152,10 +152,9 @@ def _topic_digests(topic_sets: dict[str, tuple[Any, Any]]) -> dict[str, dict[str
 
 
 def _corpus_digest(corpus: str) -> str:
-    """SHA-256 of the corpus's files (``data.corpus.corpus_identity``): the documents the
+    """SHA-256 of the corpus's files (``data.corpus_identity``): the documents the
     snapshots are searched over (seconds per GB, next to a snapshot's indexing)."""
-    from pyserini_moe.data import open_corpus  # noqa: PLC0415 - `analyze --help` stays light
-    from pyserini_moe.data.corpus import corpus_identity  # noqa: PLC0415 - `analyze --help` stays light
+    from pyserini_moe.data import corpus_identity, open_corpus  # noqa: PLC0415 - light --help
 
     return corpus_identity(open_corpus(corpus))["sha256"]
 
