@@ -73,7 +73,5 @@ def main(argv: list[str] | None = None) -> int:
     out = encode_queries(args.index, meta.kind, topics, args.output, args.encoder,
                          args.device, args.query_max_length, args.batch_size, args.overwrite,
                          args.precision, args.query_max_terms)
-    article = "an" if meta.kind[:1] in "aeiou" else "a"
-    print(f"{len(topics)} queries encoded for {article} {meta.kind} index into {out}",
-          file=sys.stderr)
+    print(f"{len(topics)} queries encoded for {meta.kind_phrase} into {out}", file=sys.stderr)
     return 0

@@ -287,13 +287,16 @@ _SEED_IN_NAME = re.compile(r"(?:^|[^0-9A-Za-z])s(\d+)(?=[^0-9]|$)")
 def seed_labels(files: list[str]) -> list[str] | None:
     """The seed each file names (``sNN`` in its file name: ``detr-s42.test.trec``, the kept
     ``<row>.s42.tsv``), in order; None when a file names none or two files the same."""
-    labels = []
-    for path in files:
-        found = _SEED_IN_NAME.findall(Path(path).name)
-        if not found:
-            return None
-        labels.append(found[-1])
-    return labels if len(set(labels)) == len(labels) else None
+    labels = [_seed_in_name(path) for path in files]
+    if None in labels or len(set(labels)) != len(labels):
+        return None
+    return labels
+
+
+def _seed_in_name(path: str) -> str | None:
+    """The seed a file's name gives (its last ``sNN``), or None."""
+    found = _SEED_IN_NAME.findall(Path(path).name)
+    return found[-1] if found else None
 
 
 def _refuse_one_seed_twice(name: str, files: list[str]) -> None:
@@ -302,10 +305,9 @@ def _refuse_one_seed_twice(name: str, files: list[str]) -> None:
     over seeds and, matched, pair by a label that is not unique."""
     first: dict[str, str] = {}
     for path in files:
-        found = _SEED_IN_NAME.findall(Path(path).name)
-        if not found:
+        seed = _seed_in_name(path)
+        if seed is None:
             continue
-        seed = found[-1]
         if seed in first:
             raise UserError(f"--run {name}: {first[seed]} and {path} both read as seed {seed}: "
                             "give each seed of a condition once (make the pattern match one file "
