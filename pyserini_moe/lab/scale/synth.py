@@ -108,19 +108,27 @@ class _Queries:
     words: dict[int, np.ndarray]  # passage index -> the passage's word ids (judged ones only)
 
 
+def _written(folder: Path, stamp: dict) -> bool:
+    """Whether ``folder`` already holds the data ``stamp`` describes (its ``shape.json``); a
+    folder of other synthetic data is removed to be written again, any other folder refused."""
+    marker = folder / "shape.json"
+    if marker.is_file() and json.loads(marker.read_text()) == stamp:
+        return True
+    if folder.exists():
+        if not marker.is_file():
+            raise FileExistsError(f"{folder} exists and is not synthetic data (no shape.json): "
+                                  "name another root")
+        shutil.rmtree(folder)  # another shape or seed: written again
+    return False
+
+
 def generate(root: Path, fraction: float = 1.0, seed: int = 0, progress: bool = True) -> Path:
     """Write (or reuse) ``root/msmarco`` at ``MSMARCO.scaled(fraction)``; returns the folder."""
     shape = MSMARCO.scaled(fraction)
     folder = Path(root) / "msmarco"
     stamp = {"shape": dataclasses.asdict(shape), "seed": seed, "vocabulary": VOCABULARY}
-    marker = folder / "shape.json"
-    if marker.is_file() and json.loads(marker.read_text()) == stamp:
+    if _written(folder, stamp):
         return folder
-    if folder.exists():
-        if not marker.is_file():
-            raise FileExistsError(f"{folder} exists and is not a synthetic collection (no "
-                                  "shape.json): name another root")
-        shutil.rmtree(folder)  # another shape or seed: written again
     rng = np.random.default_rng(seed)
     vocab = vocabulary(rng)
     cdf = _zipf_cdf(len(vocab))
@@ -286,13 +294,8 @@ def generate_dpr(root: Path, passages: int, ids_within: int, seed: int = 0,
     folder = Path(root) / "dpr-source"
     stamp = {"shape": dataclasses.asdict(shape), "passages": passages, "ids_within": ids_within,
              "seed": seed}
-    marker = folder / "shape.json"
-    if marker.is_file() and json.loads(marker.read_text()) == stamp:
+    if _written(folder, stamp):
         return folder
-    if folder.exists():
-        if not marker.is_file():
-            raise FileExistsError(f"{folder} exists and is not synthetic DPR data: name another root")
-        shutil.rmtree(folder)
     rng = np.random.default_rng(seed)
     vocab = vocabulary(rng)
     cdf = _zipf_cdf(len(vocab))
